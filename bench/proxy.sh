@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Proxy benchmark: the same backend (nginx serving a 1 KiB file), the same load (wrk, keep-alive,
+# 50 connections), through tidegate (1 worker), nginx (1 worker) and HAProxy (1 thread), measured
+# in one run. Prints requests/s and p99 of each and tidegate's ratios.
+#
+# Environment: DURATION (seconds per run, default 10), ROUNDS (default 3; each peer is measured
+# once per round, interleaved, and the median round is reported), CONNECTIONS (50),
+# PIN=1 (default) pins the proxy under test to CPU 0 and wrk + the backend to CPU 1.
+# Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
+CONNECTIONS=${CONNECTIONS:-50}
+PIN=${PIN:-1}
+BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
+
+if [ ! -x "$BIN/tidegate-dataplane" ] || [ ! -x "$BIN/tidegate-controller" ]; then
+  scripts/install-deps
+  scripts/build --target tidegate-dataplane tidegate-controller
+fi
+for tool in nginx haproxy wrk; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool missing; run scripts/install-deps" >&2; exit 1; }
+done
+
+BACKEND_PORT=19100 NGINX_PORT=19101 HAPROXY_PORT=19102 TIDEGATE_PORT=19103 ADMIN_PORT=19104
+WORK=$(mktemp -d /tmp/tidegate-bench.XXXXXX)
+PIDS=()
+# shellcheck disable=SC2317  # invoked through trap
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+PROXY_CPU=() LOAD_CPU=()
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+  PROXY_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1)
+fi
+
+mkdir -p "$WORK/www" "$WORK/manifests"
+head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
+
+cat >"$WORK/backend.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/backend.pid;
+error_log $WORK/backend-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$BACKEND_PORT backlog=4096;
+    keepalive_requests 10000000;
+    location / { root $WORK/www; }
+  }
+}
+CONF
+
+cat >"$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT backlog=4096;
+    keepalive_requests 10000000;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Request-ID \$request_id;
+    }
+  }
+}
+CONF
+
+cat >"$WORK/haproxy.cfg" <<CONF
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  option forwardfor
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$HAPROXY_PORT
+  default_backend be
+backend be
+  server b1 127.0.0.1:$BACKEND_PORT
+CONF
+
+cat >"$WORK/manifests/bench.yaml" <<CONF
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench, namespace: bench}
+spec:
+  ingressClassName: tidegate
+  rules:
+    - http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend: {service: {name: backend, port: {number: 80}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: bench}
+spec:
+  ports: [{name: http, port: 80, targetPort: $BACKEND_PORT}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: backend-1, namespace: bench, labels: {kubernetes.io/service-name: backend}}
+addressType: IPv4
+ports: [{name: http, port: $BACKEND_PORT}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+CONF
+
+"${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
+"${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
+"${PROXY_CPU[@]}" haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 & PIDS+=($!)
+"${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/control.sock" \
+  --http-listen "127.0.0.1:$TIDEGATE_PORT" --https-listen 127.0.0.1:0 \
+  --admin-listen "127.0.0.1:$ADMIN_PORT" --workers 1 --log-level warn >"$WORK/dataplane.log" 2>&1 &
+PIDS+=($!)
+"$BIN/tidegate-controller" --dataplane-socket "$WORK/control.sock" --manifests "$WORK/manifests" \
+  --log-level warn >"$WORK/controller.log" 2>&1 & PIDS+=($!)
+
+wait_ok() {  # url
+  for _ in $(seq 1 100); do
+    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench: $1 does not answer" >&2
+  tail -n 20 "$WORK"/*.log >&2 || true
+  exit 1
+}
+wait_ok "http://127.0.0.1:$BACKEND_PORT/1k.html"
+wait_ok "http://127.0.0.1:$NGINX_PORT/1k.html"
+wait_ok "http://127.0.0.1:$HAPROXY_PORT/1k.html"
+wait_ok "http://127.0.0.1:$TIDEGATE_PORT/1k.html"
+
+# Prints "requests_per_second p99_ms errors" for one wrk run.
+measure() {  # port
+  local out
+  out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
+    "http://127.0.0.1:$1/1k.html")
+  echo "$out" | awk '
+    /Requests\/sec:/ { rps = $2 }
+    /^ +99%/ { v = $2; unit = v; gsub(/[0-9.]/, "", unit); gsub(/[a-z]/, "", v);
+               p99 = (unit == "us") ? v / 1000 : (unit == "s") ? v * 1000 : v }
+    /Non-2xx|Socket errors/ { errors = errors $0 }
+    END { printf "%s %s %s\n", rps, p99, (errors == "" ? "none" : "yes") }'
+}
+
+declare -A RPS P99
+for name in tidegate nginx haproxy; do RPS[$name]="" P99[$name]=""; done
+echo "bench: $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections, 1 KiB responses" >&2
+for round in $(seq 1 "$ROUNDS"); do
+  for name in tidegate nginx haproxy; do
+    case $name in
+      tidegate) port=$TIDEGATE_PORT ;;
+      nginx) port=$NGINX_PORT ;;
+      haproxy) port=$HAPROXY_PORT ;;
+    esac
+    read -r rps p99 errors < <(measure "$port")
+    echo "bench: round $round $name: $rps req/s, p99 ${p99} ms, errors: $errors" >&2
+    RPS[$name]+="$rps "
+    P99[$name]+="$p99 "
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '\n%-10s %12s %10s\n' proxy "requests/s" "p99 (ms)"
+for name in tidegate nginx haproxy; do
+  printf '%-10s %12.0f %10.2f\n' "$name" "$(echo "${RPS[$name]}" | median)" \
+    "$(echo "${P99[$name]}" | median)"
+done
+t_rps=$(echo "${RPS[tidegate]}" | median) n_rps=$(echo "${RPS[nginx]}" | median)
+h_rps=$(echo "${RPS[haproxy]}" | median)
+t_p99=$(echo "${P99[tidegate]}" | median) n_p99=$(echo "${P99[nginx]}" | median)
+h_p99=$(echo "${P99[haproxy]}" | median)
+echo
+awk -v t="$t_rps" -v n="$n_rps" -v h="$h_rps" -v tp="$t_p99" -v np="$n_p99" -v hp="$h_p99" 'BEGIN {
+  printf "ratio tidegate/nginx:   requests/s %.2f, p99 %.2f\n", t / n, tp / np
+  printf "ratio tidegate/haproxy: requests/s %.2f, p99 %.2f\n", t / h, tp / hp
+}'

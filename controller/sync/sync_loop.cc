@@ -1,0 +1,111 @@
+#include "sync/sync_loop.h"
+
+#include <algorithm>
+
+#include "log/log.h"
+
+namespace tidegate::controller::sync {
+
+using clock = std::chrono::steady_clock;
+
+SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
+    : build_(std::move(build)), pusher_(pusher), options_(options) {
+  first_change_ = last_change_ = clock::now();
+}
+
+void SyncLoop::notify() {
+  {
+    std::lock_guard lock(mu_);
+    auto now = clock::now();
+    if (!dirty_) first_change_ = now;
+    last_change_ = now;
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+void SyncLoop::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (stopping_) return false;
+    auto now = clock::now();
+    if (dirty_) {
+      // Batch: wait until quiet for hold_off, but never longer than max_delay after the first.
+      auto due = std::min(last_change_ + options_.hold_off, first_change_ + options_.max_delay);
+      if (now >= due) {
+        dirty_ = false;
+        return true;
+      }
+      cv_.wait_until(lock, due);
+      continue;
+    }
+    if (retry_pending && now >= retry_at) return true;
+    auto wake = now + options_.liveness_interval;
+    if (retry_pending) wake = std::min(wake, retry_at);
+    cv_.wait_until(lock, wake);
+    if (!dirty_ && !stopping_ && !retry_pending) {
+      lock.unlock();
+      bool alive = pusher_.alive();
+      lock.lock();
+      if (!alive) {
+        TG_WARN("sync", "data plane connection lost; resyncing");
+        return true;
+      }
+    }
+  }
+}
+
+void SyncLoop::run() {
+  model::Config desired;
+  std::optional<model::Config> nacked;  // last desired Config the data plane refused
+  bool retry_pending = false;
+  auto retry_at = clock::now();
+  auto backoff = options_.retry_min;
+  while (wait_for_work(retry_pending, retry_at)) {
+    desired = build_();
+    if (nacked && *nacked == desired && pusher_.connected()) continue;  // refused; wait for a change
+    auto result = pusher_.push(desired);
+    switch (result.status) {
+      case push::PushStatus::kAcked:
+        ++acked_;
+        nacked.reset();
+        retry_pending = false;
+        backoff = options_.retry_min;
+        TG_INFO("sync", "data plane acknowledged version "
+                            << result.version << (result.full_snapshot ? " (snapshot)" : " (delta)")
+                            << ": " << desired.virtual_hosts.size() << " hosts, "
+                            << desired.upstreams.size() << " upstreams");
+        break;
+      case push::PushStatus::kUnchanged:
+        retry_pending = false;
+        break;
+      case push::PushStatus::kNacked:
+        TG_ERROR("sync", "data plane refused version " << result.version << ": " << result.error
+                                                       << " (it keeps serving the previous one)");
+        nacked = desired;
+        retry_pending = false;
+        break;
+      case push::PushStatus::kDisconnected: {
+        if (!retry_pending || backoff >= options_.retry_max) {
+          TG_WARN("sync", "data plane unreachable: " << result.error << "; retrying");
+        }
+        // Exponential backoff with full jitter in [backoff/2, backoff].
+        std::uniform_int_distribution<long> jitter(backoff.count() / 2, backoff.count());
+        retry_at = clock::now() + std::chrono::milliseconds(jitter(rng_));
+        backoff = std::min(backoff * 2, options_.retry_max);
+        retry_pending = true;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tidegate::controller::sync

@@ -1,0 +1,137 @@
+// tidegate-dataplane: the reverse proxy. Serves HTTP on --http-listen with N workers, takes
+// configuration from the controller over --control-socket, never reloads.
+
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "admin/admin_server.h"
+#include "cli/flags.h"
+#include "control/control_server.h"
+#include "log/log.h"
+#include "runtime/publisher.h"
+#include "server/worker.h"
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using namespace tidegate;
+
+namespace {
+
+bool resolve(const std::string& flag, const std::string& text, tcp::endpoint* out) {
+  auto hp = cli::parse_host_port(text);
+  if (!hp) {
+    std::cerr << "tidegate-dataplane: --" << flag << ": expected HOST:PORT, got \"" << text
+              << "\"\n";
+    return false;
+  }
+  std::string host = hp->host == "localhost" ? "127.0.0.1" : hp->host;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) {
+    std::cerr << "tidegate-dataplane: --" << flag << ": \"" << hp->host
+              << "\" is not an IP address\n";
+    return false;
+  }
+  *out = tcp::endpoint(addr, hp->port);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  cli::Flags flags;
+  flags.define("control-socket", "/tmp/tidegate-control.sock", "Unix socket the controller connects to");
+  flags.define("http-listen", "0.0.0.0:8080", "HTTP listener");
+  flags.define("https-listen", "0.0.0.0:8443", "HTTPS listener (TLS arrives with certificate support)");
+  flags.define("admin-listen", "127.0.0.1:10254", "admin listener: /healthz, /readyz, /version");
+  flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
+               "worker threads");
+  flags.define("log-level", "info", "debug, info, warn or error");
+  flags.define_bool("help", "print this help");
+  std::string error;
+  if (!flags.parse(argc, argv, &error)) {
+    std::cerr << "tidegate-dataplane: " << error << "\n" << flags.usage("tidegate-dataplane");
+    return 2;
+  }
+  if (flags.get_bool("help")) {
+    std::cout << flags.usage("tidegate-dataplane");
+    return 0;
+  }
+  const auto& level = flags.get("log-level");
+  log::set_level(level == "debug"  ? log::Level::kDebug
+                 : level == "warn" ? log::Level::kWarn
+                 : level == "error" ? log::Level::kError
+                                    : log::Level::kInfo);
+  int workers = std::atoi(flags.get("workers").c_str());
+  if (workers < 1 || workers > 256) {
+    std::cerr << "tidegate-dataplane: --workers must be between 1 and 256\n";
+    return 2;
+  }
+  tcp::endpoint http_at, https_at, admin_at;
+  if (!resolve("http-listen", flags.get("http-listen"), &http_at) ||
+      !resolve("https-listen", flags.get("https-listen"), &https_at) ||
+      !resolve("admin-listen", flags.get("admin-listen"), &admin_at)) {
+    return 2;
+  }
+
+  asio::io_context control_io{1};
+  dataplane::runtime::Publisher publisher(static_cast<size_t>(workers));
+  dataplane::server::Limits limits;
+  std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
+  tcp::endpoint bound = http_at;
+  for (int i = 0; i < workers; ++i) {
+    auto w = std::make_unique<dataplane::server::Worker>(static_cast<size_t>(i), limits);
+    boost::system::error_code ec;
+    bound = w->listen(bound, ec);  // later workers bind the port the first one got
+    if (ec) {
+      TG_ERROR("dataplane", "cannot listen on " << http_at << ": " << ec.message());
+      return 1;
+    }
+    publisher.add_sink([wp = w.get()](auto snap) { wp->publish(std::move(snap)); });
+    pool.push_back(std::move(w));
+  }
+  TG_INFO("dataplane", "http listening on " << bound << " with " << workers << " workers");
+  TG_INFO("dataplane", "https listener " << https_at
+                                         << " not started: TLS termination is not built yet");
+
+  dataplane::admin::AdminServer admin(control_io, publisher);
+  {
+    boost::system::error_code ec;
+    auto at = admin.listen(admin_at, ec);
+    if (ec) {
+      TG_ERROR("dataplane", "cannot listen on admin " << admin_at << ": " << ec.message());
+      return 1;
+    }
+    TG_INFO("dataplane", "admin listening on " << at);
+  }
+  dataplane::control::ControlServer control(control_io, flags.get("control-socket"), publisher);
+  if (!control.listen(&error)) {
+    TG_ERROR("dataplane", error);
+    return 1;
+  }
+  TG_INFO("dataplane", "control socket " << flags.get("control-socket"));
+
+  for (auto& w : pool) w->start();
+
+  asio::signal_set signals(control_io, SIGINT, SIGTERM);
+  signals.async_wait([&](boost::system::error_code, int sig) {
+    TG_INFO("dataplane", "signal " << sig << ": stopping");
+    control.stop();
+    admin.stop();
+    for (auto& w : pool) w->stop();
+    control_io.stop();
+  });
+  control_io.run();
+  for (auto& w : pool) w->join();
+  TG_INFO("dataplane", "stopped");
+  return 0;
+}

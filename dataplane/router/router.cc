@@ -1,0 +1,196 @@
+#include "router/router.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <re2/re2.h>
+
+namespace tidegate::dataplane::router {
+
+struct Router::CompiledRoute {
+  model::Route route;
+  // kPrefix: length of route.path without its trailing slashes ("/foo/" → 4, "/" → 0).
+  std::size_t prefix_length = 0;
+  // kRegex: the compiled pattern.
+  std::unique_ptr<re2::RE2> regex;
+
+  bool matches(std::string_view path) const {
+    switch (route.match) {
+      case model::PathMatch::kExact:
+        return path == route.path;
+      case model::PathMatch::kPrefix: {
+        // Element-wise: the prefix must end at the end of the path or at a '/'.
+        std::string_view prefix(route.path.data(), prefix_length);
+        return path.starts_with(prefix) &&
+               (path.size() == prefix.size() || path[prefix.size()] == '/');
+      }
+      case model::PathMatch::kRegex:
+        return regex->Match(re2::StringPiece(path.data(), path.size()), 0, path.size(),
+                            re2::RE2::ANCHOR_START, nullptr, 0);
+    }
+    return false;
+  }
+};
+
+struct Router::VirtualHostTable {
+  std::string host;                   // as configured: "foo.com", "*.foo.com" or "*"
+  std::vector<CompiledRoute> routes;  // model::sort_routes order
+};
+
+namespace {
+
+struct HostName {
+  std::string_view name;  // without port, brackets or trailing dot; case unchanged
+  bool ip_literal = false;
+};
+
+bool is_ipv4_literal(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(),
+                                      [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+// Splits the Host header value into the name to look up. A malformed value yields an empty name,
+// which only the catch-all virtual host takes.
+HostName split_host(std::string_view raw) {
+  if (raw.starts_with('[')) {
+    // "[v6]" or "[v6]:port": keep the literal inside the brackets.
+    std::size_t close = raw.find(']');
+    if (close == std::string_view::npos) return {};
+    std::string_view rest = raw.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return {};
+    return {raw.substr(1, close - 1), true};
+  }
+  std::string_view name = raw.substr(0, raw.find(':'));
+  if (name.ends_with('.')) name.remove_suffix(1);
+  return {name, is_ipv4_literal(name)};
+}
+
+char to_lower_ascii(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
+}
+
+// Lower-cases `name` into `buffer` when it fits, otherwise into `heap`.
+std::string_view to_lower(std::string_view name, char (&buffer)[kMaxStackHostLength],
+                          std::string& heap) {
+  char* out = buffer;
+  if (name.size() > kMaxStackHostLength) {
+    heap.resize(name.size());
+    out = heap.data();
+  }
+  std::transform(name.begin(), name.end(), out, to_lower_ascii);
+  return {out, name.size()};
+}
+
+std::size_t prefix_length_of(std::string_view path) {
+  std::size_t end = path.size();
+  while (end > 0 && path[end - 1] == '/') --end;
+  return end;
+}
+
+}  // namespace
+
+Router::Router() = default;
+Router::~Router() = default;
+
+std::unique_ptr<const Router> Router::build(const model::Config& config, std::string* error) {
+  std::unique_ptr<Router> router(new Router());
+  router->virtual_hosts_.reserve(config.virtual_hosts.size());
+  std::optional<std::size_t> catch_all;
+
+  for (const auto& [key, virtual_host] : config.virtual_hosts) {
+    VirtualHostTable table;
+    table.host = virtual_host.host;
+    std::vector<model::Route> routes = virtual_host.routes;
+    model::sort_routes(routes);
+    table.routes.reserve(routes.size());
+    for (model::Route& route : routes) {
+      CompiledRoute compiled;
+      switch (route.match) {
+        case model::PathMatch::kExact:
+          break;
+        case model::PathMatch::kPrefix:
+          compiled.prefix_length = prefix_length_of(route.path);
+          break;
+        case model::PathMatch::kRegex: {
+          re2::RE2::Options options;
+          options.set_log_errors(false);
+          compiled.regex = std::make_unique<re2::RE2>(route.path, options);
+          if (!compiled.regex->ok()) {
+            if (error != nullptr) {
+              *error = "host " + virtual_host.host + ": invalid regex \"" + route.path +
+                       "\": " + compiled.regex->error();
+            }
+            return nullptr;
+          }
+          break;
+        }
+      }
+      compiled.route = std::move(route);
+      table.routes.push_back(std::move(compiled));
+    }
+
+    const std::size_t index = router->virtual_hosts_.size();
+    const std::string& host = table.host;
+    if (host == "*") {
+      catch_all = index;
+    } else if (host.starts_with("*.")) {
+      router->wildcard_suffixes_.emplace(host.substr(2), index);
+    } else {
+      router->exact_hosts_.emplace(host, index);
+    }
+    router->virtual_hosts_.push_back(std::move(table));
+  }
+
+  // Taken only once virtual_hosts_ no longer grows.
+  if (catch_all) router->catch_all_ = &router->virtual_hosts_[*catch_all];
+  router->default_route_ = config.default_route;
+  return router;
+}
+
+const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
+                                                          bool ip_literal) const {
+  if (host.empty()) return catch_all_;
+  if (auto it = exact_hosts_.find(host); it != exact_hosts_.end()) {
+    return &virtual_hosts_[it->second];
+  }
+  if (!ip_literal) {
+    // "*.suffix" stands for exactly one non-empty label: drop the first label and look up the
+    // rest as it is, never a shorter suffix.
+    std::size_t dot = host.find('.');
+    if (dot != std::string_view::npos && dot > 0 && dot + 1 < host.size()) {
+      if (auto it = wildcard_suffixes_.find(host.substr(dot + 1)); it != wildcard_suffixes_.end()) {
+        return &virtual_hosts_[it->second];
+      }
+    }
+  }
+  return catch_all_;
+}
+
+Match Router::match(std::string_view raw_host, std::string_view path) const {
+  // Defensive: the caller should already have removed the query string.
+  path = path.substr(0, path.find('?'));
+
+  const HostName name = split_host(raw_host);
+  char buffer[kMaxStackHostLength];
+  std::string heap;  // stays empty (no allocation) unless the host is longer than the buffer
+  const std::string_view host = to_lower(name.name, buffer, heap);
+
+  Match result;
+  if (const VirtualHostTable* virtual_host = find_virtual_host(host, name.ip_literal)) {
+    result.virtual_host = virtual_host->host;
+    for (const CompiledRoute& route : virtual_host->routes) {
+      if (route.matches(path)) {
+        result.route = &route.route;
+        return result;
+      }
+    }
+    // No fall-through to a less specific virtual host: the one found owns the request.
+  }
+  if (default_route_) {
+    result.route = &*default_route_;
+    result.is_default = true;
+  }
+  return result;
+}
+
+}  // namespace tidegate::dataplane::router

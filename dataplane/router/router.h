@@ -1,0 +1,107 @@
+#pragma once
+// Host → virtual host → route matching for one configuration snapshot.
+//
+// A Router is compiled once from a model::Config (Router::build) and is immutable afterwards:
+// match() is const, takes no lock of ours and can be called from any number of threads at once.
+// It does not allocate for exact and prefix matching; for hosts longer than kMaxStackHostLength
+// it falls back to one heap string. Regex routes are matched with RE2, which keeps a lazily built
+// DFA cache behind its own internal synchronisation and may allocate while filling it.
+//
+// Host (the raw Host header value, optional whitespace already removed by the HTTP parser):
+//   - normalised before lookup: a ":port" suffix is removed ("[v6]:port" keeps the literal
+//     inside the brackets), one trailing dot is removed ("foo.com." == "foo.com"), and ASCII
+//     letters are lower-cased. An empty or malformed host (e.g. "[::1" without "]") takes no
+//     exact or wildcard host and goes on to "*".
+//   - lookup order: the exact virtual host; then the wildcard "*.suffix" whose "*" stands for
+//     exactly ONE non-empty label ("*.foo.com" takes "bar.foo.com", not "foo.com" nor
+//     "baz.bar.foo.com"); then the catch-all virtual host "*" (Ingress rules without a host).
+//     IP literals are looked up as exact hosts only.
+//   - the first virtual host found OWNS the request: if none of its routes match, there is no
+//     fall-through to a wildcard or to "*". The request then gets Config::default_route when set
+//     (the Ingress defaultBackend, used whatever its path), otherwise no route (the caller answers
+//     404). The same fallback applies when no virtual host takes the host at all.
+//
+// Path (the request target's path; matching stops at the first '?' in case the caller left the
+// query on). Kubernetes Ingress v1 semantics:
+//   - Exact: byte-for-byte equal, case-sensitive. Exact "/foo" does not match "/foo/".
+//   - Prefix: element-wise on '/'-separated elements, case-sensitive. Trailing slashes of the
+//     route path are ignored ("/foo/" behaves like "/foo"); "/" matches every path; "/foo"
+//     matches "/foo", "/foo/" and "/foo/bar" but not "/foobar".
+//   - Regex: an RE2 pattern anchored at the START of the path but not at its end ("/api/v[0-9]"
+//     matches "/api/v1/users"); add "$" to anchor the end.
+//
+// Precedence within a virtual host: routes are tried in model::sort_routes order (longest path
+// text first; on equal length Exact, then Prefix, then Regex) and the first match wins. build()
+// applies model::sort_routes itself, so the result does not depend on the order of the input.
+//
+// Pointers and views in a Match point into the Router and stay valid as long as it lives: keep the
+// Router in the same immutable snapshot as whatever uses the Match.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+
+namespace tidegate::dataplane::router {
+
+// Hosts up to this many bytes are normalised in a stack buffer; longer ones use a heap string.
+inline constexpr std::size_t kMaxStackHostLength = 255;
+
+struct Match {
+  // The route that takes the request, or nullptr: nothing matched and there is no default
+  // route, so the caller answers 404.
+  const model::Route* route = nullptr;
+  // The virtual host that took the host: "foo.com", "*.foo.com" or "*"; empty when none did.
+  // Set even when the route is the default route or nullptr (useful for logs).
+  std::string_view virtual_host;
+  // True when `route` is Config::default_route.
+  bool is_default = false;
+};
+
+class Router {
+ public:
+  // Compiles `config`. Returns nullptr and sets *error (when error != nullptr) if a Regex route
+  // does not compile. Otherwise the config is expected to have passed model::validate; build()
+  // does not check upstream references or host syntax.
+  static std::unique_ptr<const Router> build(const model::Config& config, std::string* error);
+
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+  ~Router();
+
+  // `host`: the raw Host header value; `path`: the request path without the query string.
+  Match match(std::string_view host, std::string_view path) const;
+
+ private:
+  struct CompiledRoute;
+  struct VirtualHostTable;
+
+  // Hashes std::string and std::string_view alike so that lookups by string_view do not
+  // allocate.
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  using HostIndex = std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>>;
+
+  Router();
+
+  // `host` is already normalised (see above).
+  const VirtualHostTable* find_virtual_host(std::string_view host, bool ip_literal) const;
+
+  std::vector<VirtualHostTable> virtual_hosts_;
+  HostIndex exact_hosts_;        // "foo.com" → index into virtual_hosts_
+  HostIndex wildcard_suffixes_;  // "foo.com" (from "*.foo.com") → index into virtual_hosts_
+  const VirtualHostTable* catch_all_ = nullptr;  // the "*" virtual host, if any
+  std::optional<model::Route> default_route_;
+};
+
+}  // namespace tidegate::dataplane::router

@@ -1,0 +1,45 @@
+#include "runtime/publisher.h"
+
+#include "log/log.h"
+
+namespace tidegate::dataplane::runtime {
+
+std::string Publisher::publish(uint64_t version, model::Config config) {
+  std::string error;
+  auto snap = build_snapshot(version, std::move(config), workers_, &error);
+  if (!snap) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return error;
+  }
+  current_ = snap;
+  for (auto& sink : sinks_) sink(snap);
+  version_.store(version, std::memory_order_release);
+  ready_.store(true, std::memory_order_release);
+  applied_.fetch_add(1, std::memory_order_relaxed);
+  TG_INFO("runtime", "serving configuration version " << version << " ("
+                                                       << snap->config.virtual_hosts.size()
+                                                       << " hosts, " << snap->upstreams.size()
+                                                       << " upstreams)");
+  return {};
+}
+
+std::string Publisher::apply_snapshot(const protocol::Snapshot& msg) {
+  return publish(msg.version, msg.config);
+}
+
+std::string Publisher::apply_delta(const protocol::DeltaMsg& msg) {
+  uint64_t have = current_ ? current_->version : 0;
+  if (!current_ || msg.base != have) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return "delta base " + std::to_string(msg.base) + " does not match the serving version " +
+           std::to_string(have) + "; send a snapshot";
+  }
+  auto result = model::apply(current_->config, msg.delta);
+  if (!result.error.empty()) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return result.error;
+  }
+  return publish(msg.version, std::move(result.config));
+}
+
+}  // namespace tidegate::dataplane::runtime

@@ -1,0 +1,56 @@
+#include "runtime/snapshot.h"
+
+#include <cstring>
+#include <functional>
+#include <string_view>
+
+namespace tidegate::dataplane::runtime {
+
+size_t EndpointHash::operator()(const Endpoint& e) const noexcept {
+  const auto* data = reinterpret_cast<const char*>(e.data());
+  return std::hash<std::string_view>{}(std::string_view(data, e.size()));
+}
+
+std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config config,
+                                               size_t workers, std::string* error) {
+  auto problems = model::validate(config);
+  if (!problems.empty()) {
+    std::string joined;
+    for (const auto& p : problems) {
+      if (!joined.empty()) joined += "; ";
+      joined += p;
+    }
+    *error = joined;
+    return nullptr;
+  }
+  auto snap = std::make_shared<Snapshot>();
+  snap->version = version;
+  for (const auto& [name, up] : config.upstreams) {
+    auto state = std::make_unique<UpstreamState>();
+    state->name = name;
+    state->round_robin = std::make_unique<PerWorkerCounter[]>(workers == 0 ? 1 : workers);
+    for (const auto& ep : up.endpoints) {
+      boost::system::error_code ec;
+      auto addr = boost::asio::ip::make_address(ep.address, ec);
+      if (ec) {
+        *error = "upstream " + name + ": bad address \"" + ep.address + "\"";
+        return nullptr;
+      }
+      Endpoint e(addr, ep.port);
+      state->endpoints.push_back(e);
+      snap->all_endpoints.insert(e);
+    }
+    snap->upstreams.emplace(name, std::move(state));
+  }
+  // The router may point into the model, so it is built from the snapshot's own copy.
+  snap->config = std::move(config);
+  std::string router_error;
+  snap->router = router::Router::build(snap->config, &router_error);
+  if (!snap->router) {
+    *error = "router: " + router_error;
+    return nullptr;
+  }
+  return snap;
+}
+
+}  // namespace tidegate::dataplane::runtime

@@ -1,0 +1,57 @@
+#pragma once
+// One immutable configuration snapshot of the data plane: the model it came from, the compiled
+// router and the resolved upstream endpoints. Built off the request path by the control server,
+// then handed to every worker as a shared_ptr<const Snapshot> (see runtime/publisher.h).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "model/model.h"
+#include "router/router.h"
+
+namespace tidegate::dataplane::runtime {
+
+using Endpoint = boost::asio::ip::tcp::endpoint;
+
+struct EndpointHash {
+  size_t operator()(const Endpoint& e) const noexcept;
+};
+
+// Round-robin position, one per worker so workers never share a cache line on the request path.
+struct alignas(64) PerWorkerCounter {
+  mutable uint64_t value = 0;
+};
+
+struct UpstreamState {
+  std::string name;
+  std::vector<Endpoint> endpoints;
+  // The only mutable state in a snapshot: indexed by worker id, each touched by one thread only.
+  std::unique_ptr<PerWorkerCounter[]> round_robin;
+};
+
+struct Snapshot {
+  uint64_t version = 0;
+  model::Config config;
+  std::unique_ptr<const router::Router> router;
+  std::unordered_map<std::string, std::unique_ptr<UpstreamState>> upstreams;
+  std::unordered_set<Endpoint, EndpointHash> all_endpoints;  // every endpoint of every upstream
+
+  const UpstreamState* upstream(const std::string& name) const {
+    auto it = upstreams.find(name);
+    return it == upstreams.end() ? nullptr : it->second.get();
+  }
+};
+
+// Validates `config` completely and compiles it. Returns null and sets *error on any problem;
+// nothing is published in that case.
+std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config config,
+                                               size_t workers, std::string* error);
+
+}  // namespace tidegate::dataplane::runtime

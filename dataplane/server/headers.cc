@@ -1,0 +1,113 @@
+#include "server/headers.h"
+
+#include <array>
+
+#include "server/worker.h"
+
+namespace tidegate::dataplane::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+void remove_hop_by_hop(Fields& fields) {
+  auto connection = fields[http::field::connection];
+  if (!connection.empty()) {
+    // Collect first: erasing while the token list views the field would dangle.
+    std::array<std::string, 8> named;
+    size_t n = 0;
+    for (auto token : http::token_list(connection)) {
+      if (n < named.size()) named[n++] = std::string(token);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (beast::iequals(named[i], "close") || beast::iequals(named[i], "keep-alive")) continue;
+      if (beast::iequals(named[i], "transfer-encoding") || beast::iequals(named[i], "host")) continue;
+      fields.erase(named[i]);
+    }
+    fields.erase(http::field::connection);
+  }
+  fields.erase(http::field::keep_alive);
+  fields.erase(http::field::proxy_connection);
+  fields.erase(http::field::te);
+  fields.erase(http::field::trailer);
+  fields.erase(http::field::upgrade);
+}
+
+void add_forwarded_headers(http::request_header<Fields>& req, std::string_view peer,
+                           std::string_view proto) {
+  auto xff = req["X-Forwarded-For"];
+  if (xff.empty()) {
+    req.set("X-Forwarded-For", peer);
+  } else {
+    std::string value;
+    value.reserve(xff.size() + 2 + peer.size());
+    value.append(xff.data(), xff.size());
+    value += ", ";
+    value.append(peer.data(), peer.size());
+    req.set("X-Forwarded-For", value);
+  }
+  req.set("X-Forwarded-Proto", proto);
+  auto host = req[http::field::host];
+  if (!host.empty()) req.set("X-Forwarded-Host", host);
+}
+
+namespace {
+
+bool valid_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (c <= 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void ensure_request_id(http::request_header<Fields>& req, Worker& worker) {
+  if (valid_request_id(req["X-Request-ID"])) return;
+  static constexpr char kHex[] = "0123456789abcdef";
+  char id[32];
+  uint64_t a = worker.next_random(), b = worker.next_random();
+  for (int i = 0; i < 16; ++i) {
+    id[i] = kHex[(a >> (i * 4)) & 0xf];
+    id[16 + i] = kHex[(b >> (i * 4)) & 0xf];
+  }
+  req.set("X-Request-ID", std::string_view(id, sizeof id));
+}
+
+bool is_idempotent(http::verb method) {
+  switch (method) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::put:
+    case http::verb::delete_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_http_parse_error(const boost::system::error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category();
+}
+
+RequestTarget split_target(std::string_view target, std::string_view host_header) {
+  RequestTarget t{host_header, target};
+  if (!target.empty() && target.front() != '/') {
+    // absolute-form: scheme "://" authority path
+    auto scheme_end = target.find("://");
+    if (scheme_end != std::string_view::npos) {
+      auto rest = target.substr(scheme_end + 3);
+      auto slash = rest.find_first_of("/?");
+      t.host = rest.substr(0, slash);
+      t.path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
+    }
+  }
+  auto q = t.path.find('?');
+  if (q != std::string_view::npos) t.path = t.path.substr(0, q);
+  if (t.path.empty()) t.path = "/";
+  return t;
+}
+
+}  // namespace tidegate::dataplane::server

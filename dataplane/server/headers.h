@@ -1,0 +1,44 @@
+#pragma once
+// Header handling shared by the HTTP paths: hop-by-hop removal (RFC 9110 section 7.6.1),
+// X-Forwarded-*, X-Request-ID, request-target splitting.
+
+#include <string_view>
+
+#include <boost/beast/http.hpp>
+
+namespace tidegate::dataplane::server {
+
+class Worker;
+
+using Fields = boost::beast::http::fields;
+
+// Removes Connection, the fields Connection names, and the fields that are hop-by-hop by
+// definition (Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade). Transfer-Encoding is left to
+// Beast, which re-frames bodies itself.
+void remove_hop_by_hop(Fields& fields);
+
+template <bool isRequest, typename Body>
+void remove_hop_by_hop(boost::beast::http::message<isRequest, Body, Fields>& m) {
+  remove_hop_by_hop(static_cast<Fields&>(m.base()));
+}
+
+// X-Forwarded-For gets the peer appended; X-Forwarded-Proto and X-Forwarded-Host are set from
+// this hop (a client cannot choose them).
+void add_forwarded_headers(boost::beast::http::request_header<Fields>& req, std::string_view peer,
+                           std::string_view proto);
+
+// Keeps a client's X-Request-ID when it is 1..128 visible ASCII characters, else sets a random
+// 32-hex-digit one.
+void ensure_request_id(boost::beast::http::request_header<Fields>& req, Worker& worker);
+
+bool is_idempotent(boost::beast::http::verb method);
+bool is_http_parse_error(const boost::system::error_code& ec);
+
+struct RequestTarget {
+  std::string_view host;  // raw, may carry ":port"; the router normalises it
+  std::string_view path;  // without query
+};
+// Origin-form ("/a?b") uses the Host header; absolute-form ("http://h/a") uses its own authority.
+RequestTarget split_target(std::string_view target, std::string_view host_header);
+
+}  // namespace tidegate::dataplane::server

@@ -1,0 +1,31 @@
+#pragma once
+// Every limit of the HTTP path, named, with its default. Documented in docs/limits.md.
+
+#include <chrono>
+#include <cstddef>
+
+namespace tidegate::dataplane::server {
+
+struct Limits {
+  // Largest request header block (request line + fields) accepted; larger gets 431.
+  size_t max_request_header_bytes = 64 * 1024;
+  // Largest upstream response header block; larger gets 502.
+  size_t max_response_header_bytes = 64 * 1024;
+  // Size of the one relay buffer each connection owns; bodies stream through it.
+  static constexpr size_t kRelayBufferBytes = 16 * 1024;
+  // Idle keep-alive connection from a client, and time to receive a request's header.
+  std::chrono::milliseconds client_header_timeout{60'000};
+  // Time between two reads of a request body from the client / two writes to it.
+  std::chrono::milliseconds client_body_timeout{60'000};
+  std::chrono::milliseconds client_send_timeout{60'000};
+  // Upstream: TCP connect, time between two reads (including the wait for the response header),
+  // time between two writes.
+  std::chrono::milliseconds upstream_connect_timeout{5'000};
+  std::chrono::milliseconds upstream_read_timeout{60'000};
+  std::chrono::milliseconds upstream_send_timeout{60'000};
+  // Attempts per request: connect failures (any method) and failures before any response byte
+  // (idempotent bodyless requests) move on to the next endpoint.
+  unsigned max_upstream_attempts = 3;
+};
+
+}  // namespace tidegate::dataplane::server

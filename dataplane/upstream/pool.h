@@ -1,0 +1,54 @@
+#pragma once
+// Keep-alive connections to upstream endpoints. One Pool per worker thread: only that thread
+// touches it, so it needs no lock.
+
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "runtime/io_types.h"
+
+#include "runtime/snapshot.h"
+
+namespace tidegate::dataplane::upstream {
+
+using runtime::Endpoint;
+
+struct Connection {
+  Connection(const runtime::Executor& ex, const Endpoint& ep) : stream(ex), endpoint(ep) {}
+  runtime::Stream stream;
+  boost::beast::flat_buffer buffer;
+  Endpoint endpoint;
+  std::chrono::steady_clock::time_point idle_since;
+  bool reused = false;  // taken from the pool rather than freshly connected
+};
+
+class Pool {
+ public:
+  // Idle connections kept per endpoint and how long one may stay idle.
+  static constexpr size_t kMaxIdlePerEndpoint = 256;
+  static constexpr std::chrono::seconds kIdleTimeout{60};
+  // An idle connection older than this is checked for a close by the peer before reuse.
+  static constexpr std::chrono::milliseconds kPeekAfterIdle{1000};
+
+  // An idle connection to `ep` that the peer has not closed, or null.
+  std::unique_ptr<Connection> take(const Endpoint& ep);
+  // Keeps `c` for reuse (the caller has checked that the endpoint is still configured).
+  void put(std::unique_ptr<Connection> c);
+  // Closes idle connections to endpoints not in `keep` (an endpoint left the configuration).
+  void retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep);
+  // Closes connections idle for longer than kIdleTimeout.
+  void expire(std::chrono::steady_clock::time_point now);
+  size_t idle_count() const;
+
+ private:
+  std::unordered_map<Endpoint, std::vector<std::unique_ptr<Connection>>, runtime::EndpointHash>
+      idle_;
+};
+
+}  // namespace tidegate::dataplane::upstream

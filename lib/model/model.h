@@ -1,0 +1,89 @@
+#pragma once
+// The routing model shared by the controller and the data plane: plain value types, no I/O.
+// The controller's translator produces a Config; the control protocol carries a Config (full
+// snapshot) or a Delta between two Configs; the data plane validates and compiles it.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tidegate::model {
+
+struct Endpoint {
+  std::string address;  // IPv4 or IPv6 literal
+  uint16_t port = 0;
+  auto operator<=>(const Endpoint&) const = default;
+  bool operator==(const Endpoint&) const = default;
+};
+
+// One backend service port: "namespace/service:port" (port is the Service port's number or name).
+struct Upstream {
+  std::string name;
+  std::vector<Endpoint> endpoints;  // sorted, unique
+  bool operator==(const Upstream&) const = default;
+};
+
+enum class PathMatch { kExact, kPrefix, kRegex };
+
+const char* to_string(PathMatch m);
+std::optional<PathMatch> path_match_from_string(const std::string& s);
+
+struct Route {
+  std::string path;  // "/" for a catch-all prefix; an RE2 pattern when match == kRegex
+  PathMatch match = PathMatch::kPrefix;
+  std::string upstream;  // Upstream::name
+  std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
+  bool operator==(const Route&) const = default;
+};
+
+// A host: exact ("foo.example.com"), wildcard ("*.example.com", matching exactly one extra
+// label) or "*" (an Ingress rule without a host: any host that no exact or wildcard host takes). Routes are kept in precedence order (see sort_routes).
+struct VirtualHost {
+  std::string host;
+  std::vector<Route> routes;
+  bool operator==(const VirtualHost&) const = default;
+};
+
+struct Config {
+  std::map<std::string, VirtualHost> virtual_hosts;  // key == VirtualHost::host
+  std::map<std::string, Upstream> upstreams;         // key == Upstream::name
+  std::optional<Route> default_route;  // Ingress defaultBackend: used when nothing else matches
+  bool operator==(const Config&) const = default;
+};
+
+// Sorts routes into match precedence: longest path first; on equal length Exact, then Prefix,
+// then Regex; then by path text so that the order is deterministic.
+void sort_routes(std::vector<Route>& routes);
+
+// Returns every problem found (empty == valid): dangling upstream references, bad hosts, paths
+// that do not start with '/', regexes that RE2 rejects, duplicate endpoints, keys that do not match
+// names.
+std::vector<std::string> validate(const Config& config);
+
+bool is_valid_host(const std::string& host);  // "*", or an exact or "*.suffix" lower-case DNS name
+
+// The difference between two Configs. Applying diff(a, b) to a yields b.
+struct Delta {
+  std::vector<VirtualHost> upsert_virtual_hosts;
+  std::vector<std::string> remove_virtual_hosts;
+  std::vector<Upstream> upsert_upstreams;
+  std::vector<std::string> remove_upstreams;
+  bool default_route_changed = false;
+  std::optional<Route> default_route;  // the new value when default_route_changed
+  bool empty() const;
+  bool operator==(const Delta&) const = default;
+};
+
+Delta diff(const Config& from, const Config& to);
+
+// Applies a delta to a copy of `base`. Removing something that does not exist is an error (it
+// means the two sides disagree about the base); the result is not validated here.
+struct ApplyResult {
+  Config config;
+  std::string error;  // empty on success
+};
+ApplyResult apply(const Config& base, const Delta& delta);
+
+}  // namespace tidegate::model

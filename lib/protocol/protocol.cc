@@ -1,0 +1,237 @@
+#include "protocol/protocol.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tidegate::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+json to_json(const model::Endpoint& e) { return json{{"address", e.address}, {"port", e.port}}; }
+
+json to_json(const model::Upstream& u) {
+  json eps = json::array();
+  for (const auto& e : u.endpoints) eps.push_back(to_json(e));
+  return json{{"name", u.name}, {"endpoints", std::move(eps)}};
+}
+
+json to_json(const model::Route& r) {
+  return json{{"path", r.path},
+              {"match", model::to_string(r.match)},
+              {"upstream", r.upstream},
+              {"ingress", r.ingress}};
+}
+
+json to_json(const model::VirtualHost& v) {
+  json routes = json::array();
+  for (const auto& r : v.routes) routes.push_back(to_json(r));
+  return json{{"host", v.host}, {"routes", std::move(routes)}};
+}
+
+json to_json(const model::Config& c) {
+  json hosts = json::array();
+  for (const auto& [_, v] : c.virtual_hosts) hosts.push_back(to_json(v));
+  json ups = json::array();
+  for (const auto& [_, u] : c.upstreams) ups.push_back(to_json(u));
+  json j{{"virtual_hosts", std::move(hosts)}, {"upstreams", std::move(ups)}};
+  if (c.default_route) j["default_route"] = to_json(*c.default_route);
+  return j;
+}
+
+json to_json(const model::Delta& d) {
+  json j = json::object();
+  json hosts = json::array();
+  for (const auto& v : d.upsert_virtual_hosts) hosts.push_back(to_json(v));
+  json ups = json::array();
+  for (const auto& u : d.upsert_upstreams) ups.push_back(to_json(u));
+  j["upsert_virtual_hosts"] = std::move(hosts);
+  j["remove_virtual_hosts"] = d.remove_virtual_hosts;
+  j["upsert_upstreams"] = std::move(ups);
+  j["remove_upstreams"] = d.remove_upstreams;
+  if (d.default_route_changed) {
+    j["default_route_changed"] = true;
+    j["default_route"] = d.default_route ? to_json(*d.default_route) : json(nullptr);
+  }
+  return j;
+}
+
+// Decoders throw nlohmann exceptions or std::runtime_error on malformed input; decode_json turns
+// them into an error string, so nothing escapes to the caller.
+model::Endpoint endpoint_from(const json& j) {
+  model::Endpoint e;
+  e.address = j.at("address").get<std::string>();
+  e.port = j.at("port").get<uint16_t>();
+  return e;
+}
+
+model::Upstream upstream_from(const json& j) {
+  model::Upstream u;
+  u.name = j.at("name").get<std::string>();
+  for (const auto& e : j.at("endpoints")) u.endpoints.push_back(endpoint_from(e));
+  return u;
+}
+
+model::Route route_from(const json& j) {
+  model::Route r;
+  r.path = j.at("path").get<std::string>();
+  auto m = model::path_match_from_string(j.at("match").get<std::string>());
+  if (!m) throw std::runtime_error("unknown path match \"" + j.at("match").get<std::string>() + "\"");
+  r.match = *m;
+  r.upstream = j.at("upstream").get<std::string>();
+  r.ingress = j.value("ingress", "");
+  return r;
+}
+
+model::VirtualHost vhost_from(const json& j) {
+  model::VirtualHost v;
+  v.host = j.at("host").get<std::string>();
+  for (const auto& r : j.at("routes")) v.routes.push_back(route_from(r));
+  return v;
+}
+
+model::Config config_from(const json& j) {
+  model::Config c;
+  for (const auto& v : j.at("virtual_hosts")) {
+    auto vh = vhost_from(v);
+    std::string key = vh.host;
+    if (!c.virtual_hosts.emplace(key, std::move(vh)).second) {
+      throw std::runtime_error("duplicate virtual host \"" + key + "\"");
+    }
+  }
+  for (const auto& u : j.at("upstreams")) {
+    auto up = upstream_from(u);
+    std::string key = up.name;
+    if (!c.upstreams.emplace(key, std::move(up)).second) {
+      throw std::runtime_error("duplicate upstream \"" + key + "\"");
+    }
+  }
+  if (j.contains("default_route") && !j["default_route"].is_null()) {
+    c.default_route = route_from(j["default_route"]);
+  }
+  return c;
+}
+
+model::Delta delta_from(const json& j) {
+  model::Delta d;
+  for (const auto& v : j.at("upsert_virtual_hosts")) d.upsert_virtual_hosts.push_back(vhost_from(v));
+  d.remove_virtual_hosts = j.at("remove_virtual_hosts").get<std::vector<std::string>>();
+  for (const auto& u : j.at("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
+  d.remove_upstreams = j.at("remove_upstreams").get<std::vector<std::string>>();
+  if (j.value("default_route_changed", false)) {
+    d.default_route_changed = true;
+    if (!j.at("default_route").is_null()) d.default_route = route_from(j["default_route"]);
+  }
+  return d;
+}
+
+struct Encoder {
+  json operator()(const Hello& m) const {
+    return json{{"type", "hello"}, {"protocol", m.protocol}, {"node", m.node}};
+  }
+  json operator()(const HelloReply& m) const {
+    return json{{"type", "hello_reply"}, {"protocol", m.protocol}, {"version", m.version}};
+  }
+  json operator()(const Snapshot& m) const {
+    return json{{"type", "snapshot"}, {"version", m.version}, {"config", to_json(m.config)}};
+  }
+  json operator()(const DeltaMsg& m) const {
+    return json{{"type", "delta"}, {"version", m.version}, {"base", m.base}, {"delta", to_json(m.delta)}};
+  }
+  json operator()(const Ack& m) const { return json{{"type", "ack"}, {"version", m.version}}; }
+  json operator()(const Nack& m) const {
+    return json{{"type", "nack"}, {"version", m.version}, {"reason", m.reason}};
+  }
+};
+
+}  // namespace
+
+std::string encode_json(const Message& m) { return std::visit(Encoder{}, m).dump(); }
+
+std::string encode_frame(const Message& m) {
+  std::string body = encode_json(m);
+  uint32_t n = static_cast<uint32_t>(body.size());
+  std::string frame;
+  frame.reserve(4 + body.size());
+  frame.push_back(static_cast<char>((n >> 24) & 0xff));
+  frame.push_back(static_cast<char>((n >> 16) & 0xff));
+  frame.push_back(static_cast<char>((n >> 8) & 0xff));
+  frame.push_back(static_cast<char>(n & 0xff));
+  frame += body;
+  return frame;
+}
+
+DecodeResult decode_json(std::string_view text) {
+  DecodeResult r;
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    r.error = "malformed JSON";
+    return r;
+  }
+  try {
+    if (!j.is_object()) throw std::runtime_error("message is not an object");
+    const std::string type = j.at("type").get<std::string>();
+    if (type == "hello") {
+      r.message = Hello{j.at("protocol").get<int>(), j.value("node", "")};
+    } else if (type == "hello_reply") {
+      r.message = HelloReply{j.at("protocol").get<int>(), j.at("version").get<uint64_t>()};
+    } else if (type == "snapshot") {
+      r.message = Snapshot{j.at("version").get<uint64_t>(), config_from(j.at("config"))};
+    } else if (type == "delta") {
+      r.message = DeltaMsg{j.at("version").get<uint64_t>(), j.at("base").get<uint64_t>(),
+                           delta_from(j.at("delta"))};
+    } else if (type == "ack") {
+      r.message = Ack{j.at("version").get<uint64_t>()};
+    } else if (type == "nack") {
+      r.message = Nack{j.at("version").get<uint64_t>(), j.value("reason", "")};
+    } else {
+      r.error = "unknown message type \"" + type + "\"";
+    }
+  } catch (const std::exception& e) {
+    r.message.reset();
+    r.error = std::string("bad message: ") + e.what();
+  }
+  return r;
+}
+
+std::optional<std::string> FrameReader::next() {
+  if (!error_.empty()) return std::nullopt;
+  size_t avail = buffer_.size() - consumed_;
+  if (avail < 4) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + consumed_);
+  uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  if (n > kMaxFrameBytes) {
+    error_ = "frame of " + std::to_string(n) + " bytes exceeds the limit of " +
+             std::to_string(kMaxFrameBytes);
+    return std::nullopt;
+  }
+  if (avail - 4 < n) return std::nullopt;
+  std::string payload = buffer_.substr(consumed_ + 4, n);
+  consumed_ += 4 + n;
+  if (consumed_ == buffer_.size()) {
+    buffer_.clear();
+    consumed_ = 0;
+  } else if (consumed_ > 64 * 1024) {
+    buffer_.erase(0, consumed_);
+    consumed_ = 0;
+  }
+  return payload;
+}
+
+std::string config_to_json(const model::Config& c) { return to_json(c).dump(); }
+
+std::optional<model::Config> config_from_json(std::string_view text, std::string* error) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    if (error) *error = "malformed JSON";
+    return std::nullopt;
+  }
+  try {
+    return config_from(j);
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace tidegate::protocol

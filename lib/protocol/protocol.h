@@ -1,0 +1,81 @@
+#pragma once
+// The control protocol between the controller (client) and the data plane (server) over a Unix
+// stream socket. See docs/control-protocol.md. Framing: a 4-byte big-endian payload length, then
+// a JSON object. Every message carries "type".
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "model/model.h"
+
+namespace tidegate::protocol {
+
+inline constexpr int kProtocolVersion = 1;
+// Largest frame either side accepts; a full snapshot of 10,000 hosts is a few MB.
+inline constexpr uint32_t kMaxFrameBytes = 256u * 1024 * 1024;
+
+// controller -> data plane, first message on a connection.
+struct Hello {
+  int protocol = kProtocolVersion;
+  std::string node;  // free text, for logs
+};
+// data plane -> controller, answer to Hello.
+struct HelloReply {
+  int protocol = kProtocolVersion;
+  uint64_t version = 0;  // version of the configuration the data plane is serving (0 = none)
+};
+// Replace everything.
+struct Snapshot {
+  uint64_t version = 0;
+  model::Config config;
+};
+// Change the configuration at `base` into `version`. All or nothing.
+struct DeltaMsg {
+  uint64_t version = 0;
+  uint64_t base = 0;
+  model::Delta delta;
+};
+struct Ack {
+  uint64_t version = 0;
+};
+struct Nack {
+  uint64_t version = 0;
+  std::string reason;
+};
+
+using Message = std::variant<Hello, HelloReply, Snapshot, DeltaMsg, Ack, Nack>;
+
+// JSON text of a message (no frame header).
+std::string encode_json(const Message& m);
+// A frame: length header + JSON.
+std::string encode_frame(const Message& m);
+
+struct DecodeResult {
+  std::optional<Message> message;
+  std::string error;  // set when message is empty
+};
+DecodeResult decode_json(std::string_view json);
+
+// Incremental frame splitter for a byte stream.
+class FrameReader {
+ public:
+  // Appends bytes read from the socket.
+  void append(const char* data, size_t n) { buffer_.append(data, n); }
+  // Returns the next complete payload, or nullopt if more bytes are needed. Sets error() on an
+  // oversized frame; the connection should then be closed.
+  std::optional<std::string> next();
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string buffer_;
+  size_t consumed_ = 0;
+  std::string error_;
+};
+
+// JSON conversion of the model, exposed for tests and for debugging dumps.
+std::string config_to_json(const model::Config& c);
+std::optional<model::Config> config_from_json(std::string_view json, std::string* error);
+
+}  // namespace tidegate::protocol
