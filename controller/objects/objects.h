@@ -1,0 +1,225 @@
+#pragma once
+// Typed views of the Kubernetes objects the controller reads, holding only the fields it uses, and
+// their conversion from a YAML::Node. yaml-cpp also parses JSON, so the same functions serve a
+// folder of manifests and the API server's responses.
+//
+// Conversion is strict about shape (a sequence where a mapping is expected, an unknown enum value,
+// a missing required field is an error naming the field, e.g.
+// `spec.rules[0].http.paths[1].pathType: unknown value "Foo"`) and tolerant about content: whether
+// a host name, a path or a regex is acceptable is the translator's decision, because it can drop
+// one rule and keep the rest of the object, where a conversion error loses the whole object.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace tidegate::controller::objects {
+
+inline constexpr std::string_view kIngressClassAnnotation = "kubernetes.io/ingress.class";
+inline constexpr std::string_view kDefaultClassAnnotation =
+    "ingressclass.kubernetes.io/is-default-class";
+inline constexpr std::string_view kServiceNameLabel = "kubernetes.io/service-name";
+
+struct ObjectMeta {
+  std::string namespace_;  // "default" when a namespaced manifest omits it; empty for IngressClass
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::string creation_timestamp;  // RFC 3339 as the API server writes it; empty in most manifests
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  bool operator==(const ObjectMeta&) const = default;
+};
+
+// A port given as a number or as a name (Kubernetes' IntOrString, and ServiceBackendPort's
+// number/name pair). Exactly one is set.
+struct PortRef {
+  std::optional<int32_t> number;
+  std::string name;  // meaningful when !number
+  bool is_number() const { return number.has_value(); }
+  std::string to_string() const;  // "8080" or "http"
+  bool operator==(const PortRef&) const = default;
+};
+
+// ---- networking.k8s.io/v1 Ingress ----
+
+enum class PathType { kExact, kPrefix, kImplementationSpecific };
+const char* to_string(PathType t);
+
+struct IngressServiceBackend {
+  std::string name;
+  PortRef port;
+  bool operator==(const IngressServiceBackend&) const = default;
+};
+
+// Exactly one of `service` and `resource_kind` is set. Resource backends are parsed so that the
+// translator can report them as unsupported rather than the whole Ingress being rejected.
+struct IngressBackend {
+  std::optional<IngressServiceBackend> service;
+  std::optional<std::string> resource_kind;
+  bool operator==(const IngressBackend&) const = default;
+};
+
+struct HTTPIngressPath {
+  std::string path;  // may be empty: the translator reads it as "/"
+  PathType path_type = PathType::kPrefix;
+  IngressBackend backend;
+  bool operator==(const HTTPIngressPath&) const = default;
+};
+
+struct IngressRule {
+  std::string host;                    // empty: any host
+  std::vector<HTTPIngressPath> paths;  // rule.http.paths; empty when the rule has no http
+  bool operator==(const IngressRule&) const = default;
+};
+
+struct IngressTLS {
+  std::vector<std::string> hosts;
+  std::string secret_name;
+  bool operator==(const IngressTLS&) const = default;
+};
+
+struct IngressSpec {
+  std::optional<std::string> ingress_class_name;
+  std::optional<IngressBackend> default_backend;
+  std::vector<IngressRule> rules;
+  std::vector<IngressTLS> tls;
+  bool operator==(const IngressSpec&) const = default;
+};
+
+struct Ingress {
+  ObjectMeta metadata;
+  IngressSpec spec;
+  bool operator==(const Ingress&) const = default;
+};
+
+// ---- networking.k8s.io/v1 IngressClass (cluster-scoped) ----
+
+struct IngressClassSpec {
+  std::string controller;
+  bool operator==(const IngressClassSpec&) const = default;
+};
+
+struct IngressClass {
+  ObjectMeta metadata;
+  IngressClassSpec spec;
+  // The annotation ingressclass.kubernetes.io/is-default-class is "true" (the API server's test).
+  bool is_default() const;
+  bool operator==(const IngressClass&) const = default;
+};
+
+// ---- v1 Service ----
+
+struct ServicePort {
+  std::string name;
+  int32_t port = 0;
+  PortRef target_port;  // defaults to `port` when omitted, as the API server does
+  std::string protocol = "TCP";
+  bool operator==(const ServicePort&) const = default;
+};
+
+struct ServiceSpec {
+  std::string type = "ClusterIP";
+  std::vector<ServicePort> ports;
+  bool operator==(const ServiceSpec&) const = default;
+};
+
+struct Service {
+  ObjectMeta metadata;
+  ServiceSpec spec;
+  bool operator==(const Service&) const = default;
+};
+
+// ---- discovery.k8s.io/v1 EndpointSlice ----
+
+struct EndpointConditions {
+  std::optional<bool> ready;
+  std::optional<bool> serving;
+  std::optional<bool> terminating;
+  bool operator==(const EndpointConditions&) const = default;
+};
+
+struct SliceEndpoint {
+  std::vector<std::string> addresses;
+  EndpointConditions conditions;
+  bool operator==(const SliceEndpoint&) const = default;
+};
+
+struct EndpointPort {
+  std::string name;             // empty when omitted (Kubernetes treats both the same)
+  std::optional<int32_t> port;  // absent means "all ports", which we cannot use
+  std::string protocol = "TCP";
+  bool operator==(const EndpointPort&) const = default;
+};
+
+struct EndpointSlice {
+  ObjectMeta metadata;
+  std::string address_type;  // "IPv4", "IPv6" or "FQDN"
+  std::vector<SliceEndpoint> endpoints;
+  std::vector<EndpointPort> ports;
+  // The kubernetes.io/service-name label, empty when absent.
+  std::string service_name() const;
+  bool operator==(const EndpointSlice&) const = default;
+};
+
+// ---- v1 Secret ----
+
+struct Secret {
+  ObjectMeta metadata;
+  std::string type = "Opaque";
+  // `data` decoded from base64, with `stringData` merged over it (the API server does the same
+  // merge on write, so an object read back from a cluster never has stringData).
+  std::map<std::string, std::string> data;
+  bool operator==(const Secret&) const = default;
+};
+
+// ---- Dispatch ----
+
+enum class Kind { kIngress, kIngressClass, kService, kEndpointSlice, kSecret };
+const char* to_string(Kind k);  // "Ingress", ...
+
+using Object = std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret>;
+
+Kind kind_of(const Object& o);
+const ObjectMeta& meta_of(const Object& o);
+bool is_namespaced(Kind k);
+
+// The kind named by `kind` when we understand it, whatever the apiVersion (see api_version_of).
+std::optional<Kind> kind_from_string(std::string_view kind);
+// The only apiVersion we read for a kind, e.g. "networking.k8s.io/v1" for Ingress.
+std::string_view api_version_of(Kind k);
+
+// Either a value or an error naming the field. Never both.
+template <typename T>
+struct ParseResult {
+  std::optional<T> value;
+  std::string error;
+  bool ok() const { return value.has_value(); }
+};
+
+// Converts one object. `node` is the whole object (apiVersion and kind are not checked here;
+// parse_object does that). Never throws.
+ParseResult<Ingress> parse_ingress(const YAML::Node& node);
+ParseResult<IngressClass> parse_ingress_class(const YAML::Node& node);
+ParseResult<Service> parse_service(const YAML::Node& node);
+ParseResult<EndpointSlice> parse_endpoint_slice(const YAML::Node& node);
+ParseResult<Secret> parse_secret(const YAML::Node& node);
+
+// Dispatches on apiVersion and kind. An unknown kind, or a known kind with an apiVersion we do not
+// read (e.g. networking.k8s.io/v1beta1 Ingress), is an error here; callers that want to treat
+// unknown kinds as harmless check kind_from_string first. Never throws.
+ParseResult<Object> parse_object(const YAML::Node& node);
+
+// Standard base64 (RFC 4648 section 4) with '=' padding; line breaks are skipped, as Kubernetes
+// tolerates them. nullopt on any other invalid input.
+std::optional<std::string> decode_base64(std::string_view text);
+
+}  // namespace tidegate::controller::objects

@@ -1,0 +1,89 @@
+#pragma once
+// The controller's cache: the latest version of every object it reads, one ordered map per kind
+// (ordered so that everything built from it comes out in the same order every time). Not
+// thread-safe: one thread owns it (the sync loop), the translator reads it from that thread.
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "objects/objects.h"
+#include "source/manifest_loader.h"
+
+namespace tidegate::controller::store {
+
+inline constexpr std::string_view kDefaultIngressClass = "tidegate";
+inline constexpr std::string_view kDefaultControllerName = "tidegate.io/ingress-controller";
+
+// Which Ingresses are ours. The translator takes the same two values in its own options.
+struct ClassOptions {
+  std::string ingress_class{kDefaultIngressClass};
+  std::string controller_name{kDefaultControllerName};
+};
+
+enum class IngressSelection {
+  kOurs,
+  kOtherClass,  // another controller's: ignored without a word
+  // Names our class, but the IngressClass of that name belongs to another controller: ignored, and
+  // worth a warning because two controllers are configured to claim the same class name.
+  kClassOfOtherController,
+};
+
+// The class decision for one Ingress (see docs/translation.md, "Which Ingresses"), given the
+// IngressClasses keyed by name. Shared by the store's relevance answers and the translator.
+IngressSelection select_ingress(const objects::Ingress& ingress,
+                                const std::map<std::string, objects::IngressClass>& classes,
+                                const ClassOptions& options);
+
+// "namespace/name", or "name" for a cluster-scoped object (empty namespace).
+std::string object_key(std::string_view namespace_, std::string_view name);
+
+class Store {
+ public:
+  explicit Store(ClassOptions options = {});
+
+  // Adds or replaces an object. Returns whether the change can alter the translation, so that a
+  // sync loop can skip a rebuild: false when the object is identical to the stored one, or when
+  // it is an Ingress of another class, a Service, EndpointSlice or Secret that none of our
+  // Ingresses refers to, or an IngressClass that is neither named after our class nor ours.
+  bool insert(objects::Object object);
+
+  // Removes an object (namespace ignored for IngressClass). Returns whether the removal can alter
+  // the translation; false when nothing was stored under that key.
+  bool remove(objects::Kind kind, std::string_view namespace_, std::string_view name);
+
+  const ClassOptions& options() const { return options_; }
+  const std::map<std::string, objects::Ingress>& ingresses() const { return ingresses_; }
+  const std::map<std::string, objects::IngressClass>& ingress_classes() const {
+    return ingress_classes_;
+  }
+  const std::map<std::string, objects::Service>& services() const { return services_; }
+  const std::map<std::string, objects::EndpointSlice>& endpoint_slices() const {
+    return endpoint_slices_;
+  }
+  const std::map<std::string, objects::Secret>& secrets() const { return secrets_; }
+  size_t size() const;
+
+ private:
+  bool ingress_matters(const objects::Ingress& ingress) const;
+  bool ingress_class_matters(const objects::IngressClass& ingress_class) const;
+  bool service_referenced(const std::string& namespace_, const std::string& service) const;
+  bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
+  bool matters(const objects::Ingress& ingress) const;
+  bool matters(const objects::IngressClass& ingress_class) const;
+  bool matters(const objects::Service& service) const;
+  bool matters(const objects::EndpointSlice& slice) const;
+  bool matters(const objects::Secret& secret) const;
+
+  ClassOptions options_;
+  std::map<std::string, objects::Ingress> ingresses_;
+  std::map<std::string, objects::IngressClass> ingress_classes_;
+  std::map<std::string, objects::Service> services_;
+  std::map<std::string, objects::EndpointSlice> endpoint_slices_;
+  std::map<std::string, objects::Secret> secrets_;
+};
+
+// A Store holding every object the loader produced (the loader already dropped duplicates).
+Store build_store(const source::LoadResult& loaded, ClassOptions options = {});
+
+}  // namespace tidegate::controller::store

@@ -1,0 +1,378 @@
+#include "translate/translate.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include <re2/re2.h>
+
+namespace tidegate::controller::translate {
+
+const char* to_string(Severity s) { return s == Severity::kWarning ? "warning" : "error"; }
+
+std::string to_string(const Diagnostic& d) {
+  return std::string(to_string(d.severity)) + ": " + d.object + ": " + d.message;
+}
+
+namespace {
+
+using objects::Ingress;
+
+std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string lowercase(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+std::string index_path(std::string_view base, size_t i) {
+  return std::string(base) + "[" + std::to_string(i) + "]";
+}
+
+// The address in the canonical text form inet_ntop gives (so that "2001:DB8::1" and "2001:db8::1"
+// are one endpoint), or nullopt when it is not an address of the slice's family.
+std::optional<std::string> canonical_address(const std::string& address, bool ipv6) {
+  int family = ipv6 ? AF_INET6 : AF_INET;
+  unsigned char buf[16];
+  if (inet_pton(family, address.c_str(), buf) != 1) return std::nullopt;
+  char text[INET6_ADDRSTRLEN];
+  if (inet_ntop(family, buf, text, sizeof(text)) == nullptr) return std::nullopt;
+  return std::string(text);
+}
+
+// One route claimed by an Ingress, before the Config is assembled.
+struct Claim {
+  std::string upstream;
+  std::string ingress;  // "namespace/name"
+  std::string path;     // as written by the winner
+};
+
+// Two paths that match the same requests are one route. Ingress v1 ignores a Prefix path's
+// trailing slash ("/foo/" and "/foo" both match "/foo" and "/foo/bar"), so they share a key;
+// without this, two Ingresses could claim the same prefix and one would silently never match.
+std::string conflict_key(const std::string& path, model::PathMatch match) {
+  if (match != model::PathMatch::kPrefix) return path;
+  size_t n = path.size();
+  while (n > 1 && path[n - 1] == '/') --n;
+  return path.substr(0, n);
+}
+
+// What an upstream name stands for, kept to compute its endpoints once the routes are settled.
+struct UpstreamSource {
+  const objects::Service* service = nullptr;
+  const objects::ServicePort* port = nullptr;
+};
+
+class Translator {
+ public:
+  Translator(const store::Store& store, const TranslateOptions& options)
+      : store_(store), options_(options) {}
+
+  TranslateResult run() {
+    for (const Ingress* ingress : select_ingresses()) add_ingress(*ingress);
+    assemble();
+    return std::move(result_);
+  }
+
+ private:
+  void report(std::string object, Severity severity, std::string message) {
+    result_.diagnostics.push_back(Diagnostic{std::move(object), std::move(message), severity});
+  }
+
+  static std::string name_of(const Ingress& ingress) {
+    return store::object_key(ingress.metadata.namespace_, ingress.metadata.name);
+  }
+
+  // Our Ingresses, oldest first: age decides conflicts, so it also decides the processing order.
+  std::vector<const Ingress*> select_ingresses() {
+    store::ClassOptions class_options{options_.ingress_class, options_.controller_name};
+    std::vector<const Ingress*> ours;
+    for (const auto& [key, ingress] : store_.ingresses()) {
+      switch (store::select_ingress(ingress, store_.ingress_classes(), class_options)) {
+        case store::IngressSelection::kOurs:
+          ours.push_back(&ingress);
+          break;
+        case store::IngressSelection::kOtherClass:
+          break;
+        case store::IngressSelection::kClassOfOtherController: {
+          const auto& ingress_class = store_.ingress_classes().at(options_.ingress_class);
+          report("Ingress " + key, Severity::kWarning,
+                 "ingress class " + quote(options_.ingress_class) + " belongs to controller " +
+                     quote(ingress_class.spec.controller) + " (IngressClass " +
+                     options_.ingress_class + "), not to " + quote(options_.controller_name) +
+                     "; ignored");
+          break;
+        }
+      }
+    }
+    std::stable_sort(ours.begin(), ours.end(),
+                     [](const Ingress* a, const Ingress* b) { return older(*a, *b); });
+    return ours;
+  }
+
+  // Creation time, then namespace/name so that equal (or absent) timestamps still give one order.
+  static bool older(const Ingress& a, const Ingress& b) {
+    return std::forward_as_tuple(a.metadata.creation_timestamp, a.metadata.namespace_,
+                                 a.metadata.name) <
+           std::forward_as_tuple(b.metadata.creation_timestamp, b.metadata.namespace_,
+                                 b.metadata.name);
+  }
+
+  bool use_regex(const Ingress& ingress, const std::string& object) {
+    const auto& annotations = ingress.metadata.annotations;
+    auto it = annotations.find(std::string(kUseRegexAnnotation));
+    if (it == annotations.end() || it->second == "false") return false;
+    if (it->second == "true") return true;
+    report(object, Severity::kWarning,
+           "annotation " + std::string(kUseRegexAnnotation) +
+               ": expected \"true\" or \"false\", got " + quote(it->second) +
+               "; treated as \"false\"");
+    return false;
+  }
+
+  void add_ingress(const Ingress& ingress) {
+    const std::string object = "Ingress " + name_of(ingress);
+    const bool regex = use_regex(ingress, object);
+
+    if (ingress.spec.default_backend) add_default_backend(ingress, object);
+
+    for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
+      const auto& rule = ingress.spec.rules[i];
+      const std::string rule_path = index_path("spec.rules", i);
+      const std::string host = rule.host.empty() ? "*" : lowercase(rule.host);
+      if (!model::is_valid_host(host)) {
+        report(object, Severity::kError,
+               rule_path + ".host: invalid host " + quote(rule.host) + "; rule dropped");
+        continue;
+      }
+      for (size_t j = 0; j < rule.paths.size(); ++j) {
+        add_path(ingress, object, regex, host, rule.paths[j],
+                 index_path(rule_path + ".http.paths", j));
+      }
+    }
+
+    if (!ingress.spec.tls.empty()) {
+      report(object, Severity::kWarning,
+             "spec.tls: TLS is not supported yet; its hosts are served over plain HTTP");
+    }
+  }
+
+  void add_path(const Ingress& ingress, const std::string& object, bool regex,
+                const std::string& host, const objects::HTTPIngressPath& path,
+                const std::string& where) {
+    std::string text = path.path.empty() ? "/" : path.path;
+    model::PathMatch match = model::PathMatch::kPrefix;
+    switch (path.path_type) {
+      case objects::PathType::kExact:
+        match = model::PathMatch::kExact;
+        break;
+      case objects::PathType::kPrefix:
+      case objects::PathType::kImplementationSpecific:
+        match = regex ? model::PathMatch::kRegex : model::PathMatch::kPrefix;
+        break;
+    }
+    if (match == model::PathMatch::kRegex) {
+      RE2::Options re_options;
+      re_options.set_log_errors(false);
+      RE2 re(text, re_options);
+      if (!re.ok()) {
+        report(object, Severity::kError,
+               where + ": invalid regex " + quote(text) + ": " + re.error() + "; path dropped");
+        return;
+      }
+    } else if (text.front() != '/') {
+      report(object, Severity::kError,
+             where + ": path " + quote(text) + " does not start with '/'; path dropped");
+      return;
+    }
+
+    std::string error;
+    auto upstream = resolve(ingress, path.backend, &error);
+    if (!upstream) {
+      report(object, Severity::kError, where + ": " + error + "; path dropped");
+      return;
+    }
+
+    auto& routes = hosts_[host];
+    auto key = std::make_pair(conflict_key(text, match), match);
+    auto it = routes.find(key);
+    if (it == routes.end()) {
+      routes.emplace(std::move(key), Claim{*upstream, name_of(ingress), text});
+      return;
+    }
+    // The same backend twice (two Ingresses, or two rules for one host) is not a conflict.
+    if (it->second.upstream == *upstream) return;
+    std::string same = it->second.path == text ? "" : " (as " + quote(it->second.path) + ")";
+    report(object, Severity::kError,
+           where + ": host " + quote(host) + " " + model::to_string(match) + " path " +
+               quote(text) + " is already routed" + same + " to " + it->second.upstream +
+               " by Ingress " + it->second.ingress + " (the older one wins); path dropped");
+  }
+
+  void add_default_backend(const Ingress& ingress, const std::string& object) {
+    std::string error;
+    auto upstream = resolve(ingress, *ingress.spec.default_backend, &error);
+    if (!upstream) {
+      report(object, Severity::kError, "spec.defaultBackend: " + error + "; ignored");
+      return;
+    }
+    if (!default_claim_) {
+      default_claim_ = Claim{*upstream, name_of(ingress)};
+      return;
+    }
+    if (default_claim_->upstream == *upstream) return;
+    report(object, Severity::kError,
+           "spec.defaultBackend: the default backend is already " + default_claim_->upstream +
+               " from Ingress " + default_claim_->ingress + " (the older one wins); ignored");
+  }
+
+  // The upstream name for a backend, or nullopt with *error set.
+  std::optional<std::string> resolve(const Ingress& ingress, const objects::IngressBackend& backend,
+                                     std::string* error) {
+    if (!backend.service) {
+      *error =
+          "resource backends (kind " + backend.resource_kind.value_or("?") + ") are not supported";
+      return std::nullopt;
+    }
+    const auto& ref = *backend.service;
+    const std::string& ns = ingress.metadata.namespace_;
+    auto svc = store_.services().find(store::object_key(ns, ref.name));
+    if (svc == store_.services().end()) {
+      *error = "service " + quote(ref.name) + " not found in namespace " + quote(ns);
+      return std::nullopt;
+    }
+    const objects::Service& service = svc->second;
+    const objects::ServicePort* port = nullptr;
+    for (const auto& p : service.spec.ports) {
+      if (ref.port.is_number() ? p.port == *ref.port.number : p.name == ref.port.name) {
+        port = &p;
+        break;
+      }
+    }
+    if (port == nullptr) {
+      *error = "service " + svc->first +
+               (ref.port.is_number() ? " has no port " + ref.port.to_string()
+                                     : " has no port named " + quote(ref.port.name));
+      return std::nullopt;
+    }
+    if (port->protocol != "TCP") {
+      *error = "service " + svc->first + " port " + ref.port.to_string() + " uses protocol " +
+               port->protocol + "; only TCP can be proxied";
+      return std::nullopt;
+    }
+    std::string name = svc->first + ":" + ref.port.to_string();
+    upstream_sources_.emplace(name, UpstreamSource{&service, port});
+    return name;
+  }
+
+  // The port the endpoints of `slice` listen on for `port`, if the slice says (or lets us infer).
+  static std::optional<uint16_t> endpoint_port(const objects::EndpointSlice& slice,
+                                               const objects::ServicePort& port) {
+    for (const auto& p : slice.ports) {
+      if (p.name == port.name && p.port) return static_cast<uint16_t>(*p.port);
+    }
+    if (port.target_port.is_number()) return static_cast<uint16_t>(*port.target_port.number);
+    return std::nullopt;
+  }
+
+  std::vector<model::Endpoint> endpoints_for(const UpstreamSource& source) {
+    const objects::Service& service = *source.service;
+    const std::string& ns = service.metadata.namespace_;
+    std::vector<model::Endpoint> ready;
+    std::vector<model::Endpoint> terminating;  // serving and terminating: the fallback
+    const std::string prefix = ns + "/";
+    const auto& slices = store_.endpoint_slices();
+    for (auto it = slices.lower_bound(prefix); it != slices.end() && it->first.starts_with(prefix);
+         ++it) {
+      const objects::EndpointSlice& slice = it->second;
+      if (slice.service_name() != service.metadata.name) continue;
+      const bool ipv6 = slice.address_type == "IPv6";
+      if (!ipv6 && slice.address_type != "IPv4") continue;  // FQDN slices: nothing to dial
+      auto port = endpoint_port(slice, *source.port);
+      if (!port) continue;
+      for (const auto& endpoint : slice.endpoints) {
+        // Addresses of one endpoint are fungible and consumers may use only the first
+        // (https://issue.k8s.io/106267); kube-proxy does, and so do we: one pod, one entry.
+        if (endpoint.addresses.empty()) continue;
+        auto address = canonical_address(endpoint.addresses.front(), ipv6);
+        if (!address) {
+          warn_once("EndpointSlice " + it->first, "invalid " + slice.address_type + " address " +
+                                                      quote(endpoint.addresses.front()) +
+                                                      "; endpoint ignored");
+          continue;
+        }
+        const auto& c = endpoint.conditions;
+        if (c.ready.value_or(true)) {
+          ready.push_back(model::Endpoint{*address, *port});
+        } else if (c.serving.value_or(false) && c.terminating.value_or(false)) {
+          terminating.push_back(model::Endpoint{*address, *port});
+        }
+      }
+    }
+    // Terminating-but-serving endpoints only when nothing is ready: better a draining pod than a
+    // 503 while the last replica rolls (what kube-proxy does for traffic policy Local).
+    std::vector<model::Endpoint>& chosen = ready.empty() ? terminating : ready;
+    std::sort(chosen.begin(), chosen.end());
+    chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+    return std::move(chosen);
+  }
+
+  void warn_once(std::string object, std::string message) {
+    if (warned_.emplace(object, message).second) {
+      report(std::move(object), Severity::kWarning, std::move(message));
+    }
+  }
+
+  void assemble() {
+    model::Config& config = result_.config;
+    std::set<std::string> referenced;
+    for (auto& [host, claims] : hosts_) {
+      model::VirtualHost vh{host, {}};
+      for (auto& [key, claim] : claims) {
+        vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress});
+        referenced.insert(claim.upstream);
+      }
+      model::sort_routes(vh.routes);
+      config.virtual_hosts.emplace(host, std::move(vh));
+    }
+    if (default_claim_) {
+      config.default_route = model::Route{"/", model::PathMatch::kPrefix, default_claim_->upstream,
+                                          default_claim_->ingress};
+      referenced.insert(default_claim_->upstream);
+    }
+    for (const auto& name : referenced) {
+      const UpstreamSource& source = upstream_sources_.at(name);
+      if (source.service->spec.type == "ExternalName") {
+        warn_once("Service " + store::object_key(source.service->metadata.namespace_,
+                                                 source.service->metadata.name),
+                  "type ExternalName is not supported; its upstreams have no endpoints");
+      }
+      config.upstreams.emplace(name, model::Upstream{name, endpoints_for(source)});
+    }
+  }
+
+  const store::Store& store_;
+  const TranslateOptions& options_;
+  TranslateResult result_;
+  // host -> (conflict_key, match) -> claim. Ordered maps: the output order never depends on input
+  // order.
+  std::map<std::string, std::map<std::pair<std::string, model::PathMatch>, Claim>> hosts_;
+  std::optional<Claim> default_claim_;
+  std::map<std::string, UpstreamSource> upstream_sources_;
+  std::set<std::pair<std::string, std::string>> warned_;
+};
+
+}  // namespace
+
+TranslateResult translate(const store::Store& store, const TranslateOptions& options) {
+  return Translator(store, options).run();
+}
+
+}  // namespace tidegate::controller::translate

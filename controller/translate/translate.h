@@ -1,0 +1,43 @@
+#pragma once
+// Kubernetes objects -> routing model. A pure function: no I/O, no clock, no randomness; the same
+// Store gives the same Config and the same diagnostics, in the same order, every time. Invalid
+// parts of an object are dropped and reported, never thrown. The rules are in docs/translation.md.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/model.h"
+#include "store/store.h"
+
+namespace tidegate::controller::translate {
+
+inline constexpr std::string_view kUseRegexAnnotation = "tidegate.io/use-regex";
+
+struct TranslateOptions {
+  std::string ingress_class{store::kDefaultIngressClass};
+  std::string controller_name{store::kDefaultControllerName};
+};
+
+enum class Severity {
+  kWarning,  // ignored on purpose (another controller's class, an unsupported feature)
+  kError,    // the user asked for something and did not get it (an invalid or conflicting part)
+};
+const char* to_string(Severity s);
+
+struct Diagnostic {
+  std::string object;  // "Ingress default/web"
+  std::string message;
+  Severity severity = Severity::kError;
+  bool operator==(const Diagnostic&) const = default;
+};
+std::string to_string(const Diagnostic& d);  // "error: Ingress default/web: <message>"
+
+struct TranslateResult {
+  model::Config config;  // passes model::validate
+  std::vector<Diagnostic> diagnostics;
+};
+
+TranslateResult translate(const store::Store& store, const TranslateOptions& options = {});
+
+}  // namespace tidegate::controller::translate

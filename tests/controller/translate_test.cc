@@ -1,0 +1,927 @@
+// Table tests for the translator: each case is {name, objects as YAML, want config, want
+// diagnostics}. Every case also checks that the result passes model::validate and that it does not
+// depend on the order in which the objects were loaded.
+
+#include "translate/translate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "objects/objects.h"
+#include "source/manifest_loader.h"
+#include "store/store.h"
+
+namespace tidegate::controller::translate {
+namespace {
+
+using model::PathMatch;
+
+// ---- Builders for input objects (YAML text) ----
+
+// Single-quoted YAML: no escapes to worry about in regexes, only '' for a quote.
+std::string maybe_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+struct PathSpec {
+  std::string path;  // empty: omitted
+  std::string type;
+  std::string service;
+  std::string port;  // digits: port.number, else port.name
+};
+
+PathSpec path(std::string p, std::string type, std::string service, std::string port) {
+  return {std::move(p), std::move(type), std::move(service), std::move(port)};
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string backend_yaml(const std::string& service, const std::string& port, int indent) {
+  std::string pad(indent, ' ');
+  std::string out = pad + "service:\n" + pad + "  name: " + service + "\n" + pad + "  port:\n";
+  out += pad + "    " + (all_digits(port) ? "number: " + port : "name: " + port) + "\n";
+  return out;
+}
+
+class IngressYaml {
+ public:
+  explicit IngressYaml(std::string name, std::string ns = "default")
+      : name_(std::move(name)), ns_(std::move(ns)) {}
+  IngressYaml& class_name(std::string c) {
+    class_ = std::move(c);
+    return *this;
+  }
+  IngressYaml& no_class() {
+    class_.reset();
+    return *this;
+  }
+  IngressYaml& annotation(const std::string& k, const std::string& v) {
+    annotations_[k] = v;
+    return *this;
+  }
+  IngressYaml& created(std::string ts) {
+    created_ = std::move(ts);
+    return *this;
+  }
+  IngressYaml& default_backend(std::string service, std::string port) {
+    default_backend_ = {std::move(service), std::move(port)};
+    return *this;
+  }
+  IngressYaml& resource_default_backend() {
+    resource_default_ = true;
+    return *this;
+  }
+  IngressYaml& rule(std::string host, std::vector<PathSpec> paths) {
+    rules_.push_back({std::move(host), std::move(paths)});
+    return *this;
+  }
+  IngressYaml& tls(std::string host, std::string secret) {
+    tls_.emplace_back(std::move(host), std::move(secret));
+    return *this;
+  }
+
+  operator std::string() const {
+    std::ostringstream o;
+    o << "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: " << name_
+      << "\n  namespace: " << ns_ << "\n";
+    if (!created_.empty()) o << "  creationTimestamp: \"" << created_ << "\"\n";
+    if (!annotations_.empty()) {
+      o << "  annotations:\n";
+      for (const auto& [k, v] : annotations_) o << "    " << k << ": " << maybe_quote(v) << "\n";
+    }
+    o << "spec:\n";
+    if (class_) o << "  ingressClassName: " << *class_ << "\n";
+    if (default_backend_) {
+      o << "  defaultBackend:\n"
+        << backend_yaml(default_backend_->first, default_backend_->second, 4);
+    }
+    if (resource_default_) {
+      o << "  defaultBackend:\n    resource:\n      apiGroup: k8s.example.com\n"
+        << "      kind: StorageBucket\n      name: assets\n";
+    }
+    if (!rules_.empty()) o << "  rules:\n";
+    for (const auto& r : rules_) {
+      o << "  - ";
+      if (!r.host.empty()) o << "host: " << maybe_quote(r.host) << "\n    ";
+      o << "http:\n      paths:\n";
+      for (const auto& p : r.paths) {
+        o << "      - pathType: " << p.type << "\n";
+        if (!p.path.empty()) o << "        path: " << maybe_quote(p.path) << "\n";
+        o << "        backend:\n" << backend_yaml(p.service, p.port, 10);
+      }
+    }
+    if (!tls_.empty()) o << "  tls:\n";
+    for (const auto& [host, secret] : tls_) {
+      o << "  - hosts: [" << host << "]\n    secretName: " << secret << "\n";
+    }
+    return o.str();
+  }
+
+ private:
+  struct Rule {
+    std::string host;
+    std::vector<PathSpec> paths;
+  };
+  std::string name_;
+  std::string ns_;
+  std::optional<std::string> class_ = "tidegate";
+  std::map<std::string, std::string> annotations_;
+  std::string created_;
+  std::optional<std::pair<std::string, std::string>> default_backend_;
+  bool resource_default_ = false;
+  std::vector<Rule> rules_;
+  std::vector<std::pair<std::string, std::string>> tls_;
+};
+
+IngressYaml ingress(std::string name, std::string ns = "default") {
+  return IngressYaml(std::move(name), std::move(ns));
+}
+
+std::string ingress_class(const std::string& name, const std::string& controller,
+                          bool is_default = false) {
+  std::string out =
+      "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: " + name + "\n";
+  if (is_default) {
+    out += "  annotations:\n    ingressclass.kubernetes.io/is-default-class: \"true\"\n";
+  }
+  return out + "spec:\n  controller: " + controller + "\n";
+}
+
+struct SvcPort {
+  std::string name;  // empty: omitted
+  int port;
+  std::string target;  // empty: omitted (defaults to port)
+  std::string protocol = "";
+};
+
+std::string service(const std::string& name, std::vector<SvcPort> ports,
+                    const std::string& ns = "default", const std::string& type = "") {
+  std::ostringstream o;
+  o << "apiVersion: v1\nkind: Service\nmetadata:\n  name: " << name << "\n  namespace: " << ns
+    << "\nspec:\n";
+  if (!type.empty()) o << "  type: " << type << "\n";
+  o << "  ports:\n";
+  for (const auto& p : ports) {
+    o << "  - port: " << p.port << "\n";
+    if (!p.name.empty()) o << "    name: " << p.name << "\n";
+    if (!p.target.empty()) o << "    targetPort: " << p.target << "\n";
+    if (!p.protocol.empty()) o << "    protocol: " << p.protocol << "\n";
+  }
+  return o.str();
+}
+
+// The common Service: port 80 named "http", target 8080.
+std::string web_service(const std::string& name = "web", const std::string& ns = "default") {
+  return service(name, {{"http", 80, "8080"}}, ns);
+}
+
+struct Ep {
+  std::string address;
+  std::optional<bool> ready = std::nullopt;
+  std::optional<bool> serving = std::nullopt;
+  std::optional<bool> terminating = std::nullopt;
+};
+
+Ep not_ready(std::string address) { return {std::move(address), false, false, false}; }
+Ep draining(std::string address) { return {std::move(address), false, true, true}; }
+
+struct SlicePort {
+  std::string name;  // empty: omitted
+  int port;
+};
+
+std::string slice(const std::string& name, const std::string& service_name, std::vector<Ep> eps,
+                  std::vector<SlicePort> ports, const std::string& address_type = "IPv4",
+                  const std::string& ns = "default") {
+  std::ostringstream o;
+  o << "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: " << name
+    << "\n  namespace: " << ns << "\n  labels:\n    kubernetes.io/service-name: " << service_name
+    << "\naddressType: " << address_type << "\nendpoints:\n";
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  for (const auto& e : eps) {
+    o << "- addresses: [\"" << e.address << "\"]\n";
+    if (e.ready || e.serving || e.terminating) {
+      o << "  conditions:\n";
+      if (e.ready) o << "    ready: " << b(*e.ready) << "\n";
+      if (e.serving) o << "    serving: " << b(*e.serving) << "\n";
+      if (e.terminating) o << "    terminating: " << b(*e.terminating) << "\n";
+    }
+  }
+  o << "ports:\n";
+  for (const auto& p : ports) {
+    o << "- port: " << p.port << "\n  protocol: TCP\n";
+    if (!p.name.empty()) o << "  name: " << p.name << "\n";
+  }
+  return o.str();
+}
+
+// Endpoints for web_service(): one ready pod per address, on 8080.
+std::string web_slice(std::vector<Ep> eps, const std::string& service_name = "web",
+                      const std::string& ns = "default") {
+  return slice(service_name + "-abc", service_name, std::move(eps), {{"http", 8080}}, "IPv4", ns);
+}
+
+// ---- Builders for the wanted model ----
+
+model::Route route(std::string p, PathMatch m, std::string upstream,
+                   std::string ingress = "default/web") {
+  return model::Route{std::move(p), m, std::move(upstream), std::move(ingress)};
+}
+
+// Routes in precedence order as the model defines it: the translator must sort them the same way.
+// Cases list them in another order where they can, so that an unsorted result fails.
+model::VirtualHost vhost(std::string host, std::vector<model::Route> routes) {
+  model::sort_routes(routes);
+  return model::VirtualHost{std::move(host), std::move(routes)};
+}
+
+// Endpoints as "10.0.0.1:8080" or "[fd00::1]:8080".
+model::Upstream upstream(std::string name, std::vector<std::string> endpoints = {}) {
+  model::Upstream u{std::move(name), {}};
+  for (const auto& e : endpoints) {
+    size_t colon = e.rfind(':');
+    std::string address = e.substr(0, colon);
+    if (address.starts_with('[')) address = address.substr(1, address.size() - 2);
+    u.endpoints.push_back({address, static_cast<uint16_t>(std::stoi(e.substr(colon + 1)))});
+  }
+  return u;
+}
+
+model::Config config(std::vector<model::VirtualHost> hosts, std::vector<model::Upstream> upstreams,
+                     std::optional<model::Route> default_route = std::nullopt) {
+  model::Config c;
+  for (auto& h : hosts) c.virtual_hosts.emplace(h.host, std::move(h));
+  for (auto& u : upstreams) c.upstreams.emplace(u.name, std::move(u));
+  c.default_route = std::move(default_route);
+  return c;
+}
+
+struct WantDiag {
+  std::string object;
+  Severity severity;
+  std::string message_contains;
+};
+
+WantDiag error(std::string object, std::string contains) {
+  return {std::move(object), Severity::kError, std::move(contains)};
+}
+WantDiag warning(std::string object, std::string contains) {
+  return {std::move(object), Severity::kWarning, std::move(contains)};
+}
+
+// ---- Running and printing ----
+
+std::string dump(const model::Config& c) {
+  std::ostringstream o;
+  for (const auto& [host, vh] : c.virtual_hosts) {
+    o << "host " << host << "\n";
+    for (const auto& r : vh.routes) {
+      o << "  " << model::to_string(r.match) << " " << r.path << " -> " << r.upstream << " ("
+        << r.ingress << ")\n";
+    }
+  }
+  for (const auto& [name, u] : c.upstreams) {
+    o << "upstream " << name << ":";
+    for (const auto& e : u.endpoints) o << " " << e.address << ":" << e.port;
+    o << "\n";
+  }
+  if (c.default_route) {
+    o << "default -> " << c.default_route->upstream << " (" << c.default_route->ingress << ")\n";
+  }
+  return o.str();
+}
+
+std::string dump(const std::vector<Diagnostic>& diags) {
+  std::string out;
+  for (const auto& d : diags) out += "  " + to_string(d) + "\n";
+  return out;
+}
+
+std::string join_documents(const std::vector<std::string>& docs) {
+  std::string text;
+  for (const auto& d : docs) text += "---\n" + d;
+  return text;
+}
+
+store::Store load_store(const std::vector<std::string>& docs, const TranslateOptions& options) {
+  auto loaded = source::load_manifest_text(join_documents(docs), "case.yaml");
+  for (const auto& e : loaded.errors) ADD_FAILURE() << "fixture does not load: " << e.message;
+  return store::build_store(loaded, {options.ingress_class, options.controller_name});
+}
+
+struct Case {
+  std::string name;
+  std::vector<std::string> objects;
+  model::Config want;
+  std::vector<WantDiag> want_diagnostics = {};
+  TranslateOptions options = {};
+};
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(c.name);
+  TranslateResult got = translate(load_store(c.objects, c.options), c.options);
+  EXPECT_EQ(got.config, c.want) << "got:\n" << dump(got.config) << "want:\n" << dump(c.want);
+  EXPECT_EQ(model::validate(got.config), std::vector<std::string>{});
+
+  bool diags_match = got.diagnostics.size() == c.want_diagnostics.size();
+  for (size_t i = 0; diags_match && i < got.diagnostics.size(); ++i) {
+    const auto& g = got.diagnostics[i];
+    const auto& w = c.want_diagnostics[i];
+    diags_match = g.object == w.object && g.severity == w.severity &&
+                  g.message.find(w.message_contains) != std::string::npos;
+  }
+  if (!diags_match) {
+    std::string want;
+    for (const auto& w : c.want_diagnostics) {
+      want += std::string("  ") + to_string(w.severity) + ": " + w.object + ": ..." +
+              w.message_contains + "...\n";
+    }
+    ADD_FAILURE() << "diagnostics differ; got:\n" << dump(got.diagnostics) << "want:\n" << want;
+  }
+
+  // Determinism: loading the same objects in the reverse order changes nothing.
+  std::vector<std::string> reversed(c.objects.rbegin(), c.objects.rend());
+  TranslateResult again = translate(load_store(reversed, c.options), c.options);
+  EXPECT_EQ(again.config, got.config);
+  EXPECT_EQ(again.diagnostics, got.diagnostics);
+}
+
+void run_cases(const std::vector<Case>& cases) {
+  for (const auto& c : cases) run_case(c);
+}
+
+const std::string kWebUp = "default/web:80";
+
+// ---- Which Ingresses ----
+
+TEST(TranslateTest, IngressClassSelection) {
+  auto web_rule = [](IngressYaml ing) {
+    return std::string(ing.rule("foo.com", {path("/", "Prefix", "web", "80")}));
+  };
+  const model::Config served = config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})},
+                                      {upstream(kWebUp, {"10.0.0.1:8080"})});
+  const std::vector<std::string> backend = {web_service(), web_slice({{"10.0.0.1"}})};
+  auto with_backend = [&](std::vector<std::string> objects) {
+    objects.insert(objects.end(), backend.begin(), backend.end());
+    return objects;
+  };
+
+  run_cases({
+      {"spec.ingressClassName is ours", with_backend({web_rule(ingress("web"))}), served},
+      {"spec.ingressClassName is another class: silently ignored",
+       with_backend({web_rule(ingress("web").class_name("nginx"))}), config({}, {})},
+      {"legacy annotation names our class",
+       with_backend({web_rule(
+           ingress("web").no_class().annotation("kubernetes.io/ingress.class", "tidegate"))}),
+       served},
+      {"legacy annotation names another class",
+       with_backend({web_rule(
+           ingress("web").no_class().annotation("kubernetes.io/ingress.class", "nginx"))}),
+       config({}, {})},
+      {"spec.ingressClassName wins over the annotation",
+       with_backend({web_rule(ingress("web").class_name("nginx").annotation(
+           "kubernetes.io/ingress.class", "tidegate"))}),
+       config({}, {})},
+      {"no class and no default IngressClass", with_backend({web_rule(ingress("web").no_class())}),
+       config({}, {})},
+      {"no class, our IngressClass is the default",
+       with_backend({web_rule(ingress("web").no_class()),
+                     ingress_class("tidegate", "tidegate.io/ingress-controller", true)}),
+       served},
+      {"no class, our IngressClass exists but is not the default",
+       with_backend({web_rule(ingress("web").no_class()),
+                     ingress_class("tidegate", "tidegate.io/ingress-controller", false)}),
+       config({}, {})},
+      {"no class, the default IngressClass is another controller's",
+       with_backend({web_rule(ingress("web").no_class()),
+                     ingress_class("nginx", "k8s.io/ingress-nginx", true)}),
+       config({}, {})},
+      {"our IngressClass object confirms the class",
+       with_backend(
+           {web_rule(ingress("web")), ingress_class("tidegate", "tidegate.io/ingress-controller")}),
+       served},
+      {"our class name belongs to another controller: ignored with a warning",
+       with_backend({web_rule(ingress("web")), ingress_class("tidegate", "example.com/other")}),
+       config({}, {}),
+       {warning("Ingress default/web", "belongs to controller \"example.com/other\"")}},
+      {"the same through the legacy annotation",
+       with_backend({web_rule(ingress("web").no_class().annotation("kubernetes.io/ingress.class",
+                                                                   "tidegate")),
+                     ingress_class("tidegate", "example.com/other")}),
+       config({}, {}),
+       {warning("Ingress default/web", "ignored")}},
+      {"options choose another class and controller",
+       with_backend({web_rule(ingress("web").class_name("internal")), web_rule(ingress("other")),
+                     ingress_class("internal", "example.com/tidegate-internal")}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {},
+       TranslateOptions{"internal", "example.com/tidegate-internal"}},
+  });
+}
+
+// ---- Hosts ----
+
+TEST(TranslateTest, Hosts) {
+  const std::vector<std::string> backend = {web_service(), web_slice({{"10.0.0.1"}})};
+  auto objects = [&](std::string ing) {
+    std::vector<std::string> out = backend;
+    out.push_back(std::move(ing));
+    return out;
+  };
+  auto up = std::vector<model::Upstream>{upstream(kWebUp, {"10.0.0.1:8080"})};
+  auto root = [](std::string ingress = "default/web") {
+    return std::vector<model::Route>{route("/", PathMatch::kPrefix, kWebUp, std::move(ingress))};
+  };
+
+  run_cases({
+      {"rule without host serves any host",
+       objects(ingress("web").rule("", {path("/", "Prefix", "web", "80")})),
+       config({vhost("*", root())}, up)},
+      {"host is lowercased",
+       objects(ingress("web").rule("Foo.Example.COM", {path("/", "Prefix", "web", "80")})),
+       config({vhost("foo.example.com", root())}, up)},
+      {"wildcard host kept as written",
+       objects(ingress("web").rule("*.example.com", {path("/", "Prefix", "web", "80")})),
+       config({vhost("*.example.com", root())}, up)},
+      {"invalid host: that rule dropped, the others kept",
+       objects(ingress("web")
+                   .rule("bad_host.example.com", {path("/", "Prefix", "web", "80")})
+                   .rule("ok.example.com", {path("/", "Prefix", "web", "80")})),
+       config({vhost("ok.example.com", root())}, up),
+       {error("Ingress default/web", "spec.rules[0].host: invalid host \"bad_host.example.com\"")}},
+      {"wildcard in the middle is invalid",
+       objects(ingress("web").rule("foo.*.com", {path("/", "Prefix", "web", "80")})),
+       config({}, {}),
+       {error("Ingress default/web", "invalid host \"foo.*.com\"; rule dropped")}},
+      {"two rules for one host merge",
+       objects(ingress("web")
+                   .rule("foo.com", {path("/a", "Prefix", "web", "80")})
+                   .rule("FOO.com", {path("/b", "Exact", "web", "80")})),
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kWebUp),
+                                 route("/b", PathMatch::kExact, kWebUp)})},
+              up)},
+      {"TLS is reported as not supported yet",
+       objects(ingress("web")
+                   .rule("foo.com", {path("/", "Prefix", "web", "80")})
+                   .tls("foo.com", "foo-cert")),
+       config({vhost("foo.com", root())}, up),
+       {warning("Ingress default/web", "spec.tls: TLS is not supported yet")}},
+  });
+}
+
+// ---- Paths ----
+
+TEST(TranslateTest, Paths) {
+  const std::vector<std::string> backend = {web_service(), web_slice({{"10.0.0.1"}})};
+  auto objects = [&](std::string ing) {
+    std::vector<std::string> out = backend;
+    out.push_back(std::move(ing));
+    return out;
+  };
+  auto up = std::vector<model::Upstream>{upstream(kWebUp, {"10.0.0.1:8080"})};
+  auto regex = [](IngressYaml ing) {
+    ing.annotation("tidegate.io/use-regex", "true");
+    return ing;
+  };
+
+  run_cases({
+      {"path types map to match kinds",
+       objects(ingress("web").rule(
+           "foo.com", {path("/exact", "Exact", "web", "80"), path("/prefix", "Prefix", "web", "80"),
+                       path("/impl", "ImplementationSpecific", "web", "80")})),
+       config({vhost("foo.com", {route("/prefix", PathMatch::kPrefix, kWebUp),
+                                 route("/exact", PathMatch::kExact, kWebUp),
+                                 route("/impl", PathMatch::kPrefix, kWebUp)})},
+              up)},
+      {"missing path is /",
+       objects(ingress("web").rule("foo.com", {path("", "ImplementationSpecific", "web", "80")})),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, up)},
+      {"prefix kept as written, trailing slash included",
+       objects(ingress("web").rule("foo.com", {path("/api/", "Prefix", "web", "80"),
+                                               path("/exact/", "Exact", "web", "80")})),
+       config({vhost("foo.com", {route("/exact/", PathMatch::kExact, kWebUp),
+                                 route("/api/", PathMatch::kPrefix, kWebUp)})},
+              up)},
+      {"without the annotation a regex-looking path is a literal prefix",
+       objects(ingress("web").rule("foo.com", {path("/api/v[0-9]+", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/api/v[0-9]+", PathMatch::kPrefix, kWebUp)})}, up)},
+      {"use-regex turns Prefix and ImplementationSpecific into regexes, not Exact",
+       objects(regex(ingress("web"))
+                   .rule("foo.com", {path("/api/v[0-9]+", "Prefix", "web", "80"),
+                                     path("/img/.*\\.png", "ImplementationSpecific", "web", "80"),
+                                     path("/exact", "Exact", "web", "80")})),
+       config({vhost("foo.com", {route("/api/v[0-9]+", PathMatch::kRegex, kWebUp),
+                                 route("/img/.*\\.png", PathMatch::kRegex, kWebUp),
+                                 route("/exact", PathMatch::kExact, kWebUp)})},
+              up)},
+      {"invalid regex: that path dropped",
+       objects(regex(ingress("web"))
+                   .rule("foo.com", {path("/api/(v1", "Prefix", "web", "80"),
+                                     path("/ok", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/ok", PathMatch::kRegex, kWebUp)})}, up),
+       {error("Ingress default/web",
+              "spec.rules[0].http.paths[0]: invalid regex \"/api/(v1\": missing ): /api/(v1; path "
+              "dropped")}},
+      {"use-regex with another value is false, with a warning",
+       objects(ingress("web")
+                   .annotation("tidegate.io/use-regex", "yes")
+                   .rule("foo.com", {path("/a.*", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/a.*", PathMatch::kPrefix, kWebUp)})}, up),
+       {warning("Ingress default/web", "tidegate.io/use-regex: expected \"true\" or \"false\"")}},
+      {"use-regex false is the default",
+       objects(ingress("web")
+                   .annotation("tidegate.io/use-regex", "false")
+                   .rule("foo.com", {path("/a.*", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/a.*", PathMatch::kPrefix, kWebUp)})}, up)},
+      {"relative path dropped",
+       objects(ingress("web").rule("foo.com", {path("api", "ImplementationSpecific", "web", "80"),
+                                               path("/ok", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/ok", PathMatch::kPrefix, kWebUp)})}, up),
+       {error("Ingress default/web",
+              "spec.rules[0].http.paths[0]: path \"api\" does not start with '/'")}},
+      {"routes come out in precedence order",
+       objects(ingress("web").rule(
+           "foo.com", {path("/", "Prefix", "web", "80"), path("/b", "Prefix", "web", "80"),
+                       path("/b", "Exact", "web", "80"), path("/aa", "Prefix", "web", "80")})),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp),
+                                 route("/b", PathMatch::kPrefix, kWebUp),
+                                 route("/b", PathMatch::kExact, kWebUp),
+                                 route("/aa", PathMatch::kPrefix, kWebUp)})},
+              up)},
+  });
+}
+
+// ---- Backends and endpoints ----
+
+TEST(TranslateTest, Backends) {
+  auto rule_to = [](std::string svc, std::string port) {
+    return std::string(ingress("web").rule("foo.com", {path("/", "Prefix", svc, port)}));
+  };
+  auto only_route = [](std::string up) {
+    return std::vector<model::VirtualHost>{vhost("foo.com", {route("/", PathMatch::kPrefix, up)})};
+  };
+
+  run_cases({
+      {"missing service: path dropped",
+       {rule_to("nope", "80")},
+       config({}, {}),
+       {error("Ingress default/web",
+              "spec.rules[0].http.paths[0]: service \"nope\" not found in namespace \"default\"; "
+              "path dropped")}},
+      {"service in another namespace does not count",
+       {rule_to("web", "80"), web_service("web", "other")},
+       config({}, {}),
+       {error("Ingress default/web", "service \"web\" not found in namespace \"default\"")}},
+      {"missing port number",
+       {rule_to("web", "81"), web_service()},
+       config({}, {}),
+       {error("Ingress default/web", "service default/web has no port 81; path dropped")}},
+      {"missing port name",
+       {rule_to("web", "grpc"), web_service()},
+       config({}, {}),
+       {error("Ingress default/web", "service default/web has no port named \"grpc\"")}},
+      {"named service port: the upstream is named after the name",
+       {rule_to("web", "http"), web_service(), web_slice({{"10.0.0.1"}})},
+       config(only_route("default/web:http"), {upstream("default/web:http", {"10.0.0.1:8080"})})},
+      {"by number and by name: two upstreams, same endpoints",
+       {std::string(ingress("web").rule(
+            "foo.com", {path("/a", "Prefix", "web", "80"), path("/b", "Prefix", "web", "http")})),
+        web_service(), web_slice({{"10.0.0.1"}})},
+       config(
+           {vhost("foo.com", {route("/a", PathMatch::kPrefix, kWebUp),
+                              route("/b", PathMatch::kPrefix, "default/web:http")})},
+           {upstream(kWebUp, {"10.0.0.1:8080"}), upstream("default/web:http", {"10.0.0.1:8080"})})},
+      {"no endpoints: the upstream is still emitted",
+       {rule_to("web", "80"), web_service()},
+       config(only_route(kWebUp), {upstream(kWebUp)})},
+      {"unnamed port matches an unnamed slice port",
+       {rule_to("api", "8000"), service("api", {{"", 8000, "9000"}}),
+        slice("api-1", "api", {{"10.0.0.7"}}, {{"", 9001}})},
+       config(only_route("default/api:8000"), {upstream("default/api:8000", {"10.0.0.7:9001"})})},
+      {"no matching slice port: numeric targetPort is used",
+       {rule_to("api", "8000"), service("api", {{"main", 8000, "9000"}}),
+        slice("api-1", "api", {{"10.0.0.7"}}, {{"other", 7000}})},
+       config(only_route("default/api:8000"), {upstream("default/api:8000", {"10.0.0.7:9000"})})},
+      {"targetPort defaults to the port",
+       {rule_to("api", "8000"), service("api", {{"", 8000, ""}}),
+        slice("api-1", "api", {{"10.0.0.7"}}, {{"other", 7000}})},
+       config(only_route("default/api:8000"), {upstream("default/api:8000", {"10.0.0.7:8000"})})},
+      {"no matching slice port and a named targetPort: no endpoints",
+       {rule_to("api", "8000"), service("api", {{"main", 8000, "grpc"}}),
+        slice("api-1", "api", {{"10.0.0.7"}}, {{"other", 7000}})},
+       config(only_route("default/api:8000"), {upstream("default/api:8000")})},
+      {"ready true or absent; not-ready skipped while something is ready",
+       {rule_to("web", "80"), web_service(),
+        web_slice({{"10.0.0.3", true}, {"10.0.0.1"}, not_ready("10.0.0.2"), draining("10.0.0.4")})},
+       config(only_route(kWebUp), {upstream(kWebUp, {"10.0.0.1:8080", "10.0.0.3:8080"})})},
+      {"nothing ready: serving and terminating endpoints are used",
+       {rule_to("web", "80"), web_service(),
+        web_slice({not_ready("10.0.0.1"),
+                   draining("10.0.0.4"),
+                   draining("10.0.0.2"),
+                   {"10.0.0.5", false, true, false},
+                   {"10.0.0.6", false, false, true}})},
+       config(only_route(kWebUp), {upstream(kWebUp, {"10.0.0.2:8080", "10.0.0.4:8080"})})},
+      {"readiness is judged across all slices of the service",
+       {rule_to("web", "80"), web_service(),
+        slice("web-a", "web", {draining("10.0.0.4")}, {{"http", 8080}}),
+        slice("web-b", "web", {{"10.0.0.9"}}, {{"http", 8080}})},
+       config(only_route(kWebUp), {upstream(kWebUp, {"10.0.0.9:8080"})})},
+      {"endpoints from several slices sorted and deduplicated",
+       {rule_to("web", "80"), web_service(),
+        slice("web-b", "web", {{"10.0.0.2"}, {"10.0.0.1"}}, {{"http", 8080}}),
+        slice("web-a", "web", {{"10.0.0.2"}, {"10.0.0.10"}}, {{"http", 8080}})},
+       config(only_route(kWebUp),
+              {upstream(kWebUp, {"10.0.0.1:8080", "10.0.0.10:8080", "10.0.0.2:8080"})})},
+      {"IPv6 slices count, FQDN slices do not, other services' slices do not",
+       {rule_to("web", "80"), web_service(),
+        slice("web-v6", "web", {{"FD00::1"}}, {{"http", 8080}}, "IPv6"),
+        slice("web-fqdn", "web", {{"pod.example.com"}}, {{"http", 8080}}, "FQDN"),
+        slice("other-1", "other", {{"10.9.9.9"}}, {{"http", 8080}}),
+        slice("web-x", "web", {{"10.9.9.8"}}, {{"http", 8080}}, "IPv4", "elsewhere")},
+       config(only_route(kWebUp), {upstream(kWebUp, {"[fd00::1]:8080"})})},
+      {"invalid address skipped with a warning",
+       {rule_to("web", "80"), web_service(), web_slice({{"10.0.0.300"}, {"10.0.0.1"}})},
+       config(only_route(kWebUp), {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {warning("EndpointSlice default/web-abc", "invalid IPv4 address \"10.0.0.300\"")}},
+      {"UDP service port is refused",
+       {rule_to("dns", "53"), service("dns", {{"dns", 53, "53", "UDP"}})},
+       config({}, {}),
+       {error("Ingress default/web", "service default/dns port 53 uses protocol UDP")}},
+      {"ExternalName service: warning, upstream without endpoints",
+       {rule_to("ext", "443"), service("ext", {{"https", 443, ""}}, "default", "ExternalName")},
+       config(only_route("default/ext:443"), {upstream("default/ext:443")}),
+       {warning("Service default/ext", "type ExternalName is not supported")}},
+  });
+}
+
+// ---- Merging and conflicts ----
+
+TEST(TranslateTest, MergeAndConflicts) {
+  const std::vector<std::string> backends = {
+      web_service("web"),         web_slice({{"10.0.0.1"}}, "web"),
+      web_service("api"),         web_slice({{"10.0.0.2"}}, "api"),
+      web_service("web", "team"), web_slice({{"10.0.1.1"}}, "web", "team"),
+  };
+  auto with = [&](std::vector<std::string> ingresses) {
+    ingresses.insert(ingresses.end(), backends.begin(), backends.end());
+    return ingresses;
+  };
+  const model::Upstream web = upstream("default/web:80", {"10.0.0.1:8080"});
+  const model::Upstream api = upstream("default/api:80", {"10.0.0.2:8080"});
+  const model::Upstream team_web = upstream("team/web:80", {"10.0.1.1:8080"});
+
+  run_cases({
+      {"two Ingresses, one host, different paths: merged",
+       with({ingress("a").rule("foo.com", {path("/a", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/b", "Prefix", "api", "80")})}),
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, web.name, "default/a"),
+                                 route("/b", PathMatch::kPrefix, api.name, "default/b")})},
+              {web, api})},
+      {"Ingresses in different namespaces reach their own services",
+       with({ingress("a").rule("foo.com", {path("/a", "Prefix", "web", "80")}),
+             ingress("a", "team").rule("foo.com", {path("/team", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/team", PathMatch::kPrefix, team_web.name, "team/a"),
+                                 route("/a", PathMatch::kPrefix, web.name, "default/a")})},
+              {web, team_web})},
+      {"conflict: the older Ingress wins even when its name sorts later; loser's upstream not "
+       "emitted",
+       with({ingress("a")
+                 .created("2024-05-02T00:00:00Z")
+                 .rule("foo.com", {path("/", "Prefix", "api", "80")}),
+             ingress("z")
+                 .created("2024-05-01T00:00:00Z")
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, web.name, "default/z")})}, {web}),
+       {error("Ingress default/a",
+              "spec.rules[0].http.paths[0]: host \"foo.com\" Prefix path \"/\" is already routed "
+              "to default/web:80 by Ingress default/z (the older one wins); path dropped")}},
+      {"conflict with equal timestamps: namespace/name decides",
+       with({ingress("b").rule("foo.com", {path("/", "Prefix", "api", "80")}),
+             ingress("a").rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, web.name, "default/a")})}, {web}),
+       {error("Ingress default/b", "by Ingress default/a")}},
+      {"conflict resolution only drops the conflicting path",
+       with({ingress("a").rule("foo.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/", "Prefix", "api", "80"),
+                                           path("/api", "Prefix", "api", "80")})}),
+       config({vhost("foo.com", {route("/api", PathMatch::kPrefix, api.name, "default/b"),
+                                 route("/", PathMatch::kPrefix, web.name, "default/a")})},
+              {web, api}),
+       {error("Ingress default/b", "path \"/\" is already routed")}},
+      {"the same backend twice is not a conflict",
+       with({ingress("a").rule("foo.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, web.name, "default/a")})}, {web})},
+      {"Prefix \"/x/\" and \"/x\" are the same prefix: a conflict",
+       with({ingress("a").rule("foo.com", {path("/x", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/x/", "Prefix", "api", "80")})}),
+       config({vhost("foo.com", {route("/x", PathMatch::kPrefix, web.name, "default/a")})}, {web}),
+       {error(
+           "Ingress default/b",
+           "path \"/x/\" is already routed (as \"/x\") to default/web:80 by Ingress default/a")}},
+      {"... and with the same backend, one route: the older one's spelling",
+       with({ingress("a").rule("foo.com", {path("/x/", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/x", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/x/", PathMatch::kPrefix, web.name, "default/a")})},
+              {web})},
+      {"same path, different match type: both kept",
+       with({ingress("a").rule("foo.com", {path("/x", "Prefix", "web", "80")}),
+             ingress("b").rule("foo.com", {path("/x", "Exact", "api", "80")})}),
+       config({vhost("foo.com", {route("/x", PathMatch::kExact, api.name, "default/b"),
+                                 route("/x", PathMatch::kPrefix, web.name, "default/a")})},
+              {web, api})},
+      {"regex and literal prefix with the same text do not conflict",
+       with({ingress("a").rule("foo.com", {path("/x", "Prefix", "web", "80")}),
+             ingress("b")
+                 .annotation("tidegate.io/use-regex", "true")
+                 .rule("foo.com", {path("/x", "Prefix", "api", "80")})}),
+       config({vhost("foo.com", {route("/x", PathMatch::kPrefix, web.name, "default/a"),
+                                 route("/x", PathMatch::kRegex, api.name, "default/b")})},
+              {web, api})},
+      {"same path on different hosts does not conflict",
+       with({ingress("a").rule("a.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b").rule("b.com", {path("/", "Prefix", "api", "80")})}),
+       config({vhost("a.com", {route("/", PathMatch::kPrefix, web.name, "default/a")}),
+               vhost("b.com", {route("/", PathMatch::kPrefix, api.name, "default/b")})},
+              {web, api})},
+  });
+}
+
+// ---- spec.defaultBackend ----
+
+TEST(TranslateTest, DefaultBackend) {
+  const std::vector<std::string> backends = {web_service("web"), web_slice({{"10.0.0.1"}}, "web"),
+                                             web_service("api"), web_slice({{"10.0.0.2"}}, "api")};
+  auto with = [&](std::vector<std::string> ingresses) {
+    ingresses.insert(ingresses.end(), backends.begin(), backends.end());
+    return ingresses;
+  };
+  const model::Upstream web = upstream("default/web:80", {"10.0.0.1:8080"});
+  const model::Upstream api = upstream("default/api:80", {"10.0.0.2:8080"});
+
+  run_cases({
+      {"defaultBackend becomes the default route",
+       with({ingress("a").default_backend("web", "80")}),
+       config({}, {web}, route("/", PathMatch::kPrefix, web.name, "default/a"))},
+      {"defaultBackend by port name", with({ingress("a").default_backend("web", "http")}),
+       config({}, {upstream("default/web:http", {"10.0.0.1:8080"})},
+              route("/", PathMatch::kPrefix, "default/web:http", "default/a"))},
+      {"two defaultBackends: the oldest wins",
+       with({ingress("a").created("2024-02-01T00:00:00Z").default_backend("api", "80"),
+             ingress("b").created("2024-01-01T00:00:00Z").default_backend("web", "80")}),
+       config({}, {web}, route("/", PathMatch::kPrefix, web.name, "default/b")),
+       {error("Ingress default/a",
+              "spec.defaultBackend: the default backend is already default/web:80 from Ingress "
+              "default/b (the older one wins); ignored")}},
+      {"two identical defaultBackends: no conflict",
+       with({ingress("a").default_backend("web", "80"), ingress("b").default_backend("web", "80")}),
+       config({}, {web}, route("/", PathMatch::kPrefix, web.name, "default/a"))},
+      {"an unresolvable defaultBackend does not block the next one",
+       with({ingress("a").default_backend("missing", "80"),
+             ingress("b").default_backend("web", "80")}),
+       config({}, {web}, route("/", PathMatch::kPrefix, web.name, "default/b")),
+       {error("Ingress default/a",
+              "spec.defaultBackend: service \"missing\" not found in namespace \"default\"; "
+              "ignored")}},
+      {"resource backends are not supported",
+       with({ingress("a").resource_default_backend()}),
+       config({}, {}),
+       {error("Ingress default/a", "resource backends (kind StorageBucket) are not supported")}},
+      {"defaultBackend and rules together",
+       with({ingress("a")
+                 .default_backend("web", "80")
+                 .rule("foo.com", {path("/api", "Prefix", "api", "80")})}),
+       config({vhost("foo.com", {route("/api", PathMatch::kPrefix, api.name, "default/a")})},
+              {web, api}, route("/", PathMatch::kPrefix, web.name, "default/a"))},
+  });
+}
+
+// ---- Determinism and purity ----
+
+TEST(TranslateTest, DeterministicWhateverTheInsertionOrder) {
+  std::vector<std::string> docs = {
+      ingress("a")
+          .created("2024-01-02T00:00:00Z")
+          .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+      ingress("b")
+          .created("2024-01-01T00:00:00Z")
+          .rule("foo.com", {path("/", "Prefix", "api", "80"), path("/b", "Exact", "api", "80")})
+          .default_backend("web", "80"),
+      ingress("c").rule("", {path("/c", "Prefix", "missing", "80")}),
+      web_service("web"),
+      web_service("api"),
+      slice("web-1", "web", {{"10.0.0.2"}, {"10.0.0.1"}}, {{"http", 8080}}),
+      slice("web-2", "web", {{"10.0.0.3"}, {"10.0.0.1"}}, {{"http", 8080}}),
+      slice("api-1", "api", {draining("10.0.0.9")}, {{"http", 8080}}),
+  };
+  std::vector<size_t> order(docs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+
+  std::optional<TranslateResult> first;
+  int permutations = 0;
+  // Rotations and reversals of the input: enough to change every map's insertion order.
+  for (size_t rot = 0; rot < docs.size(); ++rot) {
+    for (bool reverse : {false, true}) {
+      std::vector<std::string> shuffled;
+      for (size_t i = 0; i < docs.size(); ++i) shuffled.push_back(docs[(i + rot) % docs.size()]);
+      if (reverse) std::reverse(shuffled.begin(), shuffled.end());
+      store::Store store = load_store(shuffled, {});
+      TranslateResult got = translate(store, {});
+      TranslateResult again = translate(store, {});  // same store, same answer
+      EXPECT_EQ(got.config, again.config);
+      EXPECT_EQ(got.diagnostics, again.diagnostics);
+      EXPECT_EQ(model::validate(got.config), std::vector<std::string>{});
+      if (!first) {
+        first = got;
+      } else {
+        EXPECT_EQ(got.config, first->config) << dump(got.config) << "vs\n" << dump(first->config);
+        EXPECT_EQ(got.diagnostics, first->diagnostics);
+      }
+      ++permutations;
+    }
+  }
+  EXPECT_EQ(permutations, 16);
+  EXPECT_EQ(
+      first->config,
+      config({vhost("foo.com", {route("/b", PathMatch::kExact, "default/api:80", "default/b"),
+                                route("/", PathMatch::kPrefix, "default/api:80", "default/b")})},
+             {upstream("default/api:80", {"10.0.0.9:8080"}),
+              upstream("default/web:80", {"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"})},
+             route("/", PathMatch::kPrefix, "default/web:80", "default/b")))
+      << dump(first->config);
+  ASSERT_EQ(first->diagnostics.size(), 2u) << dump(first->diagnostics);
+  // Oldest first: c (no timestamp sorts first), b (2024-01-01), a (2024-01-02).
+  EXPECT_EQ(first->diagnostics[0].object, "Ingress default/c");
+  EXPECT_EQ(first->diagnostics[1].object, "Ingress default/a");
+}
+
+// ---- Store relevance (the store feeds the translator; its answers follow the same rules) ----
+
+objects::Object parse(const std::string& yaml) {
+  auto loaded = source::load_manifest_text(yaml, "t.yaml");
+  EXPECT_EQ(loaded.errors.size(), 0u);
+  EXPECT_EQ(loaded.objects.size(), 1u);
+  return loaded.objects.at(0).object;
+}
+
+TEST(TranslateStoreTest, InsertAndRemoveSayWhetherTheObjectMatters) {
+  using objects::Kind;
+  store::Store s;
+  std::string ours = ingress("web").rule("foo.com", {path("/", "Prefix", "web", "80")});
+  std::string theirs =
+      ingress("other").class_name("nginx").rule("foo.com", {path("/", "Prefix", "api", "80")});
+
+  EXPECT_TRUE(s.insert(parse(ours)));
+  EXPECT_FALSE(s.insert(parse(ours))) << "identical object";
+  EXPECT_FALSE(s.insert(parse(theirs))) << "another class";
+  EXPECT_TRUE(s.insert(parse(web_service("web")))) << "referenced by our Ingress";
+  EXPECT_FALSE(s.insert(parse(web_service("api")))) << "referenced only by another class";
+  EXPECT_FALSE(s.insert(parse(web_service("web", "elsewhere")))) << "other namespace";
+  EXPECT_TRUE(s.insert(parse(web_slice({{"10.0.0.1"}}, "web"))));
+  EXPECT_FALSE(s.insert(parse(web_slice({{"10.0.0.1"}}, "api"))));
+  EXPECT_TRUE(s.insert(parse(ingress_class("tidegate", "tidegate.io/ingress-controller"))));
+  EXPECT_FALSE(s.insert(parse(ingress_class("nginx", "k8s.io/ingress-nginx", true))));
+  EXPECT_EQ(s.size(), 9u);
+
+  // An Ingress moving from our class to another still matters (its routes must go).
+  std::string moved =
+      ingress("web").class_name("nginx").rule("foo.com", {path("/", "Prefix", "web", "80")});
+  EXPECT_TRUE(s.insert(parse(moved)));
+  EXPECT_FALSE(s.insert(parse(web_service("web", "default") + "  type: NodePort\n")))
+      << "no Ingress of ours refers to it any more";
+
+  EXPECT_FALSE(s.remove(Kind::kIngress, "default", "nothing"));
+  EXPECT_FALSE(s.remove(Kind::kIngress, "default", "other"));
+  EXPECT_TRUE(s.remove(Kind::kIngressClass, "ignored", "tidegate"));
+  EXPECT_EQ(s.ingress_classes().count("tidegate"), 0u);
+  EXPECT_TRUE(s.insert(parse(ours)));
+  EXPECT_TRUE(s.remove(Kind::kEndpointSlice, "default", "web-abc"));
+  EXPECT_TRUE(s.remove(Kind::kIngress, "default", "web"));
+  EXPECT_FALSE(s.remove(Kind::kService, "default", "web")) << "no longer referenced";
+}
+
+TEST(TranslateStoreTest, KeysAreNamespaceSlashName) {
+  store::Store s;
+  s.insert(parse(web_service("web", "team")));
+  s.insert(parse(ingress_class("tidegate", "tidegate.io/ingress-controller")));
+  ASSERT_EQ(s.services().size(), 1u);
+  EXPECT_EQ(s.services().begin()->first, "team/web");
+  ASSERT_EQ(s.ingress_classes().size(), 1u);
+  EXPECT_EQ(s.ingress_classes().begin()->first, "tidegate");
+  EXPECT_EQ(store::object_key("", "cluster-wide"), "cluster-wide");
+}
+
+}  // namespace
+}  // namespace tidegate::controller::translate

@@ -1,0 +1,432 @@
+#include "router/router.h"
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/model.h"
+
+namespace tidegate::dataplane::router {
+namespace {
+
+using model::PathMatch;
+
+// A route whose upstream names it ("Prefix /aaa"), so that tests can say which route won.
+model::Route route(PathMatch match, const std::string& path) {
+  model::Route r;
+  r.path = path;
+  r.match = match;
+  r.upstream = std::string(model::to_string(match)) + " " + path;
+  r.ingress = "default/test";
+  return r;
+}
+
+model::Route exact(const std::string& path) { return route(PathMatch::kExact, path); }
+model::Route prefix(const std::string& path) { return route(PathMatch::kPrefix, path); }
+model::Route regex(const std::string& path) { return route(PathMatch::kRegex, path); }
+
+model::Route default_route() {
+  model::Route r = prefix("/");
+  r.upstream = "default";
+  return r;
+}
+
+// Routes are sorted the way the translator hands them over.
+model::VirtualHost virtual_host(const std::string& host, std::vector<model::Route> routes) {
+  model::sort_routes(routes);
+  return {host, std::move(routes)};
+}
+
+model::Config config(std::vector<model::VirtualHost> hosts,
+                     std::optional<model::Route> fallback = std::nullopt) {
+  model::Config c;
+  for (auto& vh : hosts) c.virtual_hosts[vh.host] = std::move(vh);
+  c.default_route = std::move(fallback);
+  return c;
+}
+
+std::unique_ptr<const Router> build_or_die(const model::Config& c) {
+  std::string error;
+  auto router = Router::build(c, &error);
+  EXPECT_NE(router, nullptr) << error;
+  EXPECT_EQ(error, "");
+  return router;
+}
+
+// The upstream of the route that takes the request, or "404".
+std::string resolve(const Router& router, std::string_view host, std::string_view path) {
+  const Match m = router.match(host, path);
+  return m.route == nullptr ? "404" : m.route->upstream;
+}
+
+// --- Path matching: the "Examples" table of the Kubernetes Ingress documentation -------------
+// https://kubernetes.io/docs/concepts/services-networking/ingress/#examples, one row each.
+// A "No" row answers 404 because these rows configure no default route, except the row that
+// says "uses default backend".
+
+struct PathCase {
+  std::string name;
+  std::vector<model::Route> routes;
+  std::vector<std::string> request_paths;
+  std::string want;  // upstream of the winning route, "default" or "404"
+  bool with_default_route = false;
+};
+
+TEST(RouterPathTest, KubernetesIngressExamples) {
+  const std::vector<PathCase> cases = {
+      {"Prefix / matches all paths",
+       {prefix("/")},
+       {"/", "/foo", "/foo/", "/foo/bar", "/aaa/bbb/ccc", "/FOO"},
+       "Prefix /"},
+      {"Exact /foo matches /foo", {exact("/foo")}, {"/foo"}, "Exact /foo"},
+      {"Exact /foo does not match /bar", {exact("/foo")}, {"/bar"}, "404"},
+      {"Exact /foo does not match /foo/", {exact("/foo")}, {"/foo/"}, "404"},
+      {"Exact /foo/ does not match /foo", {exact("/foo/")}, {"/foo"}, "404"},
+      {"Prefix /foo matches /foo and /foo/", {prefix("/foo")}, {"/foo", "/foo/"}, "Prefix /foo"},
+      {"Prefix /foo/ matches /foo and /foo/", {prefix("/foo/")}, {"/foo", "/foo/"}, "Prefix /foo/"},
+      {"Prefix /aaa/bb does not match /aaa/bbb", {prefix("/aaa/bb")}, {"/aaa/bbb"}, "404"},
+      {"Prefix /aaa/bbb matches /aaa/bbb", {prefix("/aaa/bbb")}, {"/aaa/bbb"}, "Prefix /aaa/bbb"},
+      {"Prefix /aaa/bbb/ matches /aaa/bbb, ignores trailing slash",
+       {prefix("/aaa/bbb/")},
+       {"/aaa/bbb"},
+       "Prefix /aaa/bbb/"},
+      {"Prefix /aaa/bbb matches /aaa/bbb/, matches trailing slash",
+       {prefix("/aaa/bbb")},
+       {"/aaa/bbb/"},
+       "Prefix /aaa/bbb"},
+      {"Prefix /aaa/bbb matches /aaa/bbb/ccc, matches subpath",
+       {prefix("/aaa/bbb")},
+       {"/aaa/bbb/ccc"},
+       "Prefix /aaa/bbb"},
+      {"Prefix /aaa/bbb does not match /aaa/bbbxyz, not a string prefix",
+       {prefix("/aaa/bbb")},
+       {"/aaa/bbbxyz"},
+       "404"},
+      {"Prefix / and /aaa: /aaa/ccc matches /aaa",
+       {prefix("/"), prefix("/aaa")},
+       {"/aaa/ccc"},
+       "Prefix /aaa"},
+      {"Prefix /, /aaa and /aaa/bbb: /aaa/bbb matches /aaa/bbb",
+       {prefix("/"), prefix("/aaa"), prefix("/aaa/bbb")},
+       {"/aaa/bbb"},
+       "Prefix /aaa/bbb"},
+      {"Prefix /, /aaa and /aaa/bbb: /ccc matches /",
+       {prefix("/"), prefix("/aaa"), prefix("/aaa/bbb")},
+       {"/ccc"},
+       "Prefix /"},
+      {"Prefix /aaa does not match /ccc, uses default backend",
+       {prefix("/aaa")},
+       {"/ccc"},
+       "default",
+       true},
+      {"Mixed Prefix /foo and Exact /foo: /foo prefers Exact",
+       {prefix("/foo"), exact("/foo")},
+       {"/foo"},
+       "Exact /foo"},
+  };
+
+  for (const PathCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto fallback = c.with_default_route ? std::optional(default_route()) : std::nullopt;
+    auto router = build_or_die(config({virtual_host("*", c.routes)}, fallback));
+    ASSERT_NE(router, nullptr);
+    for (const std::string& path : c.request_paths) {
+      EXPECT_EQ(resolve(*router, "example.com", path), c.want) << "request path " << path;
+    }
+  }
+}
+
+TEST(RouterPathTest, MatchingIsCaseSensitive) {
+  auto router = build_or_die(config({virtual_host("*", {exact("/Foo"), prefix("/bar")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/Foo"), "Exact /Foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo"), "404");
+  EXPECT_EQ(resolve(*router, "a.com", "/bar/x"), "Prefix /bar");
+  EXPECT_EQ(resolve(*router, "a.com", "/BAR/x"), "404");
+}
+
+TEST(RouterPathTest, MixedExactAndPrefixOnOtherPaths) {
+  auto router = build_or_die(config({virtual_host("*", {prefix("/foo"), exact("/foo")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/foo"), "Exact /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo/"), "Prefix /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo/bar"), "Prefix /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foobar"), "404");
+}
+
+TEST(RouterPathTest, StopsAtQueryString) {
+  auto router = build_or_die(config({virtual_host("*", {exact("/foo"), prefix("/bar")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/foo?x=1"), "Exact /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo?"), "Exact /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/bar?next=/x"), "Prefix /bar");
+  EXPECT_EQ(resolve(*router, "a.com", "/barx?/y"), "404");
+}
+
+TEST(RouterPathTest, RootPrefixTakesEmptyPath) {
+  auto router = build_or_die(config({virtual_host("*", {prefix("/")})}));
+  EXPECT_EQ(resolve(*router, "a.com", ""), "Prefix /");
+  EXPECT_EQ(resolve(*router, "a.com", "?x=1"), "Prefix /");
+  // "OPTIONS *" has no path to route.
+  EXPECT_EQ(resolve(*router, "a.com", "*"), "404");
+}
+
+// --- Hosts -------------------------------------------------------------------------------------
+
+TEST(RouterHostTest, ExactHost) {
+  auto router = build_or_die(config({virtual_host("foo.com", {prefix("/")})}));
+  const Match m = router->match("foo.com", "/x");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->upstream, "Prefix /");
+  EXPECT_EQ(m.virtual_host, "foo.com");
+  EXPECT_FALSE(m.is_default);
+  EXPECT_EQ(resolve(*router, "bar.com", "/x"), "404");
+  EXPECT_EQ(resolve(*router, "www.foo.com", "/x"), "404");
+}
+
+TEST(RouterHostTest, WildcardMatchesExactlyOneLabel) {
+  auto router = build_or_die(config({virtual_host("*.foo.com", {prefix("/")})}));
+  const Match m = router->match("bar.foo.com", "/");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.virtual_host, "*.foo.com");
+  EXPECT_EQ(resolve(*router, "foo.com", "/"), "404");
+  EXPECT_EQ(resolve(*router, "baz.bar.foo.com", "/"), "404");
+  EXPECT_EQ(resolve(*router, ".foo.com", "/"), "404");
+  EXPECT_EQ(resolve(*router, "barfoo.com", "/"), "404");
+}
+
+TEST(RouterHostTest, ExactHostBeatsWildcard) {
+  auto router = build_or_die(config(
+      {virtual_host("*.foo.com", {prefix("/")}), virtual_host("bar.foo.com", {prefix("/bar")})}));
+  EXPECT_EQ(router->match("bar.foo.com", "/bar").virtual_host, "bar.foo.com");
+  EXPECT_EQ(resolve(*router, "bar.foo.com", "/bar"), "Prefix /bar");
+  EXPECT_EQ(router->match("qux.foo.com", "/bar").virtual_host, "*.foo.com");
+  EXPECT_EQ(resolve(*router, "qux.foo.com", "/bar"), "Prefix /");
+}
+
+TEST(RouterHostTest, PortIsStripped) {
+  auto router = build_or_die(
+      config({virtual_host("foo.com", {prefix("/")}), virtual_host("*.bar.com", {exact("/")})}));
+  EXPECT_EQ(resolve(*router, "foo.com:8080", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "foo.com:", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "x.bar.com:443", "/"), "Exact /");
+}
+
+TEST(RouterHostTest, HostIsLowerCased) {
+  auto router = build_or_die(
+      config({virtual_host("foo.com", {prefix("/")}), virtual_host("*.bar.com", {exact("/")})}));
+  EXPECT_EQ(resolve(*router, "FOO.Com", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "WWW.BAR.COM:80", "/"), "Exact /");
+}
+
+TEST(RouterHostTest, OneTrailingDotIsStripped) {
+  auto router = build_or_die(
+      config({virtual_host("foo.com", {prefix("/")}), virtual_host("*.bar.com", {exact("/")})}));
+  EXPECT_EQ(resolve(*router, "foo.com.", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "Foo.Com.:8080", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "x.bar.com.", "/"), "Exact /");
+  EXPECT_EQ(resolve(*router, "foo.com..", "/"), "404");
+}
+
+TEST(RouterHostTest, Ipv6LiteralGoesToCatchAll) {
+  auto router = build_or_die(
+      config({virtual_host("*", {prefix("/")}), virtual_host("foo.com", {exact("/")})}));
+  for (const char* host :
+       {"[::1]", "[::1]:8080", "[2001:DB8::1]:443", "[::ffff:10.0.0.1]", "[::1", "[::1]x"}) {
+    const Match m = router->match(host, "/x");
+    EXPECT_EQ(m.virtual_host, "*") << host;
+    ASSERT_NE(m.route, nullptr) << host;
+    EXPECT_EQ(m.route->upstream, "Prefix /") << host;
+  }
+}
+
+TEST(RouterHostTest, Ipv4LiteralIsLookedUpAsExactHostOnly) {
+  auto router = build_or_die(
+      config({virtual_host("10.0.0.1", {prefix("/")}), virtual_host("*.0.0.2", {prefix("/")})}));
+  EXPECT_EQ(router->match("10.0.0.1:80", "/").virtual_host, "10.0.0.1");
+  EXPECT_EQ(resolve(*router, "10.0.0.2", "/"), "404");
+}
+
+TEST(RouterHostTest, CatchAllTakesOtherHosts) {
+  auto router = build_or_die(
+      config({virtual_host("*", {prefix("/")}), virtual_host("foo.com", {exact("/foo")})}));
+  EXPECT_EQ(router->match("bar.com", "/x").virtual_host, "*");
+  EXPECT_EQ(resolve(*router, "bar.com", "/x"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "", "/x"), "Prefix /");  // HTTP/1.0 without Host
+  EXPECT_EQ(resolve(*router, "foo.com", "/foo"), "Exact /foo");
+}
+
+TEST(RouterHostTest, MatchedHostDoesNotFallThrough) {
+  auto router = build_or_die(config(
+      {virtual_host("*", {prefix("/")}), virtual_host("*.foo.com", {exact("/wild")}),
+       virtual_host("foo.com", {exact("/foo")}), virtual_host("bar.foo.com", {exact("/bar")})}));
+  // Exact host without a matching route: not "*".
+  Match m = router->match("foo.com", "/other");
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.virtual_host, "foo.com");
+  // Exact host without a matching route: not the wildcard either.
+  EXPECT_EQ(resolve(*router, "bar.foo.com", "/wild"), "404");
+  // Wildcard host without a matching route: not "*".
+  m = router->match("baz.foo.com", "/other");
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.virtual_host, "*.foo.com");
+}
+
+TEST(RouterHostTest, DefaultRouteWhenNothingMatches) {
+  auto router = build_or_die(config({virtual_host("foo.com", {exact("/foo")})}, default_route()));
+  // No virtual host takes the host.
+  Match m = router->match("bar.com", "/foo");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->upstream, "default");
+  EXPECT_TRUE(m.is_default);
+  EXPECT_EQ(m.virtual_host, "");
+  // The virtual host has no matching route.
+  m = router->match("foo.com", "/bar");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->upstream, "default");
+  EXPECT_TRUE(m.is_default);
+  EXPECT_EQ(m.virtual_host, "foo.com");
+}
+
+TEST(RouterHostTest, NothingMatchesIsNullptr) {
+  auto router = build_or_die(config({virtual_host("foo.com", {exact("/foo")})}));
+  Match m = router->match("bar.com", "/foo");
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_FALSE(m.is_default);
+  EXPECT_EQ(m.virtual_host, "");
+
+  auto empty = build_or_die(model::Config{});
+  EXPECT_EQ(empty->match("foo.com", "/").route, nullptr);
+}
+
+TEST(RouterHostTest, HostLongerThanStackBuffer) {
+  // Labels of 60 bytes: a wildcard suffix of 4 labels plus one more label is over 255 bytes.
+  // (Built with append() rather than operator+: GCC 12 warns falsely on the latter at -O2.)
+  std::string suffix;
+  for (int i = 0; i < 4; ++i) suffix.append(i == 0 ? "" : ".").append(60, 'a');
+  std::string wildcard = "*.";
+  wildcard.append(suffix);
+  auto router = build_or_die(config({virtual_host(wildcard, {prefix("/")})}));
+
+  std::string host(60, 'B');
+  host.append(".").append(suffix);
+  for (char& c : host) c = static_cast<char>(c == 'a' ? 'A' : c);
+  ASSERT_GT(host.size(), kMaxStackHostLength);
+  std::string with_port = host;
+  with_port.append(":443");
+  EXPECT_EQ(resolve(*router, with_port, "/"), "Prefix /");
+  std::string one_label_too_many = "x.";
+  one_label_too_many.append(host);
+  EXPECT_EQ(resolve(*router, one_label_too_many, "/"), "404");
+}
+
+// --- Regex -------------------------------------------------------------------------------------
+
+TEST(RouterRegexTest, AnchoredAtStartNotAtEnd) {
+  auto router = build_or_die(config({virtual_host("*", {regex("/api/v[0-9]+")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/api/v1"), "Regex /api/v[0-9]+");
+  EXPECT_EQ(resolve(*router, "a.com", "/api/v2/users"), "Regex /api/v[0-9]+");
+  EXPECT_EQ(resolve(*router, "a.com", "/api/v12x"), "Regex /api/v[0-9]+");
+  EXPECT_EQ(resolve(*router, "a.com", "/x/api/v1"), "404");
+  EXPECT_EQ(resolve(*router, "a.com", "/api/vx"), "404");
+}
+
+TEST(RouterRegexTest, AlternativesAreAllAnchored) {
+  auto router = build_or_die(config({virtual_host("*", {regex("/a|/b")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/a"), "Regex /a|/b");
+  EXPECT_EQ(resolve(*router, "a.com", "/b/c"), "Regex /a|/b");
+  EXPECT_EQ(resolve(*router, "a.com", "/x/b"), "404");
+}
+
+TEST(RouterRegexTest, DollarAnchorsTheEnd) {
+  auto router = build_or_die(config({virtual_host("*", {regex("/api/v[0-9]+$")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/api/v1"), "Regex /api/v[0-9]+$");
+  EXPECT_EQ(resolve(*router, "a.com", "/api/v1/users"), "404");
+}
+
+TEST(RouterRegexTest, DoesNotSeeTheQueryString) {
+  auto router = build_or_die(config({virtual_host("*", {regex("/search.*q=")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/search?q=1"), "404");
+  EXPECT_EQ(resolve(*router, "a.com", "/search/q=1"), "Regex /search.*q=");
+}
+
+TEST(RouterRegexTest, InvalidRegexFailsBuild) {
+  std::string error;
+  auto router =
+      Router::build(config({virtual_host("foo.com", {prefix("/"), regex("/api/(v1")})}), &error);
+  EXPECT_EQ(router, nullptr);
+  EXPECT_NE(error.find("foo.com"), std::string::npos) << error;
+  EXPECT_NE(error.find("invalid regex \"/api/(v1\""), std::string::npos) << error;
+
+  // A null error pointer is allowed.
+  EXPECT_EQ(Router::build(config({virtual_host("*", {regex("[")})}), nullptr), nullptr);
+}
+
+// --- Precedence --------------------------------------------------------------------------------
+
+TEST(RouterPrecedenceTest, LongestPathFirst) {
+  auto router =
+      build_or_die(config({virtual_host("*", {prefix("/"), prefix("/aaa"), prefix("/aaa/bbb")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa/bbb/ccc"), "Prefix /aaa/bbb");
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa/ccc"), "Prefix /aaa");
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa/bbbccc"), "Prefix /aaa");
+  EXPECT_EQ(resolve(*router, "a.com", "/ccc"), "Prefix /");
+}
+
+TEST(RouterPrecedenceTest, ExactBeforePrefixBeforeRegexOnTies) {
+  // All three are 4 bytes long and all three match "/foo".
+  auto router =
+      build_or_die(config({virtual_host("*", {regex("/fo+"), prefix("/foo"), exact("/foo")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/foo"), "Exact /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo/x"), "Prefix /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/fooo"), "Regex /fo+");
+}
+
+TEST(RouterPrecedenceTest, LongerPathTextWinsAcrossKinds) {
+  auto router = build_or_die(
+      config({virtual_host("*", {prefix("/api"), regex("/api/.*"), prefix("/api/users")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/api/users/1"), "Prefix /api/users");
+  EXPECT_EQ(resolve(*router, "a.com", "/api/orders"), "Regex /api/.*");
+  EXPECT_EQ(resolve(*router, "a.com", "/api"), "Prefix /api");
+}
+
+TEST(RouterPrecedenceTest, PrefixTrailingSlashDoesNotBeatExact) {
+  // Prefix "/foo/" is the same prefix as "/foo" (its trailing slash does not count), so on the
+  // tie Exact "/foo" wins, as Kubernetes says; longer requests still go to the prefix.
+  auto router = build_or_die(config({virtual_host("*", {exact("/foo"), prefix("/foo/")})}));
+  EXPECT_EQ(resolve(*router, "a.com", "/foo"), "Exact /foo");
+  EXPECT_EQ(resolve(*router, "a.com", "/foo/x"), "Prefix /foo/");
+}
+
+TEST(RouterPrecedenceTest, InputOrderDoesNotMatter) {
+  model::Config c;
+  c.virtual_hosts["*"] = {"*", {prefix("/"), exact("/aaa"), prefix("/aaa"), prefix("/aaa/bbb")}};
+  auto router = build_or_die(c);
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa"), "Exact /aaa");
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa/bbb/c"), "Prefix /aaa/bbb");
+  EXPECT_EQ(resolve(*router, "a.com", "/aaa/c"), "Prefix /aaa");
+  EXPECT_EQ(resolve(*router, "a.com", "/c"), "Prefix /");
+}
+
+// --- Concurrency -------------------------------------------------------------------------------
+
+TEST(RouterConcurrencyTest, ConcurrentMatchesOnOneRouter) {
+  auto router = build_or_die(config({virtual_host("*.foo.com", {prefix("/"), regex("/r[0-9]+")}),
+                                     virtual_host("foo.com", {exact("/x")})}));
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        if (resolve(*router, "A.foo.com", "/r" + std::to_string(i)) != "Regex /r[0-9]+") {
+          ++failures[t];
+        }
+        if (resolve(*router, "foo.com:80", "/x") != "Exact /x") ++failures[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int f : failures) EXPECT_EQ(f, 0);
+}
+
+}  // namespace
+}  // namespace tidegate::dataplane::router
