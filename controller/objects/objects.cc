@@ -286,6 +286,18 @@ std::map<std::string, std::string> string_map(const YAML::Node& parent, const ch
   return out;
 }
 
+// Kubernetes object names are DNS-1123 subdomains and namespaces DNS-1123 labels; the API server
+// enforces it, so a manifest that breaks it would never reach a real cluster.
+bool is_dns_subdomain(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  for (char c : s) {
+    if (!alnum(c) && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
 ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
   ObjectMeta m;
   YAML::Node n = child(obj, "metadata");
@@ -299,6 +311,15 @@ ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
     m.namespace_.clear();
   } else if (m.namespace_.empty()) {
     m.namespace_ = "default";
+  }
+  if (!is_dns_subdomain(m.name, 253)) {
+    fail(path + ".name", "\"" + m.name.substr(0, 64) +
+                             "\" is not a valid name (lower-case letters, digits, '-' and '.')");
+  }
+  if (!m.namespace_.empty() && (!is_dns_subdomain(m.namespace_, 63) ||
+                                m.namespace_.find('.') != std::string::npos)) {
+    fail(path + ".namespace", "\"" + m.namespace_.substr(0, 64) +
+                                  "\" is not a valid namespace (lower-case letters, digits, '-')");
   }
   m.uid = opt_string(n, "uid", path).value_or("");
   m.resource_version = opt_string(n, "resourceVersion", path).value_or("");

@@ -187,7 +187,15 @@ class Translator {
                where + ": invalid regex " + quote(text) + ": " + re.error() + "; path dropped");
         return;
       }
-    } else if (text.front() != '/') {
+    }
+    if (!std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+      // Requests carry paths percent-encoded, so such a path could never match; it would also
+      // carry arbitrary bytes into logs and the control protocol.
+      report(object, Severity::kError,
+             where + ": path contains spaces, control or non-ASCII characters; path dropped");
+      return;
+    }
+    if (match != model::PathMatch::kRegex && text.front() != '/') {
       report(object, Severity::kError,
              where + ": path " + quote(text) + " does not start with '/'; path dropped");
       return;

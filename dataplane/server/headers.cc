@@ -1,6 +1,7 @@
 #include "server/headers.h"
 
-#include <array>
+#include <string>
+#include <vector>
 
 #include "server/worker.h"
 
@@ -10,18 +11,24 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 void remove_hop_by_hop(Fields& fields) {
-  auto connection = fields[http::field::connection];
-  if (!connection.empty()) {
-    // Collect first: erasing while the token list views the field would dangle.
-    std::array<std::string, 8> named;
-    size_t n = 0;
-    for (auto token : http::token_list(connection)) {
-      if (n < named.size()) named[n++] = std::string(token);
+  if (fields.find(http::field::connection) != fields.end()) {
+    // Every Connection line counts. Collect the names first: erasing while a token list views a
+    // field would dangle. Framing and Host are never removed, whatever a peer names: they are
+    // not the sender's to drop, and the proxy rewrites framing itself.
+    std::vector<std::string> named;
+    auto range = fields.equal_range(http::field::connection);
+    for (auto it = range.first; it != range.second; ++it) {
+      for (auto token : http::token_list(it->value())) named.emplace_back(token);
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (beast::iequals(named[i], "close") || beast::iequals(named[i], "keep-alive")) continue;
-      if (beast::iequals(named[i], "transfer-encoding") || beast::iequals(named[i], "host")) continue;
-      fields.erase(named[i]);
+    for (const auto& name : named) {
+      switch (http::string_to_field(name)) {
+        case http::field::content_length:
+        case http::field::transfer_encoding:
+        case http::field::host:
+          continue;
+        default:
+          fields.erase(name);
+      }
     }
     fields.erase(http::field::connection);
   }
@@ -34,20 +41,26 @@ void remove_hop_by_hop(Fields& fields) {
 
 void add_forwarded_headers(http::request_header<Fields>& req, std::string_view peer,
                            std::string_view proto) {
-  auto xff = req["X-Forwarded-For"];
-  if (xff.empty()) {
+  auto range = req.equal_range("X-Forwarded-For");
+  if (range.first == range.second) {
     req.set("X-Forwarded-For", peer);
   } else {
+    // Several lines are one list (RFC 9110 section 5.3): join them, then add this hop.
     std::string value;
-    value.reserve(xff.size() + 2 + peer.size());
-    value.append(xff.data(), xff.size());
-    value += ", ";
+    for (auto it = range.first; it != range.second; ++it) {
+      value.append(it->value().data(), it->value().size());
+      value += ", ";
+    }
     value.append(peer.data(), peer.size());
     req.set("X-Forwarded-For", value);
   }
   req.set("X-Forwarded-Proto", proto);
   auto host = req[http::field::host];
-  if (!host.empty()) req.set("X-Forwarded-Host", host);
+  if (host.empty()) {
+    req.erase("X-Forwarded-Host");  // never pass on a client's claim
+  } else {
+    req.set("X-Forwarded-Host", host);
+  }
 }
 
 namespace {

@@ -89,6 +89,13 @@ void HttpSession::handle_request() {
     send_error(503, "no configuration yet\n", !request_->is_done());
     return;
   }
+  // RFC 9112 section 3.2: an HTTP/1.1 request needs exactly one Host, HTTP/1.0 at most one;
+  // two Hosts would let the proxy and the backend route on different ones.
+  size_t hosts = req.count(http::field::host);
+  if (hosts > 1 || (hosts == 0 && client_version_ >= 11)) {
+    send_error(400, hosts > 1 ? "more than one Host field\n" : "missing Host field\n", true);
+    return;
+  }
   RequestTarget target = split_target(req.target(), req[http::field::host]);
   const model::Route* route = snapshot_->router->match(target.host, target.path).route;
   if (route == nullptr) {
@@ -203,7 +210,9 @@ void HttpSession::on_read_request_body(error_code ec) {
     read_request_body();
     return;
   }
-  body.data = relay_buffer_.data();
+  // An empty final read must not become an empty chunk: buffer_body would emit a second
+  // last-chunk for it. A null buffer says "no data, just finish".
+  body.data = n == 0 ? nullptr : relay_buffer_.data();
   body.size = n;
   body.more = !request_->is_done();
   write_request();
@@ -280,6 +289,22 @@ void HttpSession::on_response_header(error_code ec) {
   if (!request_->is_done()) client_keep_alive_ = false;  // upstream answered before the body ended
   res.keep_alive(client_keep_alive_);
   response_writer_.emplace(res);
+  if (!body_expected) {
+    // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
+    // (a chunked header would otherwise be followed by a last-chunk).
+    response_started_ = true;
+    client_.expires_after(worker_.limits().client_send_timeout);
+    http::async_write_header(client_, *response_writer_,
+                             [self = shared_from_this()](error_code ec, std::size_t) {
+                               if (ec) {
+                                 self->connection_.reset();
+                                 self->close_client();
+                                 return;
+                               }
+                               self->finish_exchange();
+                             });
+    return;
+  }
   relay_response();
 }
 
@@ -324,7 +349,7 @@ void HttpSession::on_read_response_body(error_code ec) {
     read_response_body();
     return;
   }
-  body.data = relay_buffer_.data();
+  body.data = n == 0 ? nullptr : relay_buffer_.data();
   body.size = n;
   body.more = !response_->is_done();
   write_response();

@@ -58,10 +58,21 @@ json to_json(const model::Delta& d) {
 
 // Decoders throw nlohmann exceptions or std::runtime_error on malformed input; decode_json turns
 // them into an error string, so nothing escapes to the caller.
+
+// nlohmann converts -1 or 1.5 to uint64_t silently; numbers on the wire must be exact.
+uint64_t get_u64(const json& j, const char* key, uint64_t max = UINT64_MAX) {
+  const json& v = j.at(key);
+  if (!v.is_number_unsigned()) {
+    throw std::runtime_error(std::string("\"") + key + "\" must be a non-negative integer");
+  }
+  uint64_t n = v.get<uint64_t>();
+  if (n > max) throw std::runtime_error(std::string("\"") + key + "\" out of range");
+  return n;
+}
 model::Endpoint endpoint_from(const json& j) {
   model::Endpoint e;
   e.address = j.at("address").get<std::string>();
-  e.port = j.at("port").get<uint16_t>();
+  e.port = static_cast<uint16_t>(get_u64(j, "port", 65535));
   return e;
 }
 
@@ -146,7 +157,13 @@ struct Encoder {
 
 }  // namespace
 
-std::string encode_json(const Message& m) { return std::visit(Encoder{}, m).dump(); }
+namespace {
+// Kubernetes object text can carry bytes that are not UTF-8; they are replaced rather than
+// letting the encoder throw.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+}  // namespace
+
+std::string encode_json(const Message& m) { return dump(std::visit(Encoder{}, m)); }
 
 std::string encode_frame(const Message& m) {
   std::string body = encode_json(m);
@@ -172,18 +189,18 @@ DecodeResult decode_json(std::string_view text) {
     if (!j.is_object()) throw std::runtime_error("message is not an object");
     const std::string type = j.at("type").get<std::string>();
     if (type == "hello") {
-      r.message = Hello{j.at("protocol").get<int>(), j.value("node", "")};
+      r.message = Hello{static_cast<int>(get_u64(j, "protocol", 1 << 30)), j.value("node", "")};
     } else if (type == "hello_reply") {
-      r.message = HelloReply{j.at("protocol").get<int>(), j.at("version").get<uint64_t>()};
+      r.message = HelloReply{static_cast<int>(get_u64(j, "protocol", 1 << 30)), get_u64(j, "version")};
     } else if (type == "snapshot") {
-      r.message = Snapshot{j.at("version").get<uint64_t>(), config_from(j.at("config"))};
+      r.message = Snapshot{get_u64(j, "version"), config_from(j.at("config"))};
     } else if (type == "delta") {
-      r.message = DeltaMsg{j.at("version").get<uint64_t>(), j.at("base").get<uint64_t>(),
+      r.message = DeltaMsg{get_u64(j, "version"), get_u64(j, "base"),
                            delta_from(j.at("delta"))};
     } else if (type == "ack") {
-      r.message = Ack{j.at("version").get<uint64_t>()};
+      r.message = Ack{get_u64(j, "version")};
     } else if (type == "nack") {
-      r.message = Nack{j.at("version").get<uint64_t>(), j.value("reason", "")};
+      r.message = Nack{get_u64(j, "version"), j.value("reason", "")};
     } else {
       r.error = "unknown message type \"" + type + "\"";
     }
@@ -218,7 +235,7 @@ std::optional<std::string> FrameReader::next() {
   return payload;
 }
 
-std::string config_to_json(const model::Config& c) { return to_json(c).dump(); }
+std::string config_to_json(const model::Config& c) { return dump(to_json(c)); }
 
 std::optional<model::Config> config_from_json(std::string_view text, std::string* error) {
   json j = json::parse(text, nullptr, false);
