@@ -1,4 +1,5 @@
 #include "translate/translate.h"
+#include "translate/certificates.h"
 
 #include <arpa/inet.h>
 
@@ -158,9 +159,85 @@ class Translator {
       }
     }
 
-    if (!ingress.spec.tls.empty()) {
-      report(object, Severity::kWarning,
-             "spec.tls: TLS is not supported yet; its hosts are served over plain HTTP");
+    add_tls(ingress, object);
+  }
+
+  // spec.tls: each entry's Secret becomes a Certificate and each of its hosts a TlsHost. An entry
+  // without hosts covers the hosts of this Ingress's rules. A host claimed by two Ingresses with
+  // different Secrets goes to the oldest Ingress.
+  void add_tls(const Ingress& ingress, const std::string& object) {
+    const auto& annotations = ingress.metadata.annotations;
+    if (auto it = annotations.find(std::string(kSslRedirectAnnotation)); it != annotations.end()) {
+      if (it->second == "false") {
+        for (const auto& rule : ingress.spec.rules) {
+          no_redirect_hosts_.insert(rule.host.empty() ? "*" : lowercase(rule.host));
+        }
+      } else if (it->second != "true") {
+        report(object, Severity::kWarning,
+               "annotation " + std::string(kSslRedirectAnnotation) +
+                   ": expected \"true\" or \"false\", got " + quote(it->second) +
+                   "; treated as \"true\"");
+      }
+    }
+    for (size_t i = 0; i < ingress.spec.tls.size(); ++i) {
+      const auto& tls = ingress.spec.tls[i];
+      const std::string where = index_path("spec.tls", i);
+      if (tls.secret_name.empty()) {
+        report(object, Severity::kError,
+               where + ": no secretName; its hosts get the default certificate");
+        continue;
+      }
+      const std::string secret_key =
+          store::object_key(ingress.metadata.namespace_, tls.secret_name);
+      auto secret = store_.secrets().find(secret_key);
+      if (secret == store_.secrets().end()) {
+        report(object, Severity::kError,
+               where + ": Secret " + secret_key + " not found; its hosts get the default certificate");
+        continue;
+      }
+      const auto& data = secret->second.data;
+      auto crt = data.find("tls.crt");
+      auto key = data.find("tls.key");
+      std::string problem;
+      if (crt == data.end() || key == data.end()) {
+        problem = "has no tls.crt and tls.key";
+      } else {
+        problem = check_certificate_pair(crt->second, key->second);
+      }
+      if (!problem.empty()) {
+        // Never the PEM itself in a message: it is secret.
+        report(object, Severity::kError,
+               where + ": Secret " + secret_key + " " + problem +
+                   "; its hosts get the default certificate");
+        continue;
+      }
+      std::vector<std::string> hosts;
+      for (const auto& h : tls.hosts) hosts.push_back(lowercase(h));
+      if (hosts.empty()) {
+        for (const auto& rule : ingress.spec.rules) {
+          if (!rule.host.empty()) hosts.push_back(lowercase(rule.host));
+        }
+      }
+      bool used = false;
+      for (const auto& host : hosts) {
+        if (!model::is_valid_host(host) || host == "*") {
+          report(object, Severity::kError, where + ": invalid host " + quote(host) + "; skipped");
+          continue;
+        }
+        auto [it, inserted] = tls_claims_.emplace(host, TlsClaim{secret_key, name_of(ingress)});
+        if (!inserted && it->second.certificate != secret_key) {
+          report(object, Severity::kError,
+                 where + ": host " + host + " already uses Secret " + it->second.certificate +
+                     " from the older Ingress " + it->second.ingress + "; " + secret_key +
+                     " is not used for it");
+          continue;
+        }
+        used = true;
+      }
+      if (used) {
+        certificates_.emplace(secret_key,
+                              model::Certificate{secret_key, crt->second, key->second});
+      }
     }
   }
 
@@ -338,11 +415,23 @@ class Translator {
     }
   }
 
+  // True when a TLS host (exact, or a wildcard one label up) covers `host`.
+  bool has_tls(const std::string& host) const {
+    if (tls_claims_.contains(host)) return true;
+    auto dot = host.find('.');
+    return dot != std::string::npos && tls_claims_.contains("*" + host.substr(dot));
+  }
+
   void assemble() {
     model::Config& config = result_.config;
     std::set<std::string> referenced;
+    for (const auto& [host, claim] : tls_claims_) {
+      config.tls_hosts.emplace(host, model::TlsHost{host, claim.certificate});
+    }
+    config.certificates = std::move(certificates_);
     for (auto& [host, claims] : hosts_) {
       model::VirtualHost vh{host, {}};
+      vh.ssl_redirect = host != "*" && has_tls(host) && !no_redirect_hosts_.contains(host);
       for (auto& [key, claim] : claims) {
         vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress});
         referenced.insert(claim.upstream);
@@ -375,6 +464,13 @@ class Translator {
   std::optional<Claim> default_claim_;
   std::map<std::string, UpstreamSource> upstream_sources_;
   std::set<std::pair<std::string, std::string>> warned_;
+  struct TlsClaim {
+    std::string certificate;  // Secret key "namespace/name"
+    std::string ingress;
+  };
+  std::map<std::string, TlsClaim> tls_claims_;
+  std::map<std::string, model::Certificate> certificates_;
+  std::set<std::string> no_redirect_hosts_;
 };
 
 }  // namespace

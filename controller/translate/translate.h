@@ -13,6 +13,7 @@
 namespace tidegate::controller::translate {
 
 inline constexpr std::string_view kUseRegexAnnotation = "tidegate.io/use-regex";
+inline constexpr std::string_view kSslRedirectAnnotation = "tidegate.io/ssl-redirect";
 
 struct TranslateOptions {
   std::string ingress_class{store::kDefaultIngressClass};

@@ -102,9 +102,23 @@ std::vector<std::string> validate(const Config& config) {
   for (const auto& [key, vh] : config.virtual_hosts) {
     if (key != vh.host) errors.push_back("virtual host key \"" + key + "\" != host \"" + vh.host + "\"");
     if (!is_valid_host(vh.host)) errors.push_back("invalid host \"" + vh.host + "\"");
+
     for (const auto& r : vh.routes) validate_route(config, r, "host " + vh.host, errors);
   }
   if (config.default_route) validate_route(config, *config.default_route, "default route", errors);
+  for (const auto& [key, cert] : config.certificates) {
+    if (key != cert.name) errors.push_back("certificate key \"" + key + "\" != name \"" + cert.name + "\"");
+    if (cert.cert_pem.empty() || cert.key_pem.empty()) {
+      errors.push_back("certificate " + cert.name + ": empty certificate or key");
+    }
+  }
+  for (const auto& [key, th] : config.tls_hosts) {
+    if (key != th.host) errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
+    if (th.host == "*" || !is_valid_host(th.host)) errors.push_back("invalid TLS host \"" + th.host + "\"");
+    if (!config.certificates.contains(th.certificate)) {
+      errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
+    }
+  }
   for (const auto& [key, up] : config.upstreams) {
     if (key != up.name) errors.push_back("upstream key \"" + key + "\" != name \"" + up.name + "\"");
     std::set<Endpoint> seen;
@@ -122,7 +136,9 @@ std::vector<std::string> validate(const Config& config) {
 
 bool Delta::empty() const {
   return upsert_virtual_hosts.empty() && remove_virtual_hosts.empty() && upsert_upstreams.empty() &&
-         remove_upstreams.empty() && !default_route_changed;
+         remove_upstreams.empty() && upsert_certificates.empty() && remove_certificates.empty() &&
+         upsert_tls_hosts.empty() && remove_tls_hosts.empty() &&
+         !default_route_changed;
 }
 
 namespace {
@@ -144,6 +160,8 @@ Delta diff(const Config& from, const Config& to) {
   Delta d;
   diff_maps(from.virtual_hosts, to.virtual_hosts, d.upsert_virtual_hosts, d.remove_virtual_hosts);
   diff_maps(from.upstreams, to.upstreams, d.upsert_upstreams, d.remove_upstreams);
+  diff_maps(from.certificates, to.certificates, d.upsert_certificates, d.remove_certificates);
+  diff_maps(from.tls_hosts, to.tls_hosts, d.upsert_tls_hosts, d.remove_tls_hosts);
   if (from.default_route != to.default_route) {
     d.default_route_changed = true;
     d.default_route = to.default_route;
@@ -166,7 +184,21 @@ ApplyResult apply(const Config& base, const Delta& delta) {
       return result;
     }
   }
+  for (const auto& name : delta.remove_certificates) {
+    if (c.certificates.erase(name) == 0) {
+      result.error = "remove of unknown certificate \"" + name + "\"";
+      return result;
+    }
+  }
+  for (const auto& host : delta.remove_tls_hosts) {
+    if (c.tls_hosts.erase(host) == 0) {
+      result.error = "remove of unknown TLS host \"" + host + "\"";
+      return result;
+    }
+  }
   for (const auto& vh : delta.upsert_virtual_hosts) c.virtual_hosts[vh.host] = vh;
+  for (const auto& th : delta.upsert_tls_hosts) c.tls_hosts[th.host] = th;
+  for (const auto& cert : delta.upsert_certificates) c.certificates[cert.name] = cert;
   for (const auto& up : delta.upsert_upstreams) c.upstreams[up.name] = up;
   if (delta.default_route_changed) c.default_route = delta.default_route;
   return result;

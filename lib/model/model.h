@@ -43,13 +43,34 @@ struct Route {
 struct VirtualHost {
   std::string host;
   std::vector<Route> routes;
+  // Plain-HTTP requests get a 308 to https:// (tidegate.io/ssl-redirect).
+  bool ssl_redirect = false;
   bool operator==(const VirtualHost&) const = default;
+};
+
+// A certificate chain and its private key, PEM, from a kubernetes.io/tls Secret
+// ("namespace/secret"). The data plane parses it lazily (see dataplane/tls).
+struct Certificate {
+  std::string name;
+  std::string cert_pem;
+  std::string key_pem;
+  bool operator==(const Certificate&) const = default;
+};
+
+// Which certificate a TLS server name gets: `host` is exact or "*.suffix" (one label), as in
+// Ingress spec.tls[].hosts. Names without an entry get the default certificate.
+struct TlsHost {
+  std::string host;
+  std::string certificate;  // Certificate::name
+  bool operator==(const TlsHost&) const = default;
 };
 
 struct Config {
   std::map<std::string, VirtualHost> virtual_hosts;  // key == VirtualHost::host
   std::map<std::string, Upstream> upstreams;         // key == Upstream::name
   std::optional<Route> default_route;  // Ingress defaultBackend: used when nothing else matches
+  std::map<std::string, Certificate> certificates;  // key == Certificate::name
+  std::map<std::string, TlsHost> tls_hosts;         // key == TlsHost::host
   bool operator==(const Config&) const = default;
 };
 
@@ -72,6 +93,10 @@ struct Delta {
   std::vector<std::string> remove_upstreams;
   bool default_route_changed = false;
   std::optional<Route> default_route;  // the new value when default_route_changed
+  std::vector<Certificate> upsert_certificates;
+  std::vector<std::string> remove_certificates;
+  std::vector<TlsHost> upsert_tls_hosts;
+  std::vector<std::string> remove_tls_hosts;
   bool empty() const;
   bool operator==(const Delta&) const = default;
 };

@@ -26,8 +26,16 @@ json to_json(const model::Route& r) {
 json to_json(const model::VirtualHost& v) {
   json routes = json::array();
   for (const auto& r : v.routes) routes.push_back(to_json(r));
-  return json{{"host", v.host}, {"routes", std::move(routes)}};
+  json j{{"host", v.host}, {"routes", std::move(routes)}};
+  if (v.ssl_redirect) j["ssl_redirect"] = true;
+  return j;
 }
+
+json to_json(const model::Certificate& c) {
+  return json{{"name", c.name}, {"cert_pem", c.cert_pem}, {"key_pem", c.key_pem}};
+}
+
+json to_json(const model::TlsHost& t) { return json{{"host", t.host}, {"certificate", t.certificate}}; }
 
 json to_json(const model::Config& c) {
   json hosts = json::array();
@@ -36,6 +44,16 @@ json to_json(const model::Config& c) {
   for (const auto& [_, u] : c.upstreams) ups.push_back(to_json(u));
   json j{{"virtual_hosts", std::move(hosts)}, {"upstreams", std::move(ups)}};
   if (c.default_route) j["default_route"] = to_json(*c.default_route);
+  if (!c.certificates.empty()) {
+    json certs = json::array();
+    for (const auto& [_, cert] : c.certificates) certs.push_back(to_json(cert));
+    j["certificates"] = std::move(certs);
+  }
+  if (!c.tls_hosts.empty()) {
+    json hosts = json::array();
+    for (const auto& [_, th] : c.tls_hosts) hosts.push_back(to_json(th));
+    j["tls_hosts"] = std::move(hosts);
+  }
   return j;
 }
 
@@ -49,6 +67,18 @@ json to_json(const model::Delta& d) {
   j["remove_virtual_hosts"] = d.remove_virtual_hosts;
   j["upsert_upstreams"] = std::move(ups);
   j["remove_upstreams"] = d.remove_upstreams;
+  if (!d.upsert_certificates.empty() || !d.remove_certificates.empty()) {
+    json certs = json::array();
+    for (const auto& c : d.upsert_certificates) certs.push_back(to_json(c));
+    j["upsert_certificates"] = std::move(certs);
+    j["remove_certificates"] = d.remove_certificates;
+  }
+  if (!d.upsert_tls_hosts.empty() || !d.remove_tls_hosts.empty()) {
+    json hosts = json::array();
+    for (const auto& t : d.upsert_tls_hosts) hosts.push_back(to_json(t));
+    j["upsert_tls_hosts"] = std::move(hosts);
+    j["remove_tls_hosts"] = d.remove_tls_hosts;
+  }
   if (d.default_route_changed) {
     j["default_route_changed"] = true;
     j["default_route"] = d.default_route ? to_json(*d.default_route) : json(nullptr);
@@ -98,7 +128,20 @@ model::VirtualHost vhost_from(const json& j) {
   model::VirtualHost v;
   v.host = j.at("host").get<std::string>();
   for (const auto& r : j.at("routes")) v.routes.push_back(route_from(r));
+  v.ssl_redirect = j.value("ssl_redirect", false);
   return v;
+}
+
+model::TlsHost tls_host_from(const json& j) {
+  return model::TlsHost{j.at("host").get<std::string>(), j.at("certificate").get<std::string>()};
+}
+
+model::Certificate certificate_from(const json& j) {
+  model::Certificate c;
+  c.name = j.at("name").get<std::string>();
+  c.cert_pem = j.at("cert_pem").get<std::string>();
+  c.key_pem = j.at("key_pem").get<std::string>();
+  return c;
 }
 
 model::Config config_from(const json& j) {
@@ -120,6 +163,24 @@ model::Config config_from(const json& j) {
   if (j.contains("default_route") && !j["default_route"].is_null()) {
     c.default_route = route_from(j["default_route"]);
   }
+  if (j.contains("certificates")) {
+    for (const auto& item : j["certificates"]) {
+      auto cert = certificate_from(item);
+      std::string key = cert.name;
+      if (!c.certificates.emplace(key, std::move(cert)).second) {
+        throw std::runtime_error("duplicate certificate \"" + key + "\"");
+      }
+    }
+  }
+  if (j.contains("tls_hosts")) {
+    for (const auto& item : j["tls_hosts"]) {
+      auto th = tls_host_from(item);
+      std::string key = th.host;
+      if (!c.tls_hosts.emplace(key, std::move(th)).second) {
+        throw std::runtime_error("duplicate TLS host \"" + key + "\"");
+      }
+    }
+  }
   return c;
 }
 
@@ -129,6 +190,18 @@ model::Delta delta_from(const json& j) {
   d.remove_virtual_hosts = j.at("remove_virtual_hosts").get<std::vector<std::string>>();
   for (const auto& u : j.at("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
   d.remove_upstreams = j.at("remove_upstreams").get<std::vector<std::string>>();
+  if (j.contains("upsert_certificates")) {
+    for (const auto& c : j["upsert_certificates"]) d.upsert_certificates.push_back(certificate_from(c));
+  }
+  if (j.contains("remove_certificates")) {
+    d.remove_certificates = j["remove_certificates"].get<std::vector<std::string>>();
+  }
+  if (j.contains("upsert_tls_hosts")) {
+    for (const auto& t : j["upsert_tls_hosts"]) d.upsert_tls_hosts.push_back(tls_host_from(t));
+  }
+  if (j.contains("remove_tls_hosts")) {
+    d.remove_tls_hosts = j["remove_tls_hosts"].get<std::vector<std::string>>();
+  }
   if (j.value("default_route_changed", false)) {
     d.default_route_changed = true;
     if (!j.at("default_route").is_null()) d.default_route = route_from(j["default_route"]);

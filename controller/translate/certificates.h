@@ -1,0 +1,14 @@
+#pragma once
+// Checks a kubernetes.io/tls Secret's PEM before it is sent to the data plane, so that a bad
+// certificate is reported against its Ingress and never costs other hosts anything. Pure: no
+// clock (expiry is checked and reported by the data plane, which has one).
+
+#include <string>
+
+namespace tidegate::controller::translate {
+
+// Returns an empty string when `cert_pem` holds at least one certificate, `key_pem` one private
+// key, and the key belongs to the first certificate; otherwise the reason.
+std::string check_certificate_pair(const std::string& cert_pem, const std::string& key_pem);
+
+}  // namespace tidegate::controller::translate
