@@ -42,6 +42,7 @@ if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
 fi
 
 mkdir -p "$WORK/www" "$WORK/manifests"
+chmod 755 "$WORK" "$WORK/www"  # nginx workers drop root privileges
 head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
 
 cat >"$WORK/backend.conf" <<CONF

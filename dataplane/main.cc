@@ -3,14 +3,18 @@
 
 #include <signal.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "admin/admin_server.h"
 #include "cli/flags.h"
@@ -18,6 +22,7 @@
 #include "log/log.h"
 #include "runtime/publisher.h"
 #include "server/worker.h"
+#include "tls/tls_context.h"
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
@@ -51,7 +56,11 @@ int main(int argc, char** argv) {
   cli::Flags flags;
   flags.define("control-socket", "/tmp/tidegate-control.sock", "Unix socket the controller connects to");
   flags.define("http-listen", "0.0.0.0:8080", "HTTP listener");
-  flags.define("https-listen", "0.0.0.0:8443", "HTTPS listener (TLS arrives with certificate support)");
+  flags.define("https-listen", "0.0.0.0:8443", "HTTPS listener");
+  flags.define("default-ssl-certificate", "",
+               "PEM certificate chain for names without a certificate (default: self-signed)");
+  flags.define("default-ssl-key", "", "PEM private key of --default-ssl-certificate");
+  flags.define("drain-timeout", "30", "seconds SIGTERM waits for requests and tunnels to finish");
   flags.define("admin-listen", "127.0.0.1:10254", "admin listener: /healthz, /readyz, /version");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
@@ -83,25 +92,64 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  int drain_seconds = std::atoi(flags.get("drain-timeout").c_str());
+  if (drain_seconds < 0) {
+    std::cerr << "tidegate-dataplane: --drain-timeout must be >= 0\n";
+    return 2;
+  }
+
+  // The default certificate, and the context every TLS connection starts with; SNI may switch a
+  // connection to a certificate of its own (Worker::on_server_name).
+  std::string default_cert, default_key;
+  if (flags.is_set("default-ssl-certificate") != flags.is_set("default-ssl-key")) {
+    std::cerr << "tidegate-dataplane: give both --default-ssl-certificate and --default-ssl-key\n";
+    return 2;
+  }
+  if (flags.is_set("default-ssl-certificate")) {
+    std::ifstream c(flags.get("default-ssl-certificate")), k(flags.get("default-ssl-key"));
+    std::stringstream cs, ks;
+    cs << c.rdbuf();
+    ks << k.rdbuf();
+    default_cert = cs.str();
+    default_key = ks.str();
+  } else if (!dataplane::tls::generate_self_signed(&default_cert, &default_key, &error)) {
+    TG_ERROR("dataplane", error);
+    return 1;
+  }
+  const auto ticket_keys = dataplane::tls::random_ticket_keys();
+  auto default_ctx =
+      dataplane::tls::make_server_context(default_cert, default_key, ticket_keys, &error);
+  if (!default_ctx) {
+    TG_ERROR("dataplane", "default certificate: " << error);
+    return 1;
+  }
+  SSL_CTX_set_tlsext_servername_callback(default_ctx.get(), dataplane::server::Worker::on_server_name);
+  asio::ssl::context tls_context(default_ctx.release());  // takes ownership
+
   asio::io_context control_io{1};
   dataplane::runtime::Publisher publisher(static_cast<size_t>(workers));
   dataplane::server::Limits limits;
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
-  tcp::endpoint bound = http_at;
+  tcp::endpoint bound = http_at, bound_tls = https_at;
   for (int i = 0; i < workers; ++i) {
-    auto w = std::make_unique<dataplane::server::Worker>(static_cast<size_t>(i), limits);
+    auto w = std::make_unique<dataplane::server::Worker>(static_cast<size_t>(i), limits,
+                                                         &tls_context, ticket_keys);
     boost::system::error_code ec;
     bound = w->listen(bound, ec);  // later workers bind the port the first one got
     if (ec) {
       TG_ERROR("dataplane", "cannot listen on " << http_at << ": " << ec.message());
       return 1;
     }
+    bound_tls = w->listen_tls(bound_tls, ec);
+    if (ec) {
+      TG_ERROR("dataplane", "cannot listen on " << https_at << ": " << ec.message());
+      return 1;
+    }
     publisher.add_sink([wp = w.get()](auto snap) { wp->publish(std::move(snap)); });
     pool.push_back(std::move(w));
   }
-  TG_INFO("dataplane", "http listening on " << bound << " with " << workers << " workers");
-  TG_INFO("dataplane", "https listener " << https_at
-                                         << " not started: TLS termination is not built yet");
+  TG_INFO("dataplane", "http listening on " << bound << ", https on " << bound_tls << " with "
+                                            << workers << " workers");
 
   dataplane::admin::AdminServer admin(control_io, publisher);
   {
@@ -124,11 +172,20 @@ int main(int argc, char** argv) {
 
   asio::signal_set signals(control_io, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
-    TG_INFO("dataplane", "signal " << sig << ": stopping");
+    // Graceful drain: stop accepting, let requests in flight finish, close idle connections,
+    // give tunnels until the deadline. The controller connection closes at once; the admin port
+    // stays until the end.
+    TG_INFO("dataplane", "signal " << sig << ": draining (up to " << drain_seconds << " s)");
     control.stop();
-    admin.stop();
-    for (auto& w : pool) w->stop();
-    control_io.stop();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_seconds);
+    for (auto& w : pool) w->drain(deadline);
+    std::thread([&] {
+      for (auto& w : pool) w->join();
+      asio::post(control_io, [&] {
+        admin.stop();
+        control_io.stop();
+      });
+    }).detach();
   });
   control_io.run();
   for (auto& w : pool) w->join();

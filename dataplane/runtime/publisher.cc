@@ -1,6 +1,7 @@
 #include "runtime/publisher.h"
 
 #include "log/log.h"
+#include "tls/tls_context.h"
 
 namespace tidegate::dataplane::runtime {
 
@@ -23,7 +24,27 @@ std::string Publisher::publish(uint64_t version, model::Config config) {
   return {};
 }
 
+std::string Publisher::check_certificates(const std::vector<const model::Certificate*>& certs) {
+  for (const auto* cert : certs) {
+    auto check = tls::check_certificate(cert->cert_pem, cert->key_pem);
+    if (!check.error.empty()) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+      return "certificate " + cert->name + ": " + check.error;
+    }
+    if (check.expired || check.not_yet_valid) {
+      expired_.fetch_add(1, std::memory_order_relaxed);
+      TG_WARN("tls", "certificate " << cert->name << " is "
+                                    << (check.expired ? "expired" : "not yet valid")
+                                    << "; serving it anyway");
+    }
+  }
+  return {};
+}
+
 std::string Publisher::apply_snapshot(const protocol::Snapshot& msg) {
+  std::vector<const model::Certificate*> certs;
+  for (const auto& [_, cert] : msg.config.certificates) certs.push_back(&cert);
+  if (auto error = check_certificates(certs); !error.empty()) return error;
   return publish(msg.version, msg.config);
 }
 
@@ -34,6 +55,9 @@ std::string Publisher::apply_delta(const protocol::DeltaMsg& msg) {
     return "delta base " + std::to_string(msg.base) + " does not match the serving version " +
            std::to_string(have) + "; send a snapshot";
   }
+  std::vector<const model::Certificate*> certs;
+  for (const auto& cert : msg.delta.upsert_certificates) certs.push_back(&cert);
+  if (auto error = check_certificates(certs); !error.empty()) return error;
   auto result = model::apply(current_->config, msg.delta);
   if (!result.error.empty()) {
     rejected_.fetch_add(1, std::memory_order_relaxed);

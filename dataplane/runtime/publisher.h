@@ -34,9 +34,13 @@ class Publisher {
   uint64_t version() const { return version_.load(std::memory_order_acquire); }
   uint64_t applied() const { return applied_.load(std::memory_order_relaxed); }
   uint64_t rejected() const { return rejected_.load(std::memory_order_relaxed); }
+  uint64_t expired_certificates() const { return expired_.load(std::memory_order_relaxed); }
 
  private:
   std::string publish(uint64_t version, model::Config config);
+  // Parses each certificate and checks its key: a bad one refuses the whole update (the
+  // controller checks them too, so this is a second line). Expired ones are accepted and counted.
+  std::string check_certificates(const std::vector<const model::Certificate*>& certs);
 
   size_t workers_;
   std::vector<Sink> sinks_;
@@ -45,6 +49,7 @@ class Publisher {
   std::atomic<uint64_t> version_{0};
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> expired_{0};
 };
 
 }  // namespace tidegate::dataplane::runtime

@@ -4,7 +4,23 @@
 #include <functional>
 #include <string_view>
 
+#include "tls/certificate_cache.h"
+
 namespace tidegate::dataplane::runtime {
+
+const TlsEntry* Snapshot::find_tls(std::string_view name) const {
+  if (tls_hosts.empty()) return nullptr;
+  if (auto it = tls_hosts.find(name); it != tls_hosts.end()) return &it->second;
+  auto dot = name.find('.');
+  if (dot == std::string_view::npos || dot == 0) return nullptr;
+  char buf[256];
+  std::string_view suffix = name.substr(dot);
+  if (suffix.size() + 1 > sizeof buf) return nullptr;
+  buf[0] = '*';
+  std::memcpy(buf + 1, suffix.data(), suffix.size());
+  auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 1));
+  return it == tls_hosts.end() ? nullptr : &it->second;
+}
 
 size_t EndpointHash::operator()(const Endpoint& e) const noexcept {
   const auto* data = reinterpret_cast<const char*>(e.data());
@@ -44,6 +60,13 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   }
   // The router may point into the model, so it is built from the snapshot's own copy.
   snap->config = std::move(config);
+  for (const auto& [host, th] : snap->config.tls_hosts) {
+    const auto& cert = snap->config.certificates.at(th.certificate);  // validated above
+    snap->tls_hosts.emplace(host, TlsEntry{&cert, tls::fingerprint(cert)});
+  }
+  for (const auto& [host, vh] : snap->config.virtual_hosts) {
+    if (vh.ssl_redirect) snap->ssl_redirect_hosts.insert(host);
+  }
   std::string router_error;
   snap->router = router::Router::build(snap->config, &router_error);
   if (!snap->router) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -36,12 +37,29 @@ struct UpstreamState {
   std::unique_ptr<PerWorkerCounter[]> round_robin;
 };
 
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+struct TlsEntry {
+  const model::Certificate* certificate = nullptr;  // points into Snapshot::config
+  uint64_t fingerprint = 0;
+};
+
 struct Snapshot {
   uint64_t version = 0;
   model::Config config;
   std::unique_ptr<const router::Router> router;
   std::unordered_map<std::string, std::unique_ptr<UpstreamState>> upstreams;
   std::unordered_set<Endpoint, EndpointHash> all_endpoints;  // every endpoint of every upstream
+  // TLS server name (exact or "*.suffix") -> certificate.
+  std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>> tls_hosts;
+  // Hosts whose plain-HTTP requests are redirected to HTTPS.
+  std::unordered_set<std::string, StringHash, std::equal_to<>> ssl_redirect_hosts;
+
+  // `name` lower case, without port or trailing dot. Exact first, then a one-label wildcard.
+  const TlsEntry* find_tls(std::string_view name) const;
 
   const UpstreamState* upstream(const std::string& name) const {
     auto it = upstreams.find(name);

@@ -18,23 +18,79 @@ namespace {
 // Boost 1.74's parser compares lengths against an optional limit, and boost::none compares as
 // less than every length, so "no limit" must be the largest value instead.
 constexpr std::uint64_t kUnlimitedBody = std::numeric_limits<std::uint64_t>::max();
+
+std::string_view host_without_port(std::string_view host) {
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  auto colon = host.find(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
 }  // namespace
 
-HttpSession::HttpSession(Worker& worker, runtime::Socket socket)
-    : worker_(worker), client_(std::move(socket)) {
+template <class S>
+HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket, asio::ssl::context* tls)
+    : worker_(worker), client_(make_client(std::move(socket), tls)) {
   error_code ec;
-  auto remote = client_.socket().remote_endpoint(ec);
+  auto remote = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_address_ = remote.address().to_string();
   worker_.active_connections.fetch_add(1, std::memory_order_relaxed);
+  worker_.add_session(this);
 }
 
-HttpSession::~HttpSession() {
+template <class S>
+HttpSession<S>::~HttpSession() {
   worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
+  worker_.remove_session(this);
 }
 
-void HttpSession::start() { do_read_header(); }
+template <class S>
+void HttpSession<S>::start() {
+  if constexpr (kTls) {
+    // The SNI callback finds the worker (and through it the current snapshot) here.
+    SSL_set_ex_data(client_.native_handle(), Worker::ssl_ex_index(), &worker_);
+    lowest().expires_after(worker_.limits().tls_handshake_timeout);
+    client_.async_handshake(asio::ssl::stream_base::server,
+                            [self = this->shared_from_this()](error_code ec) {
+                              self->on_handshake(ec);
+                            });
+  } else {
+    do_read_header();
+  }
+}
 
-void HttpSession::do_read_header() {
+template <class S>
+void HttpSession<S>::on_handshake(error_code ec) {
+  if (ec) {
+    worker_.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+    TG_DEBUG("tls", "handshake with " << peer_address_ << " failed: " << ec.message());
+    close_client();
+    return;
+  }
+  worker_.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
+  do_read_header();
+}
+
+template <class S>
+void HttpSession<S>::drain() {
+  draining_ = true;
+  if (state_ == State::kIdle && client_buffer_.size() == 0) close_client();
+}
+
+template <class S>
+void HttpSession<S>::close_now() {
+  connection_.reset();
+  close_client();
+}
+
+template <class S>
+void HttpSession<S>::do_read_header() {
+  if (draining_) {
+    close_client();
+    return;
+  }
+  state_ = State::kIdle;
   request_.emplace();
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
@@ -48,17 +104,20 @@ void HttpSession::do_read_header() {
   request_body_started_ = false;
   response_started_ = false;
   expect_continue_ = false;
-  client_.expires_after(worker_.limits().client_header_timeout);
+  upgrade_ = false;
+  lowest().expires_after(worker_.limits().client_header_timeout);
   http::async_read_header(client_, client_buffer_, *request_,
-                          [self = shared_from_this()](error_code ec, std::size_t) {
+                          [self = this->shared_from_this()](error_code ec, std::size_t) {
                             self->on_read_header(ec);
                           });
 }
 
-void HttpSession::on_read_header(error_code ec) {
+template <class S>
+void HttpSession<S>::on_read_header(error_code ec) {
   if (ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::connection_reset || ec == asio::error::eof) {
+        ec == asio::error::connection_reset || ec == asio::error::eof ||
+        ec == asio::error::operation_aborted) {
       close_client();
       return;
     }
@@ -73,11 +132,40 @@ void HttpSession::on_read_header(error_code ec) {
     close_client();
     return;
   }
+  state_ = State::kBusy;
   worker_.total_requests.fetch_add(1, std::memory_order_relaxed);
   handle_request();
 }
 
-void HttpSession::handle_request() {
+template <class S>
+bool HttpSession<S>::redirect_to_https(std::string_view host) {
+  auto& req = request_->get();
+  std::string location = "https://";
+  auto h = host_without_port(host);
+  location.append(h.data(), h.size());
+  auto target = req.target();
+  if (target.empty() || target.front() != '/') target = "/";
+  location.append(target.data(), target.size());
+  bool close = !request_->is_done();
+  if (close) client_keep_alive_ = false;
+  auto& res = error_response_.emplace(http::status::permanent_redirect, client_version_);
+  res.set(http::field::location, location);
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.set(http::field::server, "tidegate");
+  res.body() = "redirecting to HTTPS\n";
+  res.keep_alive(client_keep_alive_);
+  res.prepare_payload();
+  if (head_request_) res.body().clear();
+  response_started_ = true;
+  lowest().expires_after(worker_.limits().client_send_timeout);
+  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t) {
+    self->on_error_written(ec, !self->client_keep_alive_);
+  });
+  return true;
+}
+
+template <class S>
+void HttpSession<S>::handle_request() {
   auto& req = request_->get();
   client_version_ = req.version();
   client_keep_alive_ = req.keep_alive();
@@ -97,7 +185,15 @@ void HttpSession::handle_request() {
     return;
   }
   RequestTarget target = split_target(req.target(), req[http::field::host]);
-  const model::Route* route = snapshot_->router->match(target.host, target.path).route;
+  auto match = snapshot_->router->match(target.host, target.path);
+  if constexpr (!kTls) {
+    if (!match.virtual_host.empty() && !snapshot_->ssl_redirect_hosts.empty() &&
+        snapshot_->ssl_redirect_hosts.contains(match.virtual_host)) {
+      redirect_to_https(target.host);
+      return;
+    }
+  }
+  const model::Route* route = match.route;
   if (route == nullptr) {
     send_error(404, "no route\n", !request_->is_done());
     return;
@@ -112,36 +208,48 @@ void HttpSession::handle_request() {
   pick_and_connect();
 }
 
-void HttpSession::prepare_upstream_request() {
+template <class S>
+void HttpSession<S>::prepare_upstream_request() {
   auto& req = request_->get();
   auto expect = req[http::field::expect];
   expect_continue_ = beast::iequals(expect, "100-continue");
   if (!expect.empty()) req.erase(http::field::expect);
+  // An upgrade (WebSocket and others) keeps its Upgrade and Connection fields for the upstream.
+  upgrade_ = request_->upgrade() && request_->is_done();
+  if (upgrade_) upgrade_protocol_ = std::string(req[http::field::upgrade]);
   remove_hop_by_hop(req);
   req.version(11);
-  req.keep_alive(true);
-  add_forwarded_headers(req, peer_address_, "http");
+  if (upgrade_) {
+    req.set(http::field::upgrade, upgrade_protocol_);
+    req.set(http::field::connection, "upgrade");
+  } else {
+    req.keep_alive(true);
+  }
+  add_forwarded_headers(req, peer_address_, kTls ? "https" : "http");
   ensure_request_id(req, worker_);
 }
 
-void HttpSession::pick_and_connect() {
+template <class S>
+void HttpSession<S>::pick_and_connect() {
   ++attempts_;
   const auto& eps = upstream_->endpoints;
   const auto& ep = eps[next_endpoint_ % eps.size()];
   ++next_endpoint_;
-  connection_ = worker_.pool().take(ep);
+  // An upgrade gets a fresh connection: it will never come back to the pool.
+  if (!upgrade_) connection_ = worker_.pool().take(ep);
   if (connection_) {
     send_request();
     return;
   }
-  connection_ = std::make_unique<upstream::Connection>(client_.get_executor(), ep);
+  connection_ = std::make_unique<upstream::Connection>(lowest().get_executor(), ep);
   connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
-  connection_->stream.async_connect(ep, [self = shared_from_this()](error_code ec) {
+  connection_->stream.async_connect(ep, [self = this->shared_from_this()](error_code ec) {
     self->on_connect(ec);
   });
 }
 
-void HttpSession::on_connect(error_code ec) {
+template <class S>
+void HttpSession<S>::on_connect(error_code ec) {
   if (ec) {
     upstream_failed(ec, "connect");
     return;
@@ -151,7 +259,8 @@ void HttpSession::on_connect(error_code ec) {
   send_request();
 }
 
-void HttpSession::send_request() {
+template <class S>
+void HttpSession<S>::send_request() {
   request_writer_.emplace(request_->get());
   auto& body = request_->get().body();
   if (request_->is_done()) {
@@ -165,9 +274,9 @@ void HttpSession::send_request() {
     // We took over the client's Expect: tell it to go on now that an upstream is ready.
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     expect_continue_ = false;
-    client_.expires_after(worker_.limits().client_send_timeout);
+    lowest().expires_after(worker_.limits().client_send_timeout);
     asio::async_write(client_, asio::buffer(kContinue.data(), kContinue.size()),
-                      [self = shared_from_this()](error_code ec, std::size_t) {
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
                         if (ec) {
                           self->close_client();
                           return;
@@ -179,19 +288,21 @@ void HttpSession::send_request() {
   read_request_body();
 }
 
-void HttpSession::read_request_body() {
+template <class S>
+void HttpSession<S>::read_request_body() {
   auto& body = request_->get().body();
   body.data = relay_buffer_.data();
   body.size = relay_buffer_.size();
   request_body_started_ = true;
-  client_.expires_after(worker_.limits().client_body_timeout);
+  lowest().expires_after(worker_.limits().client_body_timeout);
   http::async_read_some(client_, client_buffer_, *request_,
-                        [self = shared_from_this()](error_code ec, std::size_t) {
+                        [self = this->shared_from_this()](error_code ec, std::size_t) {
                           self->on_read_request_body(ec);
                         });
 }
 
-void HttpSession::on_read_request_body(error_code ec) {
+template <class S>
+void HttpSession<S>::on_read_request_body(error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     // The client went away or sent a broken body: nothing useful can be answered upstream.
@@ -218,15 +329,17 @@ void HttpSession::on_read_request_body(error_code ec) {
   write_request();
 }
 
-void HttpSession::write_request() {
+template <class S>
+void HttpSession<S>::write_request() {
   connection_->stream.expires_after(worker_.limits().upstream_send_timeout);
   http::async_write(connection_->stream, *request_writer_,
-                    [self = shared_from_this()](error_code ec, std::size_t) {
+                    [self = this->shared_from_this()](error_code ec, std::size_t) {
                       self->on_write_request(ec);
                     });
 }
 
-void HttpSession::on_write_request(error_code ec) {
+template <class S>
+void HttpSession<S>::on_write_request(error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     upstream_failed(ec, "send");
@@ -239,34 +352,54 @@ void HttpSession::on_write_request(error_code ec) {
   read_response_header();
 }
 
-void HttpSession::read_response_header() {
+template <class S>
+void HttpSession<S>::read_response_header() {
   response_.emplace();
   response_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_response_header_bytes));
   response_->body_limit(kUnlimitedBody);
   if (head_request_) response_->skip(true);
   connection_->stream.expires_after(worker_.limits().upstream_read_timeout);
   http::async_read_header(connection_->stream, connection_->buffer, *response_,
-                          [self = shared_from_this()](error_code ec, std::size_t) {
+                          [self = this->shared_from_this()](error_code ec, std::size_t) {
                             self->on_response_header(ec);
                           });
 }
 
-void HttpSession::on_response_header(error_code ec) {
+template <class S>
+void HttpSession<S>::on_response_header(error_code ec) {
   if (ec) {
     upstream_failed(ec, "response header");
     return;
   }
   auto& res = response_->get();
   unsigned status = res.result_int();
-  if (status >= 100 && status < 200 && status != 101) {
-    // Interim responses (103 Early Hints, a stray 100) are not forwarded yet; read the final one.
-    read_response_header();
+  if (status == 101) {
+    if (!upgrade_) {
+      connection_.reset();
+      send_error(502, "upstream switched protocols unexpectedly\n", true);
+      return;
+    }
+    auto protocol = std::string(res[http::field::upgrade]);
+    remove_hop_by_hop(res);
+    res.set(http::field::upgrade, protocol.empty() ? upgrade_protocol_ : protocol);
+    res.set(http::field::connection, "upgrade");
+    res.version(11);
+    response_writer_.emplace(res);
+    response_started_ = true;
+    lowest().expires_after(worker_.limits().client_send_timeout);
+    http::async_write_header(client_, *response_writer_,
+                             [self = this->shared_from_this()](error_code ec, std::size_t) {
+                               if (ec) {
+                                 self->close_now();
+                                 return;
+                               }
+                               self->start_tunnel();
+                             });
     return;
   }
-  if (status == 101) {
-    // Upgrades are not forwarded (we strip Upgrade); a 101 anyway is a protocol error.
-    connection_.reset();
-    send_error(502, "upstream switched protocols unexpectedly\n", true);
+  if (status >= 100 && status < 200) {
+    // Interim responses (103 Early Hints, a stray 100) are not forwarded yet; read the final one.
+    read_response_header();
     return;
   }
   remove_hop_by_hop(res);
@@ -287,15 +420,16 @@ void HttpSession::on_response_header(error_code ec) {
     client_keep_alive_ = false;
   }
   if (!request_->is_done()) client_keep_alive_ = false;  // upstream answered before the body ended
+  if (draining_) client_keep_alive_ = false;
   res.keep_alive(client_keep_alive_);
   response_writer_.emplace(res);
   if (!body_expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
     // (a chunked header would otherwise be followed by a last-chunk).
     response_started_ = true;
-    client_.expires_after(worker_.limits().client_send_timeout);
+    lowest().expires_after(worker_.limits().client_send_timeout);
     http::async_write_header(client_, *response_writer_,
-                             [self = shared_from_this()](error_code ec, std::size_t) {
+                             [self = this->shared_from_this()](error_code ec, std::size_t) {
                                if (ec) {
                                  self->connection_.reset();
                                  self->close_client();
@@ -308,7 +442,8 @@ void HttpSession::on_response_header(error_code ec) {
   relay_response();
 }
 
-void HttpSession::relay_response() {
+template <class S>
+void HttpSession<S>::relay_response() {
   auto& body = response_->get().body();
   if (response_->is_done()) {
     body.data = nullptr;
@@ -320,18 +455,20 @@ void HttpSession::relay_response() {
   read_response_body();
 }
 
-void HttpSession::read_response_body() {
+template <class S>
+void HttpSession<S>::read_response_body() {
   auto& body = response_->get().body();
   body.data = relay_buffer_.data();
   body.size = relay_buffer_.size();
   connection_->stream.expires_after(worker_.limits().upstream_read_timeout);
   http::async_read_some(connection_->stream, connection_->buffer, *response_,
-                        [self = shared_from_this()](error_code ec, std::size_t) {
+                        [self = this->shared_from_this()](error_code ec, std::size_t) {
                           self->on_read_response_body(ec);
                         });
 }
 
-void HttpSession::on_read_response_body(error_code ec) {
+template <class S>
+void HttpSession<S>::on_read_response_body(error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     TG_WARN("http", "upstream " << connection_->endpoint << " failed mid-body: " << ec.message());
@@ -355,16 +492,18 @@ void HttpSession::on_read_response_body(error_code ec) {
   write_response();
 }
 
-void HttpSession::write_response() {
+template <class S>
+void HttpSession<S>::write_response() {
   response_started_ = true;
-  client_.expires_after(worker_.limits().client_send_timeout);
+  lowest().expires_after(worker_.limits().client_send_timeout);
   http::async_write(client_, *response_writer_,
-                    [self = shared_from_this()](error_code ec, std::size_t) {
+                    [self = this->shared_from_this()](error_code ec, std::size_t) {
                       self->on_write_response(ec);
                     });
 }
 
-void HttpSession::on_write_response(error_code ec) {
+template <class S>
+void HttpSession<S>::on_write_response(error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     connection_.reset();  // the upstream response is unfinished: not reusable
@@ -378,7 +517,8 @@ void HttpSession::on_write_response(error_code ec) {
   finish_exchange();
 }
 
-void HttpSession::finish_exchange() {
+template <class S>
+void HttpSession<S>::finish_exchange() {
   // The upstream connection goes back to the pool only if it is clean and its endpoint is still
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
   const auto& current = worker_.snapshot();
@@ -390,14 +530,15 @@ void HttpSession::finish_exchange() {
     worker_.pool().put(std::move(connection_));
   }
   connection_.reset();
-  if (!client_keep_alive_) {
+  if (!client_keep_alive_ || draining_) {
     close_client();
     return;
   }
   do_read_header();
 }
 
-void HttpSession::upstream_failed(error_code ec, const char* stage) {
+template <class S>
+void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
   bool reused = connection_ && connection_->reused;
   auto endpoint = connection_ ? connection_->endpoint : runtime::Endpoint{};
   connection_.reset();
@@ -422,23 +563,25 @@ void HttpSession::upstream_failed(error_code ec, const char* stage) {
   }
 }
 
-void HttpSession::send_error(unsigned status, std::string_view text, bool close) {
+template <class S>
+void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close) {
   if (close) client_keep_alive_ = false;
   auto& res = error_response_.emplace(static_cast<http::status>(status), client_version_);
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
   res.body().assign(text.data(), text.size());
-  res.keep_alive(client_keep_alive_);
+  res.keep_alive(client_keep_alive_ && !draining_);
   res.prepare_payload();
   if (head_request_) res.body().clear();
   response_started_ = true;
-  client_.expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, res, [self = shared_from_this()](error_code ec, std::size_t) {
+  lowest().expires_after(worker_.limits().client_send_timeout);
+  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t) {
     self->on_error_written(ec, !self->client_keep_alive_);
   });
 }
 
-void HttpSession::on_error_written(error_code ec, bool close) {
+template <class S>
+void HttpSession<S>::on_error_written(error_code ec, bool close) {
   if (ec || close) {
     close_client();
     return;
@@ -446,10 +589,100 @@ void HttpSession::on_error_written(error_code ec, bool close) {
   do_read_header();
 }
 
-void HttpSession::close_client() {
+template <class S>
+void HttpSession<S>::close_client() {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
   error_code ec;
-  client_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
-  client_.close();
+  lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  lowest().close();
 }
+
+// --- Tunnel --------------------------------------------------------------------------------
+// After a 101 the connection is two byte pumps. It keeps no snapshot (configuration changes and
+// the release of old snapshots never wait for it) and closes when either side closes, on an
+// error, or after tunnel_idle_timeout without a byte in either direction.
+
+template <class S>
+void HttpSession<S>::start_tunnel() {
+  state_ = State::kTunnel;
+  snapshot_.reset();
+  upstream_ = nullptr;
+  worker_.open_tunnels.fetch_add(1, std::memory_order_relaxed);
+  tunnel_buffer_ = std::make_unique<std::array<char, Limits::kRelayBufferBytes>>();
+  auto idle = worker_.limits().tunnel_idle_timeout;
+  lowest().expires_after(idle);
+  connection_->stream.expires_after(idle);
+  auto self = this->shared_from_this();
+  // Bytes that arrived behind the request or the 101 header go first.
+  if (client_buffer_.size() > 0) {
+    asio::async_write(connection_->stream, client_buffer_.data(),
+                      [self](error_code ec, std::size_t n) {
+                        if (ec) return self->end_tunnel();
+                        self->client_buffer_.consume(n);
+                        self->tunnel_client_to_upstream();
+                      });
+  } else {
+    tunnel_client_to_upstream();
+  }
+  if (connection_->buffer.size() > 0) {
+    asio::async_write(client_, connection_->buffer.data(), [self](error_code ec, std::size_t n) {
+      if (ec) return self->end_tunnel();
+      self->connection_->buffer.consume(n);
+      self->tunnel_upstream_to_client();
+    });
+  } else {
+    tunnel_upstream_to_client();
+  }
+}
+
+template <class S>
+void HttpSession<S>::tunnel_client_to_upstream() {
+  client_.async_read_some(
+      asio::buffer(relay_buffer_), [self = this->shared_from_this()](error_code ec, std::size_t n) {
+        if (ec || !self->connection_) return self->end_tunnel();
+        auto idle = self->worker_.limits().tunnel_idle_timeout;
+        self->lowest().expires_after(idle);
+        self->connection_->stream.expires_after(idle);
+        asio::async_write(self->connection_->stream, asio::buffer(self->relay_buffer_.data(), n),
+                          [self](error_code ec, std::size_t) {
+                            if (ec) return self->end_tunnel();
+                            self->tunnel_client_to_upstream();
+                          });
+      });
+}
+
+template <class S>
+void HttpSession<S>::tunnel_upstream_to_client() {
+  if (!connection_) return end_tunnel();
+  connection_->stream.async_read_some(
+      asio::buffer(*tunnel_buffer_),
+      [self = this->shared_from_this()](error_code ec, std::size_t n) {
+        if (ec) return self->end_tunnel();
+        auto idle = self->worker_.limits().tunnel_idle_timeout;
+        self->lowest().expires_after(idle);
+        if (self->connection_) self->connection_->stream.expires_after(idle);
+        asio::async_write(self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
+                          [self](error_code ec, std::size_t) {
+                            if (ec) return self->end_tunnel();
+                            self->tunnel_upstream_to_client();
+                          });
+      });
+}
+
+template <class S>
+void HttpSession<S>::end_tunnel() {
+  if (state_ != State::kTunnel) return;
+  worker_.open_tunnels.fetch_sub(1, std::memory_order_relaxed);
+  if (connection_) {
+    error_code ec;
+    connection_->stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    connection_->stream.close();
+  }
+  close_client();
+}
+
+template class HttpSession<runtime::Stream>;
+template class HttpSession<TlsStream>;
 
 }  // namespace tidegate::dataplane::server

@@ -1,18 +1,21 @@
 #pragma once
-// One downstream HTTP/1.1 connection. Requests are handled one at a time in arrival order (so
-// pipelined requests are answered in order); each exchange picks an upstream connection, streams
-// the request body up and the response body down through one fixed relay buffer, then returns the
-// upstream connection to the worker's pool. Every asynchronous operation holds
-// shared_from_this(); errors are answered (4xx/5xx with a short body) or close the connection,
-// never thrown.
+// One downstream HTTP/1.1 connection, plain or TLS. Requests are handled one at a time in arrival
+// order (so pipelined requests are answered in order); each exchange picks an upstream
+// connection, streams the request body up and the response body down through one fixed relay
+// buffer, then returns the upstream connection to the worker's pool. An accepted upgrade (101)
+// turns the connection into a byte tunnel that no configuration change closes. Every
+// asynchronous operation holds shared_from_this(); errors are answered (4xx/5xx with a short
+// body) or close the connection, never thrown.
 
 #include <array>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
@@ -23,11 +26,30 @@ namespace tidegate::dataplane::server {
 
 class Worker;
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+using TlsStream = boost::beast::ssl_stream<runtime::Stream>;
+
+// What the worker needs from any session to drain it (worker thread only).
+class SessionBase {
  public:
-  HttpSession(Worker& worker, runtime::Socket socket);
-  ~HttpSession();
+  virtual ~SessionBase() = default;
+  // Stop taking requests: an idle connection closes now, a busy one after its response; a
+  // tunnel is left alone until `close_now()`.
+  virtual void drain() = 0;
+  virtual void close_now() = 0;
+};
+
+template <class ClientStream>
+class HttpSession : public SessionBase,
+                    public std::enable_shared_from_this<HttpSession<ClientStream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<ClientStream, runtime::Stream>;
+
+  // `tls` is used (and required) only by the TLS instantiation.
+  HttpSession(Worker& worker, runtime::Socket socket, boost::asio::ssl::context* tls = nullptr);
+  ~HttpSession() override;
   void start();
+  void drain() override;
+  void close_now() override;
 
  private:
   using error_code = boost::system::error_code;
@@ -37,10 +59,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       boost::beast::http::request_serializer<boost::beast::http::buffer_body>;
   using ResponseSerializer =
       boost::beast::http::response_serializer<boost::beast::http::buffer_body>;
+  enum class State { kIdle, kBusy, kTunnel, kClosed };
 
+  runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
+  static ClientStream make_client(runtime::Socket&& socket, boost::asio::ssl::context* tls) {
+    if constexpr (kTls) {
+      return ClientStream(runtime::Stream(std::move(socket)), *tls);
+    } else {
+      return ClientStream(std::move(socket));
+    }
+  }
+  void on_handshake(error_code ec);
   void do_read_header();
   void on_read_header(error_code ec);
   void handle_request();
+  bool redirect_to_https(std::string_view host);
   void prepare_upstream_request();
   void pick_and_connect();
   void on_connect(error_code ec);
@@ -57,17 +90,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void write_response();
   void on_write_response(error_code ec);
   void finish_exchange();
-  // Upstream failed before a response byte reached the client: retry elsewhere when allowed,
-  // otherwise answer with `status`.
   void upstream_failed(error_code ec, const char* stage);
   void send_error(unsigned status, std::string_view text, bool close);
   void on_error_written(error_code ec, bool close);
   void close_client();
+  // Tunnel (after a 101).
+  void start_tunnel();
+  void tunnel_client_to_upstream();
+  void tunnel_upstream_to_client();
+  void end_tunnel();
 
   Worker& worker_;
-  runtime::Stream client_;
+  ClientStream client_;
   boost::beast::flat_buffer client_buffer_;
   std::string peer_address_;
+  State state_ = State::kIdle;
+  bool draining_ = false;
 
   // One exchange.
   std::optional<RequestParser> request_;
@@ -86,9 +124,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool response_started_ = false;
   bool idempotent_ = false;
   bool head_request_ = false;
+  bool upgrade_ = false;
+  std::string upgrade_protocol_;
   unsigned client_version_ = 11;
 
   std::array<char, Limits::kRelayBufferBytes> relay_buffer_;
+  // The upstream-to-client direction of a tunnel needs its own buffer.
+  std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
+  bool tunnel_half_closed_ = false;
 };
+
+extern template class HttpSession<runtime::Stream>;
+extern template class HttpSession<TlsStream>;
 
 }  // namespace tidegate::dataplane::server

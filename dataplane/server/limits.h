@@ -26,6 +26,11 @@ struct Limits {
   // Attempts per request: connect failures (any method) and failures before any response byte
   // (idempotent bodyless requests) move on to the next endpoint.
   unsigned max_upstream_attempts = 3;
+  // TLS handshake of a new client connection.
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
+  // A tunnel (after 101 Switching Protocols) closes after this long without a byte either way
+  // (nginx's proxy_read_timeout default; per-Ingress values arrive with the timeout annotations).
+  std::chrono::milliseconds tunnel_idle_timeout{60'000};
 };
 
 }  // namespace tidegate::dataplane::server

@@ -1,5 +1,6 @@
 #include "server/worker.h"
 
+#include <cctype>
 #include <random>
 
 #include <boost/asio/post.hpp>
@@ -12,34 +13,54 @@ namespace tidegate::dataplane::server {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-Worker::Worker(size_t id, const Limits& limits)
-    : id_(id), limits_(limits), sweep_timer_(io_), rng_state_(std::random_device{}()) {
+Worker::Worker(size_t id, const Limits& limits, asio::ssl::context* tls,
+               const tls::TicketKeys& ticket_keys)
+    : id_(id),
+      limits_(limits),
+      tls_(tls),
+      sweep_timer_(io_),
+      drain_timer_(io_),
+      certificates_(ticket_keys),
+      rng_state_(std::random_device{}()) {
   rng_state_ = (rng_state_ << 32) ^ std::random_device{}() ^ (uint64_t{id} << 56);
 }
 
 Worker::~Worker() {
   stop();
   join();
+  destroying_ = true;
+}
+
+std::unique_ptr<Worker::Acceptor> Worker::bind(const tcp::endpoint& at,
+                                               boost::system::error_code& ec) {
+  auto acceptor = std::make_unique<Acceptor>(io_);
+  acceptor->open(at.protocol(), ec);
+  if (ec) return nullptr;
+  acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+  acceptor->set_option(reuse_port(true), ec);
+  if (ec) return nullptr;
+  acceptor->bind(at, ec);
+  if (ec) return nullptr;
+  acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return nullptr;
+  return acceptor;
 }
 
 tcp::endpoint Worker::listen(const tcp::endpoint& at, boost::system::error_code& ec) {
-  acceptor_ = std::make_unique<tcp::acceptor>(io_);
-  acceptor_->open(at.protocol(), ec);
-  if (ec) return {};
-  acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-  using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
-  acceptor_->set_option(reuse_port(true), ec);
-  if (ec) return {};
-  acceptor_->bind(at, ec);
-  if (ec) return {};
-  acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return {};
-  return acceptor_->local_endpoint(ec);
+  acceptor_ = bind(at, ec);
+  return acceptor_ ? acceptor_->local_endpoint(ec) : tcp::endpoint{};
+}
+
+tcp::endpoint Worker::listen_tls(const tcp::endpoint& at, boost::system::error_code& ec) {
+  tls_acceptor_ = bind(at, ec);
+  return tls_acceptor_ ? tls_acceptor_->local_endpoint(ec) : tcp::endpoint{};
 }
 
 void Worker::start() {
   asio::post(io_, [this] {
-    do_accept();
+    if (acceptor_) do_accept();
+    if (tls_acceptor_ && tls_) do_accept_tls();
     arm_sweep();
   });
   thread_ = std::thread([this] {
@@ -59,9 +80,49 @@ void Worker::stop() {
   asio::post(io_, [this] {
     boost::system::error_code ec;
     if (acceptor_) acceptor_->close(ec);
+    if (tls_acceptor_) tls_acceptor_->close(ec);
     sweep_timer_.cancel();
     io_.stop();
   });
+}
+
+void Worker::drain(std::chrono::steady_clock::time_point deadline) {
+  asio::post(io_, [this, deadline] {
+    draining_ = true;
+    boost::system::error_code ec;
+    if (acceptor_) acceptor_->close(ec);
+    if (tls_acceptor_) tls_acceptor_->close(ec);
+    sweep_timer_.cancel();
+    pool_.retain_only({});
+    // drain() may close sessions, which removes them from the set: iterate over a copy.
+    std::vector<SessionBase*> sessions(sessions_.begin(), sessions_.end());
+    for (auto* s : sessions) {
+      if (sessions_.contains(s)) s->drain();
+    }
+    if (sessions_.empty()) {
+      io_.stop();
+      return;
+    }
+    drain_timer_.expires_at(deadline);
+    drain_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      TG_INFO("worker", "worker " << id_ << ": drain deadline reached, closing "
+                                  << sessions_.size() << " connections");
+      std::vector<SessionBase*> left(sessions_.begin(), sessions_.end());
+      for (auto* s : left) {
+        if (sessions_.contains(s)) s->close_now();
+      }
+      io_.stop();
+    });
+  });
+}
+
+void Worker::remove_session(SessionBase* s) {
+  sessions_.erase(s);
+  if (draining_ && !destroying_ && sessions_.empty()) {
+    drain_timer_.cancel();
+    io_.stop();
+  }
 }
 
 void Worker::join() {
@@ -85,10 +146,34 @@ uint64_t Worker::next_random() {
   return z ^ (z >> 31);
 }
 
+int Worker::ssl_ex_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+int Worker::on_server_name(SSL* ssl, int*, void*) {
+  // Runs on the worker thread that owns this connection, inside the handshake.
+  auto* worker = static_cast<Worker*>(SSL_get_ex_data(ssl, ssl_ex_index()));
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (worker == nullptr || name == nullptr || !worker->snapshot_) return SSL_TLSEXT_ERR_OK;
+  char lower[256];
+  size_t n = 0;
+  for (; name[n] != '\0'; ++n) {
+    if (n + 1 >= sizeof lower) return SSL_TLSEXT_ERR_OK;  // longer than any DNS name
+    lower[n] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[n])));
+  }
+  if (n > 0 && lower[n - 1] == '.') --n;
+  const auto* entry = worker->snapshot_->find_tls(std::string_view(lower, n));
+  if (entry == nullptr) return SSL_TLSEXT_ERR_OK;  // the default certificate
+  SSL_CTX* ctx = worker->certificates_.get(*entry->certificate, entry->fingerprint);
+  if (ctx != nullptr) SSL_set_SSL_CTX(ssl, ctx);
+  return SSL_TLSEXT_ERR_OK;
+}
+
 void Worker::do_accept() {
   acceptor_->async_accept(io_.get_executor(), [this](boost::system::error_code ec,
                                                      runtime::Socket socket) {
-    if (ec == asio::error::operation_aborted) return;
+    if (ec == asio::error::operation_aborted || draining_) return;
     if (ec) {
       // EMFILE and friends: log, pause briefly, keep accepting.
       TG_WARN("worker", "accept failed: " << ec.message());
@@ -100,8 +185,27 @@ void Worker::do_accept() {
     }
     boost::system::error_code opt_ec;
     socket.set_option(tcp::no_delay(true), opt_ec);
-    std::make_shared<HttpSession>(*this, std::move(socket))->start();
+    std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket))->start();
     do_accept();
+  });
+}
+
+void Worker::do_accept_tls() {
+  tls_acceptor_->async_accept(io_.get_executor(), [this](boost::system::error_code ec,
+                                                         runtime::Socket socket) {
+    if (ec == asio::error::operation_aborted || draining_) return;
+    if (ec) {
+      TG_WARN("worker", "accept (TLS) failed: " << ec.message());
+      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
+      t->async_wait([this, t](boost::system::error_code) {
+        if (tls_acceptor_->is_open()) do_accept_tls();
+      });
+      return;
+    }
+    boost::system::error_code opt_ec;
+    socket.set_option(tcp::no_delay(true), opt_ec);
+    std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_)->start();
+    do_accept_tls();
   });
 }
 

@@ -1,36 +1,50 @@
 #pragma once
-// A worker: one thread running one io_context, its own SO_REUSEPORT listener, its own upstream
-// connection pool and its own pointer to the current configuration snapshot. Connections never
-// move between workers, so nothing on the request path is shared with another thread.
+// A worker: one thread running one io_context, its own SO_REUSEPORT listeners (HTTP and HTTPS),
+// its own upstream connection pool, its own certificate cache and its own pointer to the current
+// configuration snapshot. Connections never move between workers, so nothing on the request path
+// is shared with another thread.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <unordered_set>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "runtime/snapshot.h"
 #include "server/limits.h"
+#include "tls/certificate_cache.h"
 #include "upstream/pool.h"
 
 namespace tidegate::dataplane::server {
 
+class SessionBase;
+
 class Worker {
  public:
-  Worker(size_t id, const Limits& limits);
+  // `tls` may be null (no HTTPS listener); it must outlive the worker.
+  Worker(size_t id, const Limits& limits, boost::asio::ssl::context* tls,
+         const tls::TicketKeys& ticket_keys);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Binds the HTTP listener (SO_REUSEPORT, so every worker binds the same address) and returns
-  // the bound endpoint, or sets ec.
+  // Bind a listener (SO_REUSEPORT, so every worker binds the same address); returns the bound
+  // endpoint or sets ec.
   boost::asio::ip::tcp::endpoint listen(const boost::asio::ip::tcp::endpoint& at,
                                         boost::system::error_code& ec);
+  boost::asio::ip::tcp::endpoint listen_tls(const boost::asio::ip::tcp::endpoint& at,
+                                            boost::system::error_code& ec);
   void start();  // starts the thread
-  void stop();   // asks the thread to finish; join() waits
+  void stop();   // stops at once
+  // Graceful: stop accepting, close idle connections, let requests finish, close what is left
+  // (tunnels included) at `deadline`; the thread ends when no connection is left.
+  void drain(std::chrono::steady_clock::time_point deadline);
   void join();
 
   // Called from the control thread: the new snapshot reaches this worker through its own queue.
@@ -39,26 +53,50 @@ class Worker {
   // Worker-thread only.
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
   upstream::Pool& pool() { return pool_; }
+  tls::CertificateCache& certificates() { return certificates_; }
   size_t id() const { return id_; }
   const Limits& limits() const { return limits_; }
   boost::asio::io_context& io() { return io_; }
   uint64_t next_random();  // request ids
+  void add_session(SessionBase* s) { sessions_.insert(s); }
+  void remove_session(SessionBase* s);
 
-  // Any thread: counters for /metrics-style reporting.
+  // The SSL ex_data slot that carries the Worker* for the SNI callback.
+  static int ssl_ex_index();
+  // The SNI callback installed on the default context (see main.cc).
+  static int on_server_name(SSL* ssl, int* alert, void* arg);
+
+  // Any thread: counters.
   std::atomic<uint64_t> active_connections{0};
   std::atomic<uint64_t> total_requests{0};
+  std::atomic<uint64_t> tls_handshakes{0};
+  std::atomic<uint64_t> tls_handshake_failures{0};
+  std::atomic<uint64_t> open_tunnels{0};
 
  private:
+  using Acceptor = boost::asio::ip::tcp::acceptor;
+  std::unique_ptr<Acceptor> bind(const boost::asio::ip::tcp::endpoint& at,
+                                 boost::system::error_code& ec);
   void do_accept();
+  void do_accept_tls();
   void arm_sweep();
 
   size_t id_;
   Limits limits_;
+  boost::asio::ssl::context* tls_;
+  // Declared before io_ so that they outlive it: destroying io_ destroys pending handlers, and
+  // with them sessions, whose destructors unregister here.
+  std::unordered_set<SessionBase*> sessions_;
+  bool draining_ = false;
+  bool destroying_ = false;
   boost::asio::io_context io_{1};
-  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<Acceptor> acceptor_;
+  std::unique_ptr<Acceptor> tls_acceptor_;
   boost::asio::steady_timer sweep_timer_;
+  boost::asio::steady_timer drain_timer_;
   std::shared_ptr<const runtime::Snapshot> snapshot_;
   upstream::Pool pool_;
+  tls::CertificateCache certificates_;
   uint64_t rng_state_;
   std::thread thread_;
 };
