@@ -1,0 +1,117 @@
+"""Fixtures for the tests against a real kube-apiserver (see kubecluster.py).
+
+Importing this file moves the test process into a private network namespace: the API server
+rejects loopback EndpointSlice addresses, so backends listen on 192.0.2.x there instead. The
+other e2e tests only use 127.0.0.1, which works the same inside the namespace.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import harness  # noqa: E402
+import kubecluster  # noqa: E402
+
+NETNS_ERROR = kubecluster.enter_test_netns()
+
+
+class KubeController(harness.Process):
+    def __init__(self, log_path: Path, socket_path: Path, kubeconfig: Path, extra=()):
+        argv = [str(harness.binary("tidegate-controller")),
+                "--dataplane-socket", str(socket_path),
+                "--kubeconfig", str(kubeconfig), *extra]
+        super().__init__("controller", argv, log_path)
+
+
+@pytest.fixture(scope="session")
+def kube_bin() -> Path:
+    if NETNS_ERROR:
+        pytest.fail(f"cannot make the tests' network namespace: {NETNS_ERROR}")
+    return kubecluster.build()
+
+
+@pytest.fixture(scope="session")
+def cluster(kube_bin, tmp_path_factory):
+    c = kubecluster.Cluster(kube_bin, tmp_path_factory.mktemp("cluster"))
+    try:
+        c.start()
+    except BaseException:
+        print(c.logs())
+        c.shutdown()
+        raise
+    yield c
+    c.shutdown()
+
+
+@pytest.fixture
+def namespace(cluster) -> str:
+    """A fresh namespace per test, as ingress-nginx's e2e framework does."""
+    name = "t-" + uuid.uuid4().hex[:8]
+    cluster.create_namespace(name)
+    return name
+
+
+@pytest.fixture
+def kube_stack_factory(request, tmp_path):
+    """make(cluster, controller_args=[...], kubeconfig=None) -> a Stack (not started) whose
+    controller watches `cluster`."""
+    stacks: list[harness.Stack] = []
+    request.node.tidegate_stacks = stacks
+
+    def make(cluster, controller_args=(), kubeconfig: Path | None = None) -> harness.Stack:
+        root = tmp_path / f"stack{len(stacks)}"
+        root.mkdir()
+        s = harness.make_stack(root)
+        s.controller = KubeController(root / "controller.log", s.dataplane.socket_path,
+                                      kubeconfig or cluster.kubeconfig, list(controller_args))
+        stacks.append(s)
+        return s
+
+    yield make
+    crashed = []
+    for s in stacks:
+        crashed += s.crashed()
+        s.shutdown()
+    if crashed:
+        pytest.fail("; ".join(crashed) + "\n" + "\n".join(s.dump_logs() for s in stacks))
+
+
+def start(stack: harness.Stack) -> harness.Stack:
+    stack.start_dataplane()
+    stack.start_controller()
+    return stack
+
+
+_next_host = [0]
+
+
+def backend_address() -> str:
+    """A fresh 192.0.2.x address for a backend (x in 1..254, cycling)."""
+    _next_host[0] = _next_host[0] % 254 + 1
+    return f"{kubecluster.BACKEND_NET}.{_next_host[0]}"
+
+
+def kube_service(name: str, namespace: str, port: int = 80) -> dict:
+    return harness.service(name, port=port, namespace=namespace)
+
+
+def kube_slice(name: str, service: str, namespace: str, backends: list, not_ready=()) -> dict:
+    """An EndpointSlice for backends that share one port (as pods do)."""
+    port = backends[0].port
+    assert all(b.port == port for b in backends), "backends of one slice share a port"
+    return harness.endpoint_slice(name, service, [b.host for b in backends], port,
+                                  namespace=namespace, not_ready=[b.host for b in not_ready])
+
+
+def kube_ingress(name: str, namespace: str, host: str, service: str, path: str = "/",
+                 ingress_class: str | None = harness.INGRESS_CLASS, annotations=None) -> dict:
+    return harness.ingress(name, [harness.rule(host, harness.path(path, service))],
+                           namespace=namespace, ingress_class=ingress_class,
+                           annotations=annotations)
