@@ -5,8 +5,8 @@
 
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -54,7 +54,8 @@ bool resolve(const std::string& flag, const std::string& text, tcp::endpoint* ou
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   cli::Flags flags;
-  flags.define("control-socket", "/tmp/tidegate-control.sock", "Unix socket the controller connects to");
+  flags.define("control-socket", "/tmp/tidegate-control.sock",
+               "Unix socket the controller connects to");
   flags.define("http-listen", "0.0.0.0:8080", "HTTP listener");
   flags.define("https-listen", "0.0.0.0:8443", "HTTPS listener");
   flags.define("default-ssl-certificate", "",
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto& level = flags.get("log-level");
-  log::set_level(level == "debug"  ? log::Level::kDebug
-                 : level == "warn" ? log::Level::kWarn
+  log::set_level(level == "debug"   ? log::Level::kDebug
+                 : level == "warn"  ? log::Level::kWarn
                  : level == "error" ? log::Level::kError
                                     : log::Level::kInfo);
   int workers = std::atoi(flags.get("workers").c_str());
@@ -123,7 +124,8 @@ int main(int argc, char** argv) {
     TG_ERROR("dataplane", "default certificate: " << error);
     return 1;
   }
-  SSL_CTX_set_tlsext_servername_callback(default_ctx.get(), dataplane::server::Worker::on_server_name);
+  SSL_CTX_set_tlsext_servername_callback(default_ctx.get(),
+                                         dataplane::server::Worker::on_server_name);
   asio::ssl::context tls_context(default_ctx.release());  // takes ownership
 
   asio::io_context control_io{1};

@@ -316,8 +316,8 @@ ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
     fail(path + ".name", "\"" + m.name.substr(0, 64) +
                              "\" is not a valid name (lower-case letters, digits, '-' and '.')");
   }
-  if (!m.namespace_.empty() && (!is_dns_subdomain(m.namespace_, 63) ||
-                                m.namespace_.find('.') != std::string::npos)) {
+  if (!m.namespace_.empty() &&
+      (!is_dns_subdomain(m.namespace_, 63) || m.namespace_.find('.') != std::string::npos)) {
     fail(path + ".namespace", "\"" + m.namespace_.substr(0, 64) +
                                   "\" is not a valid namespace (lower-case letters, digits, '-')");
   }

@@ -8,10 +8,9 @@ Pusher::Pusher(std::unique_ptr<Transport> transport, std::string node)
     : transport_(std::move(transport)), node_(std::move(node)) {
   // Versions only need to grow within one data plane's lifetime; starting from the clock keeps
   // them growing across controller restarts too, which makes logs easier to read.
-  next_version_ = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  next_version_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
 }
 
 PushResult Pusher::push(const model::Config& desired) {

@@ -106,7 +106,8 @@ std::optional<protocol::Message> UnixTransport::call(const protocol::Message& m,
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      *error = n == 0 ? "data plane closed the connection" : std::string("recv: ") + std::strerror(errno);
+      *error = n == 0 ? "data plane closed the connection"
+                      : std::string("recv: ") + std::strerror(errno);
       close();
       return std::nullopt;
     }

@@ -71,7 +71,8 @@ void SyncLoop::run() {
   auto backoff = options_.retry_min;
   while (wait_for_work(retry_pending, retry_at)) {
     desired = build_();
-    if (nacked && *nacked == desired && pusher_.connected()) continue;  // refused; wait for a change
+    if (nacked && *nacked == desired && pusher_.connected())
+      continue;  // refused; wait for a change
     auto result = pusher_.push(desired);
     switch (result.status) {
       case push::PushStatus::kAcked:

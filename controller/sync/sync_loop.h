@@ -35,7 +35,8 @@ class SyncLoop {
   uint64_t pushes_acked() const { return acked_; }
 
  private:
-  // Waits for a batch of changes, a retry deadline, a liveness check or stop. Returns false on stop.
+  // Waits for a batch of changes, a retry deadline, a liveness check or stop. Returns false on
+  // stop.
   bool wait_for_work(bool retry_pending, std::chrono::steady_clock::time_point retry_at);
 
   BuildFn build_;

@@ -42,7 +42,8 @@ std::string check_certificate_pair(const std::string& cert_pem, const std::strin
     if (!next) break;
   }
   unsigned long err = ERR_peek_last_error();
-  if (err != 0 && !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
+  if (err != 0 &&
+      !(ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE)) {
     ERR_clear_error();
     return "tls.crt: a certificate after the first one does not parse";
   }

@@ -191,8 +191,9 @@ class Translator {
           store::object_key(ingress.metadata.namespace_, tls.secret_name);
       auto secret = store_.secrets().find(secret_key);
       if (secret == store_.secrets().end()) {
-        report(object, Severity::kError,
-               where + ": Secret " + secret_key + " not found; its hosts get the default certificate");
+        report(
+            object, Severity::kError,
+            where + ": Secret " + secret_key + " not found; its hosts get the default certificate");
         continue;
       }
       const auto& data = secret->second.data;
@@ -235,8 +236,7 @@ class Translator {
         used = true;
       }
       if (used) {
-        certificates_.emplace(secret_key,
-                              model::Certificate{secret_key, crt->second, key->second});
+        certificates_.emplace(secret_key, model::Certificate{secret_key, crt->second, key->second});
       }
     }
   }

@@ -54,14 +54,15 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
       response_.body() = "not found\n";
     }
     response_.prepare_payload();
-    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec || !self->response_.keep_alive()) {
-        beast::error_code ignored;
-        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        return;
-      }
-      self->do_read();
-    });
+    http::async_write(stream_, response_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec || !self->response_.keep_alive()) {
+                          beast::error_code ignored;
+                          self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                          return;
+                        }
+                        self->do_read();
+                      });
   }
 
   beast::tcp_stream stream_;

@@ -36,8 +36,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   void on_read(boost::system::error_code ec, size_t n) {
     if (ec) {
       if (ec != asio::error::eof) TG_WARN("control", "connection error: " << ec.message());
-      TG_INFO("control", "controller disconnected; keeping configuration version "
-                             << publisher_.version());
+      TG_INFO("control",
+              "controller disconnected; keeping configuration version " << publisher_.version());
       return;
     }
     reader_.append(buffer_.data(), n);
@@ -58,8 +58,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
     }
     auto& msg = *decoded.message;
     if (auto* hello = std::get_if<protocol::Hello>(&msg)) {
-      TG_INFO("control", "controller connected (" << hello->node << ", protocol "
-                                                   << hello->protocol << ")");
+      TG_INFO("control",
+              "controller connected (" << hello->node << ", protocol " << hello->protocol << ")");
       if (hello->protocol != protocol::kProtocolVersion) {
         send(protocol::Nack{0, "unsupported protocol version " + std::to_string(hello->protocol)});
         return;

@@ -17,10 +17,9 @@ std::string Publisher::publish(uint64_t version, model::Config config) {
   version_.store(version, std::memory_order_release);
   ready_.store(true, std::memory_order_release);
   applied_.fetch_add(1, std::memory_order_relaxed);
-  TG_INFO("runtime", "serving configuration version " << version << " ("
-                                                       << snap->config.virtual_hosts.size()
-                                                       << " hosts, " << snap->upstreams.size()
-                                                       << " upstreams)");
+  TG_INFO("runtime", "serving configuration version "
+                         << version << " (" << snap->config.virtual_hosts.size() << " hosts, "
+                         << snap->upstreams.size() << " upstreams)");
   return {};
 }
 

@@ -51,10 +51,9 @@ void HttpSession<S>::start() {
     // The SNI callback finds the worker (and through it the current snapshot) here.
     SSL_set_ex_data(client_.native_handle(), Worker::ssl_ex_index(), &worker_);
     lowest().expires_after(worker_.limits().tls_handshake_timeout);
-    client_.async_handshake(asio::ssl::stream_base::server,
-                            [self = this->shared_from_this()](error_code ec) {
-                              self->on_handshake(ec);
-                            });
+    client_.async_handshake(
+        asio::ssl::stream_base::server,
+        [self = this->shared_from_this()](error_code ec) { self->on_handshake(ec); });
   } else {
     do_read_header();
   }
@@ -106,10 +105,9 @@ void HttpSession<S>::do_read_header() {
   expect_continue_ = false;
   upgrade_ = false;
   lowest().expires_after(worker_.limits().client_header_timeout);
-  http::async_read_header(client_, client_buffer_, *request_,
-                          [self = this->shared_from_this()](error_code ec, std::size_t) {
-                            self->on_read_header(ec);
-                          });
+  http::async_read_header(
+      client_, client_buffer_, *request_,
+      [self = this->shared_from_this()](error_code ec, std::size_t) { self->on_read_header(ec); });
 }
 
 template <class S>
@@ -243,9 +241,8 @@ void HttpSession<S>::pick_and_connect() {
   }
   connection_ = std::make_unique<upstream::Connection>(lowest().get_executor(), ep);
   connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
-  connection_->stream.async_connect(ep, [self = this->shared_from_this()](error_code ec) {
-    self->on_connect(ec);
-  });
+  connection_->stream.async_connect(
+      ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
 }
 
 template <class S>

@@ -55,8 +55,7 @@ class HttpSession : public SessionBase,
   using error_code = boost::system::error_code;
   using RequestParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
   using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
-  using RequestSerializer =
-      boost::beast::http::request_serializer<boost::beast::http::buffer_body>;
+  using RequestSerializer = boost::beast::http::request_serializer<boost::beast::http::buffer_body>;
   using ResponseSerializer =
       boost::beast::http::response_serializer<boost::beast::http::buffer_body>;
   enum class State { kIdle, kBusy, kTunnel, kClosed };

@@ -106,8 +106,8 @@ void Worker::drain(std::chrono::steady_clock::time_point deadline) {
     drain_timer_.expires_at(deadline);
     drain_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      TG_INFO("worker", "worker " << id_ << ": drain deadline reached, closing "
-                                  << sessions_.size() << " connections");
+      TG_INFO("worker", "worker " << id_ << ": drain deadline reached, closing " << sessions_.size()
+                                  << " connections");
       std::vector<SessionBase*> left(sessions_.begin(), sessions_.end());
       for (auto* s : left) {
         if (sessions_.contains(s)) s->close_now();
@@ -171,42 +171,42 @@ int Worker::on_server_name(SSL* ssl, int*, void*) {
 }
 
 void Worker::do_accept() {
-  acceptor_->async_accept(io_.get_executor(), [this](boost::system::error_code ec,
-                                                     runtime::Socket socket) {
-    if (ec == asio::error::operation_aborted || draining_) return;
-    if (ec) {
-      // EMFILE and friends: log, pause briefly, keep accepting.
-      TG_WARN("worker", "accept failed: " << ec.message());
-      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
-      t->async_wait([this, t](boost::system::error_code) {
-        if (acceptor_->is_open()) do_accept();
+  acceptor_->async_accept(
+      io_.get_executor(), [this](boost::system::error_code ec, runtime::Socket socket) {
+        if (ec == asio::error::operation_aborted || draining_) return;
+        if (ec) {
+          // EMFILE and friends: log, pause briefly, keep accepting.
+          TG_WARN("worker", "accept failed: " << ec.message());
+          auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
+          t->async_wait([this, t](boost::system::error_code) {
+            if (acceptor_->is_open()) do_accept();
+          });
+          return;
+        }
+        boost::system::error_code opt_ec;
+        socket.set_option(tcp::no_delay(true), opt_ec);
+        std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket))->start();
+        do_accept();
       });
-      return;
-    }
-    boost::system::error_code opt_ec;
-    socket.set_option(tcp::no_delay(true), opt_ec);
-    std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket))->start();
-    do_accept();
-  });
 }
 
 void Worker::do_accept_tls() {
-  tls_acceptor_->async_accept(io_.get_executor(), [this](boost::system::error_code ec,
-                                                         runtime::Socket socket) {
-    if (ec == asio::error::operation_aborted || draining_) return;
-    if (ec) {
-      TG_WARN("worker", "accept (TLS) failed: " << ec.message());
-      auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
-      t->async_wait([this, t](boost::system::error_code) {
-        if (tls_acceptor_->is_open()) do_accept_tls();
+  tls_acceptor_->async_accept(
+      io_.get_executor(), [this](boost::system::error_code ec, runtime::Socket socket) {
+        if (ec == asio::error::operation_aborted || draining_) return;
+        if (ec) {
+          TG_WARN("worker", "accept (TLS) failed: " << ec.message());
+          auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
+          t->async_wait([this, t](boost::system::error_code) {
+            if (tls_acceptor_->is_open()) do_accept_tls();
+          });
+          return;
+        }
+        boost::system::error_code opt_ec;
+        socket.set_option(tcp::no_delay(true), opt_ec);
+        std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_)->start();
+        do_accept_tls();
       });
-      return;
-    }
-    boost::system::error_code opt_ec;
-    socket.set_option(tcp::no_delay(true), opt_ec);
-    std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_)->start();
-    do_accept_tls();
-  });
 }
 
 void Worker::arm_sweep() {

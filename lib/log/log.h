@@ -16,13 +16,13 @@ void write(Level level, std::string_view component, std::string_view message);
 
 }  // namespace tidegate::log
 
-#define TG_LOG(level, component, expr)                                      \
-  do {                                                                      \
-    if (::tidegate::log::enabled(level)) {                                  \
-      std::ostringstream tg_log_os_;                                        \
-      tg_log_os_ << expr;                                                   \
-      ::tidegate::log::write(level, component, tg_log_os_.str());           \
-    }                                                                       \
+#define TG_LOG(level, component, expr)                            \
+  do {                                                            \
+    if (::tidegate::log::enabled(level)) {                        \
+      std::ostringstream tg_log_os_;                              \
+      tg_log_os_ << expr;                                         \
+      ::tidegate::log::write(level, component, tg_log_os_.str()); \
+    }                                                             \
   } while (0)
 #define TG_INFO(component, expr) TG_LOG(::tidegate::log::Level::kInfo, component, expr)
 #define TG_WARN(component, expr) TG_LOG(::tidegate::log::Level::kWarn, component, expr)

@@ -100,31 +100,38 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
 std::vector<std::string> validate(const Config& config) {
   std::vector<std::string> errors;
   for (const auto& [key, vh] : config.virtual_hosts) {
-    if (key != vh.host) errors.push_back("virtual host key \"" + key + "\" != host \"" + vh.host + "\"");
+    if (key != vh.host)
+      errors.push_back("virtual host key \"" + key + "\" != host \"" + vh.host + "\"");
     if (!is_valid_host(vh.host)) errors.push_back("invalid host \"" + vh.host + "\"");
 
     for (const auto& r : vh.routes) validate_route(config, r, "host " + vh.host, errors);
   }
   if (config.default_route) validate_route(config, *config.default_route, "default route", errors);
   for (const auto& [key, cert] : config.certificates) {
-    if (key != cert.name) errors.push_back("certificate key \"" + key + "\" != name \"" + cert.name + "\"");
+    if (key != cert.name)
+      errors.push_back("certificate key \"" + key + "\" != name \"" + cert.name + "\"");
     if (cert.cert_pem.empty() || cert.key_pem.empty()) {
       errors.push_back("certificate " + cert.name + ": empty certificate or key");
     }
   }
   for (const auto& [key, th] : config.tls_hosts) {
-    if (key != th.host) errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
-    if (th.host == "*" || !is_valid_host(th.host)) errors.push_back("invalid TLS host \"" + th.host + "\"");
+    if (key != th.host)
+      errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
+    if (th.host == "*" || !is_valid_host(th.host))
+      errors.push_back("invalid TLS host \"" + th.host + "\"");
     if (!config.certificates.contains(th.certificate)) {
       errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
     }
   }
   for (const auto& [key, up] : config.upstreams) {
-    if (key != up.name) errors.push_back("upstream key \"" + key + "\" != name \"" + up.name + "\"");
+    if (key != up.name)
+      errors.push_back("upstream key \"" + key + "\" != name \"" + up.name + "\"");
     std::set<Endpoint> seen;
     for (const auto& ep : up.endpoints) {
-      if (ep.port == 0) errors.push_back("upstream " + up.name + ": endpoint " + ep.address + " has port 0");
-      if (ep.address.empty()) errors.push_back("upstream " + up.name + ": endpoint with empty address");
+      if (ep.port == 0)
+        errors.push_back("upstream " + up.name + ": endpoint " + ep.address + " has port 0");
+      if (ep.address.empty())
+        errors.push_back("upstream " + up.name + ": endpoint with empty address");
       if (!seen.insert(ep).second) {
         errors.push_back("upstream " + up.name + ": duplicate endpoint " + ep.address + ":" +
                          std::to_string(ep.port));
@@ -137,8 +144,7 @@ std::vector<std::string> validate(const Config& config) {
 bool Delta::empty() const {
   return upsert_virtual_hosts.empty() && remove_virtual_hosts.empty() && upsert_upstreams.empty() &&
          remove_upstreams.empty() && upsert_certificates.empty() && remove_certificates.empty() &&
-         upsert_tls_hosts.empty() && remove_tls_hosts.empty() &&
-         !default_route_changed;
+         upsert_tls_hosts.empty() && remove_tls_hosts.empty() && !default_route_changed;
 }
 
 namespace {

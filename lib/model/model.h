@@ -39,7 +39,8 @@ struct Route {
 };
 
 // A host: exact ("foo.example.com"), wildcard ("*.example.com", matching exactly one extra
-// label) or "*" (an Ingress rule without a host: any host that no exact or wildcard host takes). Routes are kept in precedence order (see sort_routes).
+// label) or "*" (an Ingress rule without a host: any host that no exact or wildcard host takes).
+// Routes are kept in precedence order (see sort_routes).
 struct VirtualHost {
   std::string host;
   std::vector<Route> routes;

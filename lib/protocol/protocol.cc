@@ -35,7 +35,9 @@ json to_json(const model::Certificate& c) {
   return json{{"name", c.name}, {"cert_pem", c.cert_pem}, {"key_pem", c.key_pem}};
 }
 
-json to_json(const model::TlsHost& t) { return json{{"host", t.host}, {"certificate", t.certificate}}; }
+json to_json(const model::TlsHost& t) {
+  return json{{"host", t.host}, {"certificate", t.certificate}};
+}
 
 json to_json(const model::Config& c) {
   json hosts = json::array();
@@ -117,7 +119,8 @@ model::Route route_from(const json& j) {
   model::Route r;
   r.path = j.at("path").get<std::string>();
   auto m = model::path_match_from_string(j.at("match").get<std::string>());
-  if (!m) throw std::runtime_error("unknown path match \"" + j.at("match").get<std::string>() + "\"");
+  if (!m)
+    throw std::runtime_error("unknown path match \"" + j.at("match").get<std::string>() + "\"");
   r.match = *m;
   r.upstream = j.at("upstream").get<std::string>();
   r.ingress = j.value("ingress", "");
@@ -186,12 +189,14 @@ model::Config config_from(const json& j) {
 
 model::Delta delta_from(const json& j) {
   model::Delta d;
-  for (const auto& v : j.at("upsert_virtual_hosts")) d.upsert_virtual_hosts.push_back(vhost_from(v));
+  for (const auto& v : j.at("upsert_virtual_hosts"))
+    d.upsert_virtual_hosts.push_back(vhost_from(v));
   d.remove_virtual_hosts = j.at("remove_virtual_hosts").get<std::vector<std::string>>();
   for (const auto& u : j.at("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
   d.remove_upstreams = j.at("remove_upstreams").get<std::vector<std::string>>();
   if (j.contains("upsert_certificates")) {
-    for (const auto& c : j["upsert_certificates"]) d.upsert_certificates.push_back(certificate_from(c));
+    for (const auto& c : j["upsert_certificates"])
+      d.upsert_certificates.push_back(certificate_from(c));
   }
   if (j.contains("remove_certificates")) {
     d.remove_certificates = j["remove_certificates"].get<std::vector<std::string>>();
@@ -220,7 +225,8 @@ struct Encoder {
     return json{{"type", "snapshot"}, {"version", m.version}, {"config", to_json(m.config)}};
   }
   json operator()(const DeltaMsg& m) const {
-    return json{{"type", "delta"}, {"version", m.version}, {"base", m.base}, {"delta", to_json(m.delta)}};
+    return json{
+        {"type", "delta"}, {"version", m.version}, {"base", m.base}, {"delta", to_json(m.delta)}};
   }
   json operator()(const Ack& m) const { return json{{"type", "ack"}, {"version", m.version}}; }
   json operator()(const Nack& m) const {
@@ -264,12 +270,12 @@ DecodeResult decode_json(std::string_view text) {
     if (type == "hello") {
       r.message = Hello{static_cast<int>(get_u64(j, "protocol", 1 << 30)), j.value("node", "")};
     } else if (type == "hello_reply") {
-      r.message = HelloReply{static_cast<int>(get_u64(j, "protocol", 1 << 30)), get_u64(j, "version")};
+      r.message =
+          HelloReply{static_cast<int>(get_u64(j, "protocol", 1 << 30)), get_u64(j, "version")};
     } else if (type == "snapshot") {
       r.message = Snapshot{get_u64(j, "version"), config_from(j.at("config"))};
     } else if (type == "delta") {
-      r.message = DeltaMsg{get_u64(j, "version"), get_u64(j, "base"),
-                           delta_from(j.at("delta"))};
+      r.message = DeltaMsg{get_u64(j, "version"), get_u64(j, "base"), delta_from(j.at("delta"))};
     } else if (type == "ack") {
       r.message = Ack{get_u64(j, "version")};
     } else if (type == "nack") {
