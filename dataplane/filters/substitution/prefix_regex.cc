@@ -1,0 +1,486 @@
+#include "filters/substitution/prefix_regex.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace tidegate::dataplane::filters {
+namespace {
+
+// Only as much structure as the rewrite needs; atoms stay as the user wrote them.
+struct Node {
+  enum class Kind { kAtom, kAssert, kFlags, kConcat, kAlt, kRepeat, kGroup };
+  Kind kind = Kind::kAtom;
+  std::string text;  // kAtom: verbatim; kFlags: "(?i)"; kGroup: its non-capturing opener
+  std::vector<Node> kids;
+  int min = 0;
+  int max = -1;  // -1: unbounded
+};
+
+Node make(Node::Kind kind) {
+  Node n;
+  n.kind = kind;
+  return n;
+}
+
+// Patterns nest deeper than this only in tests of parsers; RE2 would refuse the rewrite anyway.
+constexpr int kMaxDepth = 100;
+
+size_t utf8_length(unsigned char lead) {
+  if (lead < 0xc0) return 1;
+  if (lead < 0xe0) return 2;
+  if (lead < 0xf0) return 3;
+  return 4;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+class Parser {
+ public:
+  explicit Parser(std::string_view s) : s_(s) {}
+
+  std::optional<Node> parse() {
+    Node n = parse_alt();
+    if (!ok_ || i_ != s_.size()) return std::nullopt;
+    return n;
+  }
+
+ private:
+  bool at_end() const { return i_ >= s_.size(); }
+  char peek(size_t ahead = 0) const { return i_ + ahead < s_.size() ? s_[i_ + ahead] : '\0'; }
+
+  Node parse_alt() {
+    Node alt = make(Node::Kind::kAlt);
+    // A standalone (?i) lasts to the end of its group, across '|': later branches inherit it.
+    std::vector<Node> carried;
+    while (ok_) {
+      Node seq = make(Node::Kind::kConcat);
+      seq.kids = carried;
+      while (ok_ && !at_end() && peek() != '|' && peek() != ')') {
+        std::vector<Node> atoms;
+        parse_atoms(&atoms);
+        if (!ok_ || atoms.empty()) break;
+        if (atoms.size() == 1 && atoms[0].kind == Node::Kind::kFlags) {
+          carried.push_back(atoms[0]);
+          seq.kids.push_back(std::move(atoms[0]));
+          continue;
+        }
+        for (size_t k = 0; k + 1 < atoms.size(); ++k) seq.kids.push_back(std::move(atoms[k]));
+        Node last = std::move(atoms.back());
+        int min = 0, max = 0;
+        while (ok_ && parse_quantifier(&min, &max)) {
+          Node rep = make(Node::Kind::kRepeat);
+          rep.min = min;
+          rep.max = max;
+          rep.kids.push_back(std::move(last));
+          last = std::move(rep);
+        }
+        seq.kids.push_back(std::move(last));
+      }
+      alt.kids.push_back(std::move(seq));
+      if (!at_end() && peek() == '|') {
+        ++i_;
+        continue;
+      }
+      break;
+    }
+    return alt;
+  }
+
+  // Parses `*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}` (and a trailing non-greedy `?`, which does not
+  // change the language). A `{` that does not form a repetition is a literal, as in RE2.
+  bool parse_quantifier(int* min, int* max) {
+    const char c = peek();
+    if (c == '*' || c == '+' || c == '?') {
+      *min = c == '+' ? 1 : 0;
+      *max = c == '?' ? 1 : -1;
+      ++i_;
+    } else if (c == '{') {
+      size_t j = i_ + 1;
+      auto number = [&](int* out) {
+        const size_t start = j;
+        int64_t v = 0;
+        while (j < s_.size() && is_digit(s_[j]) && j - start < 6) v = v * 10 + (s_[j++] - '0');
+        *out = static_cast<int>(v);
+        return j > start;
+      };
+      int lo = 0, hi = 0;
+      if (!number(&lo)) return false;
+      if (j < s_.size() && s_[j] == ',') {
+        ++j;
+        if (!number(&hi)) hi = -1;
+      } else {
+        hi = lo;
+      }
+      if (j >= s_.size() || s_[j] != '}') return false;
+      i_ = j + 1;
+      *min = lo;
+      *max = hi;
+    } else {
+      return false;
+    }
+    if (peek() == '?') ++i_;
+    return true;
+  }
+
+  void parse_atoms(std::vector<Node>* out) {
+    const char c = peek();
+    if (c == '(') {
+      parse_group(out);
+    } else if (c == '[') {
+      const size_t start = i_;
+      skip_class();
+      if (ok_) out->push_back(atom(s_.substr(start, i_ - start)));
+    } else if (c == '\\') {
+      parse_escape(out);
+    } else if (c == '^' || c == '$') {
+      ++i_;
+      out->push_back(make(Node::Kind::kAssert));
+    } else if (c == '*' || c == '+' || c == '?') {
+      ok_ = false;  // RE2 rejects a repetition without an argument; we never see valid ones here
+    } else if (c == '{') {
+      ++i_;
+      out->push_back(atom("\\{"));
+    } else {
+      const size_t n = utf8_length(static_cast<unsigned char>(c));
+      if (i_ + n > s_.size()) {
+        ok_ = false;
+        return;
+      }
+      out->push_back(atom(s_.substr(i_, n)));
+      i_ += n;
+    }
+  }
+
+  static Node atom(std::string_view text) {
+    Node n = make(Node::Kind::kAtom);
+    n.text = std::string(text);
+    return n;
+  }
+
+  void parse_group(std::vector<Node>* out) {
+    ++i_;  // '('
+    std::string opener = "(?:";
+    if (peek() == '?') {
+      if (peek(1) == 'P' || peek(1) == '<') {
+        const size_t close = s_.find('>', i_);
+        if (close == std::string_view::npos) {
+          ok_ = false;
+          return;
+        }
+        i_ = close + 1;
+      } else {
+        size_t j = i_ + 1;
+        while (j < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[j])) || s_[j] == '-')) {
+          ++j;
+        }
+        if (j >= s_.size()) {
+          ok_ = false;
+          return;
+        }
+        const std::string flags(s_.substr(i_ + 1, j - i_ - 1));
+        if (s_[j] == ')') {
+          Node f = make(Node::Kind::kFlags);
+          f.text = "(?" + flags + ")";
+          i_ = j + 1;
+          out->push_back(std::move(f));
+          return;
+        }
+        if (s_[j] != ':') {
+          ok_ = false;
+          return;
+        }
+        opener = "(?" + flags + ":";
+        i_ = j + 1;
+      }
+    }
+    if (++depth_ > kMaxDepth) {
+      ok_ = false;
+      return;
+    }
+    Node inner = parse_alt();
+    --depth_;
+    if (!ok_ || peek() != ')') {
+      ok_ = false;
+      return;
+    }
+    ++i_;
+    Node g = make(Node::Kind::kGroup);
+    g.text = std::move(opener);
+    g.kids.push_back(std::move(inner));
+    out->push_back(std::move(g));
+  }
+
+  // Skips `{...}` after \x or \p when present, else `single` characters.
+  void skip_braced_or(size_t single) {
+    if (peek() == '{') {
+      const size_t close = s_.find('}', i_);
+      if (close == std::string_view::npos) {
+        ok_ = false;
+        return;
+      }
+      i_ = close + 1;
+    } else {
+      i_ = std::min(s_.size(), i_ + single);
+    }
+  }
+
+  // Moves past one escape sequence (inside or outside a class), the backslash included.
+  void skip_escape() {
+    ++i_;  // '\'
+    if (at_end()) {
+      ok_ = false;
+      return;
+    }
+    const char c = peek();
+    ++i_;
+    if (c == 'x') {
+      skip_braced_or(2);
+    } else if (c == 'p' || c == 'P') {
+      skip_braced_or(1);
+    } else if (c >= '0' && c <= '7') {
+      for (int k = 0; k < 2 && peek() >= '0' && peek() <= '7'; ++k) ++i_;
+    } else {
+      i_ += utf8_length(static_cast<unsigned char>(c)) - 1;
+    }
+  }
+
+  void skip_class() {
+    ++i_;  // '['
+    if (peek() == '^') ++i_;
+    if (peek() == ']') ++i_;  // a leading ']' is a literal
+    while (ok_) {
+      if (at_end()) {
+        ok_ = false;
+        return;
+      }
+      const char c = peek();
+      if (c == ']') {
+        ++i_;
+        return;
+      }
+      if (c == '\\') {
+        skip_escape();
+      } else if (c == '[' && peek(1) == ':') {
+        const size_t close = s_.find(":]", i_ + 2);
+        i_ = close == std::string_view::npos ? i_ + 1 : close + 2;
+      } else {
+        ++i_;
+      }
+    }
+  }
+
+  void parse_escape(std::vector<Node>* out) {
+    const char c = peek(1);
+    if (c == 'b' || c == 'B' || c == 'A' || c == 'z') {
+      i_ += 2;
+      out->push_back(make(Node::Kind::kAssert));
+      return;
+    }
+    if (c == 'Q') {
+      // \Q...\E quotes literally; each character becomes its own (escaped) atom.
+      i_ += 2;
+      const size_t end = s_.find("\\E", i_);
+      const size_t stop = end == std::string_view::npos ? s_.size() : end;
+      while (i_ < stop) {
+        const unsigned char ch = static_cast<unsigned char>(s_[i_]);
+        const size_t n = std::min(utf8_length(ch), stop - i_);
+        std::string text(s_.substr(i_, n));
+        if (n == 1 && !std::isalnum(ch) && ch >= 0x20 && ch < 0x7f) text.insert(0, "\\");
+        if (n == 1 && (ch < 0x20 || ch == 0x7f)) {
+          static constexpr char kHex[] = "0123456789abcdef";
+          text = std::string("\\x") + kHex[ch >> 4] + kHex[ch & 0xf];
+        }
+        out->push_back(atom(text));
+        i_ += n;
+      }
+      i_ = end == std::string_view::npos ? s_.size() : end + 2;
+      return;
+    }
+    const size_t start = i_;
+    skip_escape();
+    if (ok_) out->push_back(atom(s_.substr(start, i_ - start)));
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+  int depth_ = 0;
+  bool ok_ = true;
+};
+
+bool zero_width(const Node& n) {
+  return n.kind == Node::Kind::kAssert || n.kind == Node::Kind::kFlags;
+}
+
+std::string quantifier(int min, int max) {
+  if (max < 0) {
+    if (min == 0) return "*";
+    if (min == 1) return "+";
+    return "{" + std::to_string(min) + ",}";
+  }
+  return "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+}
+
+// Each alternative goes in a capturing group: RE2 20220601 merges character classes across '|'
+// wrongly (google/re2#467), which here would lose prefixes; it never merges groups. Nobody reads
+// these groups.
+template <typename Emit>
+std::string join_alternatives(const Node& n, Emit emit) {
+  if (n.kids.size() == 1) return "(?:" + emit(n.kids[0]) + ")";
+  std::string out = "(?:";
+  for (size_t k = 0; k < n.kids.size(); ++k) {
+    if (k) out += '|';
+    out += "(" + emit(n.kids[k]) + ")";
+  }
+  return out + ")";
+}
+
+std::string prefix(const Node& n);
+
+// The node's own language, assertions dropped and groups non-capturing.
+std::string full(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::kAtom:
+    case Node::Kind::kFlags:
+      return n.text;
+    case Node::Kind::kAssert:
+      return "";
+    case Node::Kind::kConcat: {
+      std::string out;
+      for (const auto& k : n.kids) out += full(k);
+      return out;
+    }
+    case Node::Kind::kAlt:
+      return join_alternatives(n, full);
+    case Node::Kind::kRepeat: {
+      const std::string inner = full(n.kids[0]);
+      if (inner.empty()) return "";
+      return "(?:" + inner + ")" + quantifier(n.min, n.max);
+    }
+    case Node::Kind::kGroup:
+      return n.text + full(n.kids[0]) + ")";
+  }
+  return "";
+}
+
+std::string prefix(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::kAtom:
+      return "(?:" + n.text + ")?";
+    case Node::Kind::kFlags:
+      return n.text;
+    case Node::Kind::kAssert:
+      return "";
+    case Node::Kind::kConcat: {
+      // Built from the right: Pref(x rest) = Pref(x) | x Pref(rest), nested so that the size
+      // stays linear in the pattern.
+      std::string p;
+      for (size_t k = n.kids.size(); k-- > 0;) {
+        const Node& x = n.kids[k];
+        if (zero_width(x)) {
+          p = full(x) + p;
+        } else if (p.empty()) {
+          p = prefix(x);
+        } else {
+          p = "(?:" + prefix(x) + "|" + full(x) + p + ")";
+        }
+      }
+      return p;
+    }
+    case Node::Kind::kAlt:
+      return join_alternatives(n, prefix);
+    case Node::Kind::kRepeat: {
+      const std::string f = full(n.kids[0]);
+      if (n.max == 0 || f.empty()) return "";
+      const std::string p = prefix(n.kids[0]);
+      if (n.max < 0) return "(?:" + f + ")*" + p;
+      if (n.max == 1) return p;
+      return "(?:" + f + "){0," + std::to_string(n.max - 1) + "}" + p;
+    }
+    case Node::Kind::kGroup:
+      return n.text + prefix(n.kids[0]) + ")";
+  }
+  return "";
+}
+
+// The character a literal atom stands for, or nullopt when the atom is not a plain literal.
+std::optional<std::string> literal_char(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto first = static_cast<unsigned char>(text[0]);
+  if (first >= 0x80) return text;  // a UTF-8 character
+  if (text.size() == 1) {
+    if (std::isalnum(first) ||
+        std::string_view(" !\"#%&',-/:;<=>@_`~").find(text[0]) != std::string_view::npos) {
+      return text;
+    }
+    return std::nullopt;
+  }
+  if (text.size() == 2 && text[0] == '\\' && std::ispunct(static_cast<unsigned char>(text[1]))) {
+    return text.substr(1);
+  }
+  return std::nullopt;
+}
+
+// Appends what `n` contributes to the literal prefix; false when the literal ends inside `n`.
+bool collect_literal(const Node& n, LiteralPrefix* out) {
+  switch (n.kind) {
+    case Node::Kind::kAlt:
+      return n.kids.size() == 1 && collect_literal(n.kids[0], out);
+    case Node::Kind::kConcat:
+      for (const auto& k : n.kids) {
+        if (!collect_literal(k, out)) return false;
+      }
+      return true;
+    case Node::Kind::kAssert:
+      return true;
+    case Node::Kind::kFlags: {
+      const bool touches_i = n.text.find('i') != std::string::npos;
+      if (!touches_i) return true;
+      if (out->bytes.empty() && n.text == "(?i)") {
+        out->fold = true;
+        return true;
+      }
+      return false;
+    }
+    case Node::Kind::kGroup:
+      return n.text == "(?:" && collect_literal(n.kids[0], out);
+    case Node::Kind::kRepeat:
+      if (n.min >= 1 && n.kids[0].kind == Node::Kind::kAtom) collect_literal(n.kids[0], out);
+      return false;
+    case Node::Kind::kAtom: {
+      std::optional<std::string> c = literal_char(n.text);
+      if (!c) return false;
+      if (out->fold) {
+        const auto b = static_cast<unsigned char>((*c)[0]);
+        if (b >= 0x80 || std::string_view("kKsS").find((*c)[0]) != std::string_view::npos) {
+          return false;
+        }
+      }
+      out->bytes += *c;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+LiteralPrefix literal_prefix(std::string_view pattern, bool fold) {
+  LiteralPrefix out;
+  out.fold = fold;
+  Parser parser(pattern);
+  std::optional<Node> root = parser.parse();
+  if (root) collect_literal(*root, &out);
+  return out;
+}
+
+std::optional<std::string> prefix_pattern(std::string_view pattern) {
+  Parser parser(pattern);
+  std::optional<Node> root = parser.parse();
+  if (!root) return std::nullopt;
+  return prefix(*root);
+}
+
+}  // namespace tidegate::dataplane::filters

@@ -1,0 +1,41 @@
+#pragma once
+// The prefix closure of an RE2 pattern, as another RE2 pattern.
+//
+// The streaming engine must know whether the bytes from a position p to the end of what has
+// arrived could still grow into a match once more bytes come. RE2 answers "does this text match",
+// never "could this text be the start of a match", so we rewrite each rule into a pattern whose
+// language contains every prefix of every string the rule matches, and ask RE2 about that one.
+//
+// The rewrite walks the pattern's structure (alternation, concatenation, groups, repetition) and
+// copies atoms (literals, classes, escapes, `.`) verbatim, so RE2 keeps its own meaning for them:
+//   Pref(atom)      = atom?
+//   Pref(x y)       = Pref(x) | x Pref(y)
+//   Pref(x | y)     = Pref(x) | Pref(y)
+//   Pref(x{m,n})    = x{0,n-1} Pref(x)        (x* and x+: x* Pref(x))
+//   Pref((x))       = (?:Pref(x)),  flag groups keep their flags
+// Empty-width assertions (^ $ \A \z \b \B) become empty: the result is a superset of the exact
+// prefix language, which only makes the engine hold bytes a little longer, never lose a match.
+// Capturing groups become non-capturing; alternatives get capturing groups nobody reads (RE2
+// 20220601 merges character classes across `|` wrongly, google/re2#467, but never merges groups).
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tidegate::dataplane::filters {
+
+// Returns the prefix pattern of `pattern` (which must already compile with RE2), or nullopt when
+// the pattern uses syntax this rewrite does not understand (the caller then holds conservatively).
+std::optional<std::string> prefix_pattern(std::string_view pattern);
+
+// The literal that every match of `pattern` begins with (leading assertions skipped), for the
+// prefilter that skips bytes no rule can start at; empty when there is none. `fold` says whether
+// the rule is case-insensitive (its flag, or a leading (?i)); folded literals are ASCII only and
+// stop before k and s, which RE2 also folds to non-ASCII characters (KELVIN SIGN, LONG S).
+struct LiteralPrefix {
+  std::string bytes;
+  bool fold = false;
+};
+LiteralPrefix literal_prefix(std::string_view pattern, bool fold);
+
+}  // namespace tidegate::dataplane::filters

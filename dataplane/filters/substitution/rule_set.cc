@@ -1,0 +1,362 @@
+#include "filters/substitution/rule_set.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "filters/substitution/prefix_regex.h"
+
+namespace tidegate::dataplane::filters {
+namespace {
+
+// The combined and prefix patterns grow with the number of rules; give their DFAs room so that
+// RE2 does not fall back to its slower NFA on large rule sets.
+constexpr int64_t kCombinedMaxMem = 64 << 20;
+
+RE2::Options rule_options(bool case_sensitive) {
+  RE2::Options o;
+  o.set_log_errors(false);
+  o.set_longest_match(true);
+  o.set_case_sensitive(case_sensitive);
+  return o;
+}
+
+// The joined patterns keep capturing groups (never read: only the whole match is asked for, which
+// RE2 answers with its DFA). Each rule sits in its own group because RE2 20220601 (Debian 12)
+// merges character classes across '|' wrongly (google/re2#467: `[ab]|[bB]` does not match
+// "B"); groups are never merged, so one rule cannot change what another matches.
+RE2::Options combined_options() {
+  RE2::Options o = rule_options(true);
+  o.set_max_mem(kCombinedMaxMem);
+  return o;
+}
+
+// Whether `re` matches the empty string anywhere. Every assertion RE2 has (^ $ \A \z \b \B, with
+// or without (?m)) looks at most one byte either side, so trying each combination of "nothing,
+// a word byte, a non-word byte, a newline" before and after is exhaustive.
+bool can_match_empty(const RE2& re) {
+  static constexpr std::string_view kSides[] = {"", "a", " ", "\n"};
+  for (std::string_view before : kSides) {
+    for (std::string_view after : kSides) {
+      const std::string text = std::string(before) + std::string(after);
+      if (re.Match(text, before.size(), before.size(), RE2::ANCHOR_BOTH, nullptr, 0)) return true;
+    }
+  }
+  return false;
+}
+
+std::string describe_regex_error(const RE2& re, std::string_view pattern) {
+  std::string message = "invalid regex: " + re.error();
+  if (re.error_code() == RE2::ErrorBadPerlOp || pattern.find("(?=") != std::string_view::npos ||
+      pattern.find("(?!") != std::string_view::npos ||
+      pattern.find("(?<=") != std::string_view::npos ||
+      pattern.find("(?<!") != std::string_view::npos) {
+    message += " (lookahead and lookbehind are not supported: RE2 guarantees linear time)";
+  } else if (re.error_code() == RE2::ErrorBadEscape) {
+    for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+      if (pattern[i] == '\\' && pattern[i + 1] >= '1' && pattern[i + 1] <= '9') {
+        message += " (backreferences such as \\1 are not supported: RE2 guarantees linear time)";
+        break;
+      }
+      if (pattern[i] == '\\') ++i;
+    }
+  }
+  return message;
+}
+
+// Splits a replacement into literal text and group references.
+std::optional<std::string> parse_replacement(std::string_view text, int groups,
+                                             std::vector<RuleSet::Piece>* pieces, int* max_group) {
+  std::string literal;
+  auto flush = [&] {
+    if (!literal.empty()) pieces->push_back({std::move(literal), -1});
+    literal.clear();
+  };
+  *max_group = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (c != '$' || (next != '$' && next != '&' && !(next >= '1' && next <= '9'))) {
+      // A '$' before anything else is taken literally, as JavaScript's String.replace does.
+      literal += c;
+      continue;
+    }
+    ++i;
+    if (next == '$') {
+      literal += '$';
+      continue;
+    }
+    flush();
+    const int group = next == '&' ? 0 : next - '0';
+    if (group > groups) {
+      return "replacement uses $" + std::string(1, next) + " but the pattern has " +
+             std::to_string(groups) + " capture group" + (groups == 1 ? "" : "s");
+    }
+    *max_group = std::max(*max_group, group);
+    pieces->push_back({"", group});
+  }
+  flush();
+  return std::nullopt;
+}
+
+std::optional<std::string> compile_rule(const SubstitutionRule& rule, RuleSet::Rule* out) {
+  if (!rule.flags.empty() && rule.flags != "i") {
+    return "unknown flags \"" + rule.flags + "\" (the only flag is \"i\")";
+  }
+  if (rule.match.empty()) return "match is empty";
+  if (rule.match.size() > kMaxPatternBytes) {
+    return "match is longer than " + std::to_string(kMaxPatternBytes) + " bytes";
+  }
+  if (rule.replace.size() > kMaxReplacementBytes) {
+    return "replace is longer than " + std::to_string(kMaxReplacementBytes) + " bytes";
+  }
+  auto re = std::make_unique<RE2>(rule.match, rule_options(rule.flags != "i"));
+  if (!re->ok()) return describe_regex_error(*re, rule.match);
+  if (can_match_empty(*re)) {
+    return "match can match the empty string (as a*, x? or \\b alone do); a rule must match at "
+           "least one byte";
+  }
+  out->replacement.clear();
+  if (auto error = parse_replacement(rule.replace, re->NumberOfCapturingGroups(), &out->replacement,
+                                     &out->max_group)) {
+    return error;
+  }
+  out->re = std::move(re);
+  return std::nullopt;
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) out += s[i];
+  if (s.size() > 80) out += "...";
+  return out + "\"";
+}
+
+// Rough frequencies of bytes in HTML and English text, in tenths of a percent: the prefilter
+// looks for each literal's rarest byte, so that few positions need a closer look.
+int byte_weight(unsigned char c) {
+  static constexpr int kLower[26] = {82, 15, 28, 43, 127, 22, 20, 61, 70, 2,  8, 40, 24,
+                                     67, 75, 19, 1,  60,  63, 91, 28, 10, 24, 2, 20, 1};
+  if (c >= 'a' && c <= 'z') return kLower[c - 'a'];
+  if (c >= 'A' && c <= 'Z') return kLower[c - 'A'] / 8 + 1;
+  if (c >= '0' && c <= '9') return 8;
+  switch (c) {
+    case ' ':
+    case '\n':
+      return 150;
+    case '<':
+    case '>':
+    case '"':
+    case '=':
+    case '/':
+      return 30;
+    case '.':
+    case '-':
+    case ':':
+    case '_':
+    case '#':
+    case ';':
+    case ',':
+      return 10;
+    default:
+      return c >= 0x80 ? 2 : 3;
+  }
+}
+
+unsigned char other_case(unsigned char c) {
+  if (c >= 'a' && c <= 'z') return static_cast<unsigned char>(c - 'a' + 'A');
+  if (c >= 'A' && c <= 'Z') return static_cast<unsigned char>(c - 'A' + 'a');
+  return c;
+}
+
+bool literal_at(std::string_view text, size_t pos, std::string_view literal, bool fold) {
+  if (!fold) return text.compare(pos, literal.size(), literal) == 0;
+  for (size_t i = 0; i < literal.size(); ++i) {
+    const auto a = static_cast<unsigned char>(text[pos + i]);
+    const auto b = static_cast<unsigned char>(literal[i]);
+    if (a != b && a != other_case(b)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> validate_rule(const SubstitutionRule& rule) {
+  RuleSet::Rule compiled;
+  return compile_rule(rule, &compiled);
+}
+
+CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
+  CompileResult result;
+  std::shared_ptr<RuleSet> set(new RuleSet());
+  std::string combined;
+  std::string viable;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const SubstitutionRule& r = rules[i];
+    if (i >= kMaxSubstitutionRules) {
+      result.errors.push_back({i, "rule " + std::to_string(i) + ": more than " +
+                                      std::to_string(kMaxSubstitutionRules) + " rules"});
+      continue;
+    }
+    Rule compiled;
+    compiled.source_index = i;
+    if (auto error = compile_rule(r, &compiled)) {
+      result.errors.push_back(
+          {i, "rule " + std::to_string(i) + " (match " + quote(r.match) + "): " + *error});
+      continue;
+    }
+    const std::string open = r.flags == "i" ? "((?i:" : "((?:";
+    if (!combined.empty()) {
+      combined += '|';
+      viable += '|';
+    }
+    combined += open + r.match + "))";
+
+    // The prefix closure must compile on its own; when it does not (an unusual pattern or a
+    // nesting RE2 refuses), fall back to "anything may still grow into a match".
+    std::optional<std::string> pref = prefix_pattern(r.match);
+    if (pref) {
+      RE2 check(open + *pref + "))", rule_options(true));
+      if (!check.ok()) pref.reset();
+    }
+    if (!pref) {
+      set->exact_prefixes_ = false;
+      pref = "\\C*";
+    }
+    viable += open + *pref + "))";
+    set->rules_.push_back(std::move(compiled));
+  }
+  if (set->rules_.empty()) return result;
+
+  set->combined_ = std::make_unique<RE2>(combined, combined_options());
+  set->viable_tail_ = std::make_unique<RE2>("(?:" + viable + ")\\z", combined_options());
+  if (!set->combined_->ok() || !set->viable_tail_->ok()) {
+    // Each rule compiled alone, so only the size of the union can fail here.
+    result.errors.push_back({0, "the rules together are too large to compile: " +
+                                    set->combined_->error() + set->viable_tail_->error()});
+    return result;
+  }
+  std::vector<SubstitutionRule> valid;
+  for (const Rule& r : set->rules_) valid.push_back(rules[r.source_index]);
+  set->build_prefilter(valid);
+  result.rules = std::move(set);
+  return result;
+}
+
+void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
+  std::vector<Literal> literals;
+  for (const auto& r : valid) {
+    LiteralPrefix prefix = literal_prefix(r.match, r.flags == "i");
+    if (prefix.bytes.empty()) return;  // one rule without a literal: the DFA scans everything
+    Literal lit{std::move(prefix.bytes), prefix.fold, 0};
+    int best = 1 << 30;
+    for (size_t i = 0; i < lit.bytes.size(); ++i) {
+      const auto c = static_cast<unsigned char>(lit.bytes[i]);
+      const int w =
+          byte_weight(c) + (lit.fold && other_case(c) != c ? byte_weight(other_case(c)) : 0);
+      if (w < best) {
+        best = w;
+        lit.offset = i;
+      }
+    }
+    bool duplicate = false;
+    for (const auto& l : literals) duplicate |= l.bytes == lit.bytes && l.fold == lit.fold;
+    if (!duplicate) literals.push_back(std::move(lit));
+  }
+  literals_ = std::move(literals);
+  for (size_t k = 0; k < literals_.size(); ++k) {
+    const Literal& l = literals_[k];
+    const auto c = static_cast<unsigned char>(l.bytes[l.offset]);
+    by_byte_[c].push_back(static_cast<uint16_t>(k));
+    scan_[c] = true;
+    if (l.fold && other_case(c) != c) {
+      by_byte_[other_case(c)].push_back(static_cast<uint16_t>(k));
+      scan_[other_case(c)] = true;
+    }
+    max_offset_ = std::max(max_offset_, l.offset);
+  }
+}
+
+// The leftmost position >= from where some rule's literal lies whole inside `text`, or npos.
+size_t RuleSet::next_candidate(std::string_view text, size_t from) const {
+  const size_t size = text.size();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  size_t best = std::string_view::npos;
+  for (size_t i = from; i < size; ++i) {
+    // The hot loop: most bytes are not any literal's rare byte.
+    while (i + 4 <= size && !scan_[bytes[i]] && !scan_[bytes[i + 1]] && !scan_[bytes[i + 2]] &&
+           !scan_[bytes[i + 3]]) {
+      i += 4;
+    }
+    while (i < size && !scan_[bytes[i]]) ++i;
+    if (i >= size) break;
+    // Later hits start at i - max_offset_ or after: none can beat `best` any more.
+    if (best != std::string_view::npos && i > best + max_offset_) break;
+    for (uint16_t k : by_byte_[bytes[i]]) {
+      const Literal& l = literals_[k];
+      if (i < from + l.offset) continue;
+      const size_t start = i - l.offset;
+      if (start >= best || start + l.bytes.size() > size) continue;
+      if (literal_at(text, start, l.bytes, l.fold)) best = start;
+    }
+  }
+  return best;
+}
+
+bool RuleSet::find(std::string_view text, size_t from, size_t* start, size_t* end) const {
+  re2::StringPiece m;
+  if (literals_.empty()) {
+    if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &m, 1)) return false;
+    *start = static_cast<size_t>(m.data() - text.data());
+    *end = *start + m.size();
+    return true;
+  }
+  // Every match starts with its rule's literal, so only candidates can start one; RE2 checks
+  // each, anchored there, for the longest match of any rule.
+  for (size_t at = from;;) {
+    const size_t c = next_candidate(text, at);
+    if (c == std::string_view::npos) return false;
+    if (combined_->Match(text, c, text.size(), RE2::ANCHOR_START, &m, 1)) {
+      *start = c;
+      *end = c + m.size();
+      return true;
+    }
+    at = c + 1;
+  }
+}
+
+size_t RuleSet::rule_for(std::string_view text, size_t start, size_t end) const {
+  if (rules_.size() == 1) return 0;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (rules_[i].re->Match(text, start, end, RE2::ANCHOR_BOTH, nullptr, 0)) return i;
+  }
+  return 0;  // unreachable: the combined pattern matched there, so some rule does
+}
+
+void RuleSet::expand(size_t index, std::string_view text, size_t start, size_t end,
+                     std::string* out) const {
+  const Rule& r = rules_[index];
+  const std::string_view whole = text.substr(start, end - start);
+  if (r.max_group == 0) {
+    for (const Piece& p : r.replacement) {
+      if (p.group < 0) {
+        out->append(p.literal);
+      } else {
+        out->append(whole);
+      }
+    }
+    return;
+  }
+  // Groups are computed only here, for rules whose replacement uses them.
+  re2::StringPiece groups[10];
+  const int n = r.max_group + 1;
+  if (!r.re->Match(text, start, end, RE2::ANCHOR_BOTH, groups, n)) groups[0] = whole;
+  for (const Piece& p : r.replacement) {
+    if (p.group < 0) {
+      out->append(p.literal);
+    } else if (groups[p.group].data() != nullptr) {
+      out->append(groups[p.group].data(), groups[p.group].size());
+    }
+  }
+}
+
+}  // namespace tidegate::dataplane::filters

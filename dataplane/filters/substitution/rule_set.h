@@ -1,0 +1,116 @@
+#pragma once
+// Substitution rules for response bodies (issue #5), compiled once per configuration snapshot.
+//
+// A RuleSet is immutable after compile() and shared across worker threads through
+// std::shared_ptr<const RuleSet>; each response gets its own SubstitutionStream (stream.h).
+// Semantics and limits: docs/substitutions.md.
+
+#include <re2/re2.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tidegate::dataplane::filters {
+
+// One rule as written in the annotation or the SubstitutionRuleSet resource.
+struct SubstitutionRule {
+  std::string match;    // RE2 syntax
+  std::string replace;  // text with $& (whole match), $1..$9 (groups), $$ (a dollar)
+  std::string flags;    // "" or "i" (case-insensitive)
+};
+
+// Why the rule at `index` (position in the list given to compile()) was rejected.
+struct RuleError {
+  size_t index = 0;
+  std::string message;
+};
+
+// Limits on a rule set; beyond them compile() rejects rules rather than slowing every response.
+inline constexpr size_t kMaxSubstitutionRules = 64;
+inline constexpr size_t kMaxPatternBytes = 4096;
+inline constexpr size_t kMaxReplacementBytes = 16384;
+
+class RuleSet;
+
+struct CompileResult {
+  // The valid rules, in their original order; null when no rule is valid.
+  std::shared_ptr<const RuleSet> rules;
+  // One entry per rejected rule, in order. Rejected rules are left out; the others still apply.
+  std::vector<RuleError> errors;
+};
+
+// Checks one rule on its own; returns the reason it would be rejected, or nullopt when valid.
+std::optional<std::string> validate_rule(const SubstitutionRule& rule);
+
+class RuleSet {
+ public:
+  static CompileResult compile(const std::vector<SubstitutionRule>& rules);
+
+  // A piece of a replacement: literal text, or a group (0 is the whole match).
+  struct Piece {
+    std::string literal;
+    int group = -1;  // -1: literal
+  };
+
+  struct Rule {
+    size_t source_index = 0;  // index in the list given to compile()
+    std::unique_ptr<RE2> re;  // longest-match, the rule's own flags
+    std::vector<Piece> replacement;
+    int max_group = 0;  // highest $n used; 0 means no capture groups are computed
+  };
+
+  size_t size() const { return rules_.size(); }
+  const Rule& rule(size_t i) const { return rules_[i]; }
+
+  // Every rule joined by '|', leftmost-longest: finds where the next match starts and ends.
+  const RE2& combined() const { return *combined_; }
+  // The union of the rules' prefix closures (prefix_regex.h) followed by \z, searched
+  // unanchored: the leftmost position whose text up to the window's end can still grow into a
+  // match once more bytes arrive. RE2 runs this backwards from the end.
+  const RE2& viable_tail() const { return *viable_tail_; }
+  // False when some rule's prefix closure could not be derived; the stream then treats every
+  // held position as possibly growing (correct, but bytes wait for the end or the buffer limit).
+  bool exact_prefixes() const { return exact_prefixes_; }
+
+  // Appends the replacement for the match [start, end) of rule `index` in `text` (bytes before
+  // `start` and after `end` are the context for assertions such as \b).
+  void expand(size_t index, std::string_view text, size_t start, size_t end,
+              std::string* out) const;
+
+  // The leftmost-longest match of any rule in text[from, size) (bytes before `from` are context):
+  // its start and end. With a prefilter (every rule starts with a literal), RE2 runs only where
+  // some rule's literal is; otherwise the joined pattern searches the whole range.
+  bool find(std::string_view text, size_t from, size_t* start, size_t* end) const;
+  bool prefiltered() const { return !literals_.empty(); }
+
+  // Which rule produced the match [start, end): the earliest one that matches exactly there.
+  size_t rule_for(std::string_view text, size_t start, size_t end) const;
+
+ private:
+  RuleSet() = default;
+  void build_prefilter(const std::vector<SubstitutionRule>& valid);
+  size_t next_candidate(std::string_view text, size_t from) const;
+
+  // A rule's literal prefix and the offset of its rarest byte, which the scan looks for.
+  struct Literal {
+    std::string bytes;
+    bool fold = false;
+    size_t offset = 0;
+  };
+
+  std::vector<Rule> rules_;
+  std::unique_ptr<RE2> combined_;
+  std::unique_ptr<RE2> viable_tail_;
+  bool exact_prefixes_ = true;
+  std::vector<Literal> literals_;       // empty: no prefilter
+  std::vector<uint16_t> by_byte_[256];  // literals whose rare byte this is
+  bool scan_[256] = {};
+  size_t max_offset_ = 0;
+};
+
+}  // namespace tidegate::dataplane::filters

@@ -1,0 +1,167 @@
+#include "filters/substitution/stream.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tidegate::dataplane::filters {
+namespace {
+
+// How many bytes at the end of text[from, size) form an incomplete UTF-8 sequence. RE2 matches
+// whole characters, so a rule cannot be asked about half a character: those bytes are held.
+size_t incomplete_utf8_tail(std::string_view text, size_t from) {
+  const size_t n = text.size();
+  for (size_t j = n; j > from && n - j < 3;) {
+    --j;
+    const auto b = static_cast<unsigned char>(text[j]);
+    if ((b & 0xc0) == 0x80) continue;  // continuation byte: look further back
+    if (b < 0xc0) return 0;
+    const size_t need = b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+    return n - j < need ? n - j : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+SubstitutionStream::SubstitutionStream(std::shared_ptr<const RuleSet> rules, std::string* out,
+                                       SubstitutionStreamOptions options)
+    : rules_(std::move(rules)), out_(out), options_(options) {
+  options_.max_buffer = std::max<size_t>(options_.max_buffer, 16);
+}
+
+void SubstitutionStream::write(std::string_view data) {
+  if (finished_) return;
+  stats_.bytes_in += data.size();
+  if (!rules_) {
+    out_->append(data);
+    stats_.bytes_out += data.size();
+    return;
+  }
+  buf_.append(data);
+}
+
+void SubstitutionStream::finish() { finished_ = true; }
+
+bool SubstitutionStream::process(size_t max_bytes) {
+  if (done_) return false;
+  const size_t reveal = std::min(buf_.size() - visible_, max_bytes);
+  visible_ += reveal;
+  const bool final = finished_ && visible_ == buf_.size();
+  if (rules_) run(final);
+  if (final) {
+    done_ = true;
+    buf_.clear();
+    buf_.shrink_to_fit();
+    start_ = visible_ = 0;
+    return false;
+  }
+  compact();
+  return visible_ < buf_.size() || finished_;
+}
+
+void SubstitutionStream::run(bool final) {
+  const std::string_view text(buf_.data(), visible_);
+  step(text, final);
+  if (!final && visible_ - start_ > options_.max_buffer) {
+    overflow(text);
+    step(text, false);
+  }
+}
+
+// The core loop. A match found in the window is final when no position from the first held
+// byte up to and including its start can still grow into a match with more input (such a
+// position could start an earlier or a longer match). Bytes before the leftmost position that can
+// still grow are final too. Everything from there waits for the next chunk.
+void SubstitutionStream::step(std::string_view text, bool final) {
+  const size_t end = text.size();
+  // The leftmost position >= start_ that can still grow. It only depends on the window's end, so
+  // it stays valid while matches are committed before it.
+  size_t grow = 0;
+  bool grow_known = false;
+  while (start_ < end) {
+    size_t s = 0, e = 0;
+    const bool found = search(text, start_, &s, &e);
+    if (final) {
+      if (!found) break;
+      commit(text, s, e);
+      continue;
+    }
+    if (!grow_known || grow < start_) {
+      grow = leftmost_viable(text, start_);
+      grow_known = true;
+    }
+    // A match reaching the window's end saw no byte after it (for \b or $) and may grow; it is
+    // also viable, so `s < grow` already excludes it. The test on `e` is belt and braces.
+    if (found && s < grow && e < end) {
+      commit(text, s, e);
+      continue;
+    }
+    const size_t hold = found ? std::min(grow, s) : grow;
+    emit(text, start_, hold);
+    start_ = hold;
+    return;
+  }
+  emit(text, start_, end);
+  start_ = end;
+}
+
+// More than max_buffer bytes are held: give up the candidates in the older half of the window.
+// Complete matches found there are still replaced (though a longer one might have come); the
+// rest goes out unmodified. Releasing half the window at a time keeps the work linear.
+void SubstitutionStream::overflow(std::string_view text) {
+  const size_t end = text.size();
+  const size_t release_to = end - options_.max_buffer / 2;
+  while (start_ < release_to) {
+    size_t s = 0, e = 0;
+    if (!search(text, start_, &s, &e) || s >= release_to || e >= end) break;
+    commit(text, s, e);
+  }
+  if (start_ < release_to) {
+    emit(text, start_, release_to);
+    start_ = release_to;
+    ++stats_.forced_releases;
+  }
+}
+
+bool SubstitutionStream::search(std::string_view text, size_t from, size_t* start,
+                                size_t* end) const {
+  return rules_->find(text, from, start, end);
+}
+
+size_t SubstitutionStream::leftmost_viable(std::string_view text, size_t from) const {
+  const size_t limit = text.size() - incomplete_utf8_tail(text, from);
+  if (from >= limit) return from;
+  re2::StringPiece m;
+  if (!rules_->viable_tail().Match(text.substr(0, limit), from, limit, RE2::UNANCHORED, &m, 1)) {
+    return limit;  // not reached: the empty prefix is always viable at `limit`
+  }
+  return static_cast<size_t>(m.data() - text.data());
+}
+
+void SubstitutionStream::emit(std::string_view text, size_t from, size_t to) {
+  if (to <= from) return;
+  out_->append(text.data() + from, to - from);
+  stats_.bytes_out += to - from;
+}
+
+void SubstitutionStream::commit(std::string_view text, size_t start, size_t end) {
+  emit(text, start_, start);
+  const size_t before = out_->size();
+  rules_->expand(rules_->rule_for(text, start, end), text, start, end, out_);
+  stats_.bytes_out += out_->size() - before;
+  ++stats_.replacements;
+  start_ = end;
+}
+
+// Drops emitted bytes but the last one (the context for assertions at start_). Only when they
+// are at least half the buffer, so that slicing a large write does not move it again and again.
+void SubstitutionStream::compact() {
+  if (start_ <= 1) return;
+  const size_t drop = start_ - 1;
+  if (drop < buf_.size() / 2) return;
+  buf_.erase(0, drop);
+  start_ -= drop;
+  visible_ -= drop;
+}
+
+}  // namespace tidegate::dataplane::filters

@@ -1,0 +1,100 @@
+#pragma once
+// Applies a RuleSet to one response body as it streams through (issue #5).
+//
+// Usage, per response:
+//   SubstitutionStream s(rules, &out);
+//   for each chunk: s.feed(chunk); send and clear `out`;
+//   s.end(); send `out`.
+// Or, to share a worker fairly with other requests: write() a chunk, then call process(64 KiB)
+// until it returns false, yielding to the event loop between calls.
+//
+// Semantics (docs/substitutions.md): all rules in one pass as a tokenizer — leftmost match
+// start wins, then the longest match, then the earlier rule; global; output never rescanned.
+// Streaming gives the same output as running the rules over the whole body at once, as long as no
+// match candidate grows longer than `max_buffer`: such a candidate is given up (its bytes go out
+// unmodified) and counted in stats().forced_releases.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "filters/substitution/rule_set.h"
+
+namespace tidegate::dataplane::filters {
+
+inline constexpr size_t kDefaultSubstitutionMaxBuffer = 64 * 1024;
+
+struct SubstitutionStreamOptions {
+  // The most bytes held back waiting to learn whether they start a match (the
+  // tidegate.io/substitution-max-buffer annotation). Memory per response stays below this plus
+  // the input not yet processed.
+  size_t max_buffer = kDefaultSubstitutionMaxBuffer;
+};
+
+struct SubstitutionStreamStats {
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint64_t replacements = 0;
+  // Times held bytes went out unmodified because a candidate outgrew max_buffer.
+  uint64_t forced_releases = 0;
+};
+
+class SubstitutionStream {
+ public:
+  // Output is appended to *out, which the caller drains (sends, then clears) as it likes; it
+  // must outlive the stream. A null `rules` passes the body through unchanged.
+  SubstitutionStream(std::shared_ptr<const RuleSet> rules, std::string* out,
+                     SubstitutionStreamOptions options = {});
+
+  // Queues input without processing it.
+  void write(std::string_view data);
+  // Marks the end of the body; the next process() call flushes everything.
+  void finish();
+  // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
+  // while queued input remains or the end has not been flushed: call again, after yielding.
+  bool process(size_t max_bytes);
+
+  // write() + process() of everything.
+  void feed(std::string_view data) {
+    write(data);
+    process(std::numeric_limits<size_t>::max());
+  }
+  // finish() + process() of everything. After this, *out holds the rest of the body.
+  void end() {
+    finish();
+    process(std::numeric_limits<size_t>::max());
+  }
+
+  // Bytes received but not yet emitted (held back or queued).
+  size_t pending_bytes() const { return buf_.size() - start_; }
+  bool done() const { return done_; }
+  const SubstitutionStreamStats& stats() const { return stats_; }
+
+ private:
+  void run(bool final);
+  void step(std::string_view text, bool final);
+  void overflow(std::string_view text);
+  bool search(std::string_view text, size_t from, size_t* start, size_t* end) const;
+  size_t leftmost_viable(std::string_view text, size_t from) const;
+  void emit(std::string_view text, size_t from, size_t to);
+  void commit(std::string_view text, size_t start, size_t end);
+  void compact();
+
+  std::shared_ptr<const RuleSet> rules_;
+  std::string* out_;
+  SubstitutionStreamOptions options_;
+  // buf_[0, start_) is already emitted (at most one byte is kept: the context that assertions
+  // such as \b and (?m)^ look at); [start_, visible_) is held back; [visible_, size) is queued.
+  // Position 0 is the start of the body until the first compaction.
+  std::string buf_;
+  size_t start_ = 0;
+  size_t visible_ = 0;
+  bool finished_ = false;
+  bool done_ = false;
+  SubstitutionStreamStats stats_;
+};
+
+}  // namespace tidegate::dataplane::filters

@@ -1,0 +1,473 @@
+// The substitution engine (dataplane/filters/substitution/): fixed cases for each semantic rule,
+// the streaming edge cases, rule validation, and a differential property test against the
+// non-streaming reference in fuzz/targets/substitution.h.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../../fuzz/targets/substitution.h"
+#include "filters/substitution/prefix_regex.h"
+#include "filters/substitution/rule_set.h"
+#include "filters/substitution/stream.h"
+
+namespace tidegate::dataplane::filters {
+namespace {
+
+using Rules = std::vector<SubstitutionRule>;
+
+std::shared_ptr<const RuleSet> compile_ok(const Rules& rules) {
+  CompileResult r = RuleSet::compile(rules);
+  for (const auto& e : r.errors) ADD_FAILURE() << e.message;
+  return r.rules;
+}
+
+// The body in the given pieces.
+std::string run_pieces(const std::shared_ptr<const RuleSet>& set,
+                       const std::vector<std::string_view>& pieces,
+                       SubstitutionStreamOptions options = {},
+                       SubstitutionStreamStats* stats = nullptr) {
+  std::string out;
+  SubstitutionStream s(set, &out, options);
+  for (auto p : pieces) s.feed(p);
+  s.end();
+  if (stats) *stats = s.stats();
+  return out;
+}
+
+// Every split of `body` into two pieces and into single bytes gives `want`.
+void expect_all_splits(const Rules& rules, std::string_view body, const std::string& want) {
+  auto set = compile_ok(rules);
+  ASSERT_NE(set, nullptr);
+  EXPECT_EQ(run_pieces(set, {body}), want);
+  for (size_t i = 0; i <= body.size(); ++i) {
+    EXPECT_EQ(run_pieces(set, {body.substr(0, i), body.substr(i)}), want) << "split at " << i;
+  }
+  std::vector<std::string_view> bytes;
+  for (size_t i = 0; i < body.size(); ++i) bytes.push_back(body.substr(i, 1));
+  EXPECT_EQ(run_pieces(set, bytes), want) << "byte by byte";
+}
+
+TEST(SubstitutionSemanticsTest, LeftmostStartWins) {
+  expect_all_splits({{"cd", "1", ""}, {"bcde", "2", ""}}, "abcdef", "a2f");
+  expect_all_splits({{"bcde", "2", ""}, {"cd", "1", ""}}, "abcdef", "a2f");
+}
+
+TEST(SubstitutionSemanticsTest, LongestAtTheSameStartWins) {
+  expect_all_splits({{"ab", "1", ""}, {"abc", "2", ""}}, "abcabx", "21x");
+  expect_all_splits({{"a[a-z]*", "W", ""}, {"abc", "2", ""}}, "abcd abc", "W W");
+}
+
+TEST(SubstitutionSemanticsTest, EqualLengthEarlierRuleWins) {
+  expect_all_splits({{"a.c", "1", ""}, {"ab.", "2", ""}}, "abc", "1");
+  expect_all_splits({{"ab.", "2", ""}, {"a.c", "1", ""}}, "abc", "2");
+}
+
+TEST(SubstitutionSemanticsTest, GlobalAndResumesAfterTheMatch) {
+  expect_all_splits({{"aa", "X", ""}}, "aaaaa", "XXa");
+  expect_all_splits({{"foo", "bar", ""}}, "foo foo foofoo", "bar bar barbar");
+}
+
+TEST(SubstitutionSemanticsTest, ReplacementsAreNotRescanned) {
+  expect_all_splits({{"a", "aa", ""}}, "aba", "aabaa");
+  expect_all_splits({{"a", "b", ""}, {"b", "c", ""}}, "ab", "bc");
+  expect_all_splits({{"x", "y", ""}, {"yy", "z", ""}}, "xx yy", "yy z");
+}
+
+TEST(SubstitutionSemanticsTest, GroupsWholeMatchAndDollars) {
+  expect_all_splits({{R"((\w+)@(\w+)\.com)", "$2 at $1", ""}}, "mail bob@ex.com now",
+                    "mail ex at bob now");
+  expect_all_splits({{"b+", "[$&]", ""}}, "abbbc", "a[bbb]c");
+  expect_all_splits({{"usd", "$$", ""}}, "10 usd", "10 $");
+  expect_all_splits({{"x", "$x$", ""}}, "x", "$x$");
+  expect_all_splits({{"(a)|(b)", "<$1|$2>", ""}}, "ab", "<a|><|b>");
+  expect_all_splits({{"(a)(b)(c)(d)(e)(f)(g)(h)(i)", "$9$1", ""}}, "abcdefghi", "ia");
+}
+
+TEST(SubstitutionSemanticsTest, CaseInsensitiveFlag) {
+  expect_all_splits({{"hello", "bye", "i"}}, "Hello HELLO hello hElLo", "bye bye bye bye");
+  expect_all_splits({{"hello", "bye", ""}}, "Hello hello", "Hello bye");
+  expect_all_splits({{"(?i)ab|cd", "X", ""}}, "AB CD", "X X");  // (?i) spans the '|'
+}
+
+// RE2 20220601 loses "B" from `[ab]|[bB]` (google/re2#467); one rule must not hide another.
+TEST(SubstitutionSemanticsTest, RulesDoNotMergeInsideRe2) {
+  expect_all_splits({{"[ab]", "Y", ""}, {"b", "<$&>", "i"}}, "aBb", "Y<B>Y");
+  expect_all_splits({{"0A", "1", ""}, {"0[aA]", "2", ""}}, "0a0A", "21");
+}
+
+TEST(SubstitutionSemanticsTest, WordBoundariesAcrossChunks) {
+  expect_all_splits({{R"(\bcat\b)", "dog", ""}}, "cat concat cats cat", "dog concat cats dog");
+  expect_all_splits({{R"(\Bcat)", "X", ""}}, "cat concat", "cat conX");
+}
+
+TEST(SubstitutionSemanticsTest, StartAndEndOfBody) {
+  expect_all_splits({{"^<a", "S", ""}}, "<a<a", "S<a");
+  expect_all_splits({{"end$", "E", ""}}, "end end", "end E");
+  expect_all_splits({{"(?m)^x", "L", ""}}, "x\nx x\n", "L\nL x\n");
+}
+
+TEST(SubstitutionSemanticsTest, Utf8SplitInsideACharacter) {
+  expect_all_splits({{"é+", "e", ""}, {"[^a-z ]", "?", ""}}, "café ééé ñ x", "cafe e ? x");
+  expect_all_splits({{"ÉTÉ", "summer", "i"}}, "été", "summer");
+}
+
+TEST(SubstitutionStreamTest, MatchesAcrossChunkBoundaries) {
+  const Rules rules = {{R"(example\.com)", "clone.org", ""}, {"UA-[0-9]+-[0-9]+", "UA-0-0", ""}};
+  expect_all_splits(rules, "<a href=\"https://example.com/x\">UA-1234-56</a> example.co",
+                    "<a href=\"https://clone.org/x\">UA-0-0</a> example.co");
+}
+
+TEST(SubstitutionStreamTest, ReleasesBytesThatCannotStartAMatch) {
+  std::string out;
+  SubstitutionStream s(compile_ok({{"world", "W", ""}}), &out);
+  s.feed("hello wor");
+  EXPECT_EQ(out, "hello ");  // "wor" may still become "world"
+  EXPECT_EQ(s.pending_bytes(), 3u);
+  s.feed("ld and wxyz");
+  EXPECT_EQ(out, "hello W and wxyz");
+  EXPECT_EQ(s.pending_bytes(), 0u);
+  s.end();
+  EXPECT_EQ(out, "hello W and wxyz");
+}
+
+TEST(SubstitutionStreamTest, HoldsAnOpenCandidateUntilItResolves) {
+  std::string out;
+  SubstitutionStream s(compile_ok({{"<a [^>]*>", "<A>", ""}}), &out);
+  s.feed("x <a href=");
+  EXPECT_EQ(out, "x ");
+  s.feed("\"y\" ");
+  EXPECT_EQ(out, "x ");
+  s.feed("> z");
+  EXPECT_EQ(out, "x <A> z");
+}
+
+TEST(SubstitutionStreamTest, CandidateLongerThanTheBufferIsReleasedAndCounted) {
+  auto set = compile_ok({{"<a [^>]*>", "<A>", ""}});
+  const std::string longer = "<a " + std::string(300, 'x') + ">";
+  SubstitutionStreamStats stats;
+  std::vector<std::string_view> pieces;
+  const std::string body = "1 " + longer + " 2 <a b> 3";
+  for (size_t i = 0; i < body.size(); i += 10)
+    pieces.push_back(std::string_view(body).substr(i, 10));
+  const std::string got = run_pieces(set, pieces, {64}, &stats);
+  EXPECT_EQ(got, "1 " + longer + " 2 <A> 3");
+  EXPECT_GE(stats.forced_releases, 1u);
+
+  // Memory stays bounded while it streams.
+  std::string out;
+  SubstitutionStream s(set, &out, {64});
+  s.feed("<a ");
+  for (int i = 0; i < 1000; ++i) {
+    s.feed("yyyyyyyyyy");
+    EXPECT_LE(s.pending_bytes(), 64u + 10u);
+  }
+  s.feed("> <a q>");
+  s.end();
+  EXPECT_EQ(out.substr(out.size() - 4), " <A>");
+  EXPECT_GE(s.stats().forced_releases, 1u);
+
+  // With the default buffer the same body is replaced whole, and nothing is counted.
+  EXPECT_EQ(run_pieces(set, pieces, {}, &stats), "1 <A> 2 <A> 3");
+  EXPECT_EQ(stats.forced_releases, 0u);
+}
+
+TEST(SubstitutionStreamTest, ProcessInSlicesForFairness) {
+  auto set = compile_ok({{"ab", "X", ""}});
+  const std::string body(10000, 'a');
+  std::string bodyab;
+  for (int i = 0; i < 5000; ++i) bodyab += "ab";
+  std::string out;
+  SubstitutionStream s(set, &out);
+  s.write(bodyab);
+  int calls = 0;
+  while (s.process(1000)) {
+    ++calls;
+    EXPECT_LE(out.size(), 1000u * calls);  // work per call is bounded by the slice
+  }
+  EXPECT_GE(calls, 9);
+  EXPECT_FALSE(s.done());
+  s.finish();
+  EXPECT_FALSE(s.process(1000));
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(out, std::string(5000, 'X'));
+  EXPECT_EQ(s.stats().replacements, 5000u);
+  EXPECT_EQ(s.stats().bytes_in, 10000u);
+  EXPECT_EQ(s.stats().bytes_out, 5000u);
+}
+
+TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
+  std::string out;
+  SubstitutionStream s(nullptr, &out);
+  s.feed("abc");
+  s.end();
+  EXPECT_EQ(out, "abc");
+}
+
+TEST(SubstitutionRulesTest, InvalidRulesAreRejectedWithTheirIndex) {
+  const Rules rules = {
+      {"ok", "fine", ""},       // 0
+      {"(a", "x", ""},          // 1 syntax
+      {"(?=a)b", "x", ""},      // 2 lookahead
+      {"(a)\\1", "x", ""},      // 3 backreference
+      {"a*", "x", ""},          // 4 empty match
+      {"\\b", "x", ""},         // 5 empty match in context
+      {"x?|y", "x", ""},        // 6 empty match
+      {"a", "$2", ""},          // 7 group out of range
+      {"a", "x", "g"},          // 8 unknown flag
+      {"", "x", ""},            // 9 empty
+      {"(?<!a)b", "x", ""},     // 10 lookbehind
+      {"fine(r)?", "$1", "i"},  // 11
+  };
+  CompileResult r = RuleSet::compile(rules);
+  ASSERT_NE(r.rules, nullptr);
+  ASSERT_EQ(r.rules->size(), 2u);
+  EXPECT_EQ(r.rules->rule(0).source_index, 0u);
+  EXPECT_EQ(r.rules->rule(1).source_index, 11u);
+  std::vector<size_t> indexes;
+  for (const auto& e : r.errors) {
+    indexes.push_back(e.index);
+    EXPECT_NE(e.message.find("rule " + std::to_string(e.index) + " "), std::string::npos)
+        << e.message;
+  }
+  EXPECT_EQ(indexes, (std::vector<size_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  auto message = [&](size_t index) {
+    for (const auto& e : r.errors) {
+      if (e.index == index) return e.message;
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(1).find("missing )"), std::string::npos) << message(1);
+  EXPECT_NE(message(2).find("lookahead"), std::string::npos) << message(2);
+  EXPECT_NE(message(3).find("backreference"), std::string::npos) << message(3);
+  EXPECT_NE(message(4).find("empty string"), std::string::npos) << message(4);
+  EXPECT_NE(message(5).find("empty string"), std::string::npos) << message(5);
+  EXPECT_NE(message(7).find("$2"), std::string::npos) << message(7);
+  EXPECT_NE(message(8).find("flags"), std::string::npos) << message(8);
+  EXPECT_NE(message(10).find("lookbehind"), std::string::npos) << message(10);
+  EXPECT_FALSE(validate_rule({"ok", "$$", "i"}).has_value());
+  EXPECT_TRUE(validate_rule({"a|", "x", ""}).has_value());
+  EXPECT_EQ(RuleSet::compile({{"a*", "x", ""}}).rules, nullptr);
+}
+
+TEST(SubstitutionRulesTest, OnlyRulesThatUseGroupsComputeThem) {
+  auto set = compile_ok({{"(a)b", "x", ""}, {"(c)d", "$1", ""}, {"e", "$&", ""}});
+  EXPECT_EQ(set->rule(0).max_group, 0);
+  EXPECT_EQ(set->rule(1).max_group, 1);
+  EXPECT_EQ(set->rule(2).max_group, 0);
+}
+
+TEST(SubstitutionPrefixTest, PrefixPatternsAcceptEveryPrefix) {
+  struct Case {
+    const char* pattern;
+    std::vector<const char*> matches;
+  };
+  const std::vector<Case> cases = {
+      {"abc", {"abc"}},
+      {R"(a(b|cd)*e)", {"abcdbe", "ae"}},
+      {"x{2,4}y", {"xxxxy", "xxy"}},
+      {R"(\Qa.b\E+c)", {"a.bbbc"}},
+      {"(?i)ab|cd", {"AB", "Cd"}},
+      {R"((?P<n>[^>]*)>)", {"qq>"}},
+      {R"(\x{41}\p{L}[[:digit:]\]]é)", {"AZ]é", "Aé9é"}},
+      {"a{,2}", {"a{,2}"}},
+  };
+  for (const auto& c : cases) {
+    auto pref = prefix_pattern(c.pattern);
+    ASSERT_TRUE(pref.has_value()) << c.pattern;
+    RE2 re(*pref);
+    ASSERT_TRUE(re.ok()) << c.pattern << " => " << *pref << ": " << re.error();
+    RE2 orig(c.pattern);
+    for (const std::string m : c.matches) {
+      ASSERT_TRUE(RE2::FullMatch(m, orig)) << c.pattern << " " << m;
+      for (size_t n = 0; n <= m.size(); ++n) {
+        // Prefixes that cut a UTF-8 character are the stream's business, not the pattern's.
+        if (n < m.size() && (static_cast<unsigned char>(m[n]) & 0xc0) == 0x80) continue;
+        EXPECT_TRUE(RE2::FullMatch(m.substr(0, n), re))
+            << c.pattern << " prefix " << m.substr(0, n);
+      }
+    }
+  }
+  EXPECT_FALSE(RE2::FullMatch("b", RE2(*prefix_pattern("abc"))));
+  EXPECT_FALSE(RE2::FullMatch("abca", RE2(*prefix_pattern("abc"))));
+}
+
+// ---- the differential property test ----
+
+std::string random_atom(std::mt19937& rng) {
+  static const std::vector<std::string> kAtoms = {
+      "a",     "b", "c",     "ab",       "ba",    " ",   "é",     "[ab]", "[^a ]", R"(\w)",
+      R"(\s)", ".", "[a-c]", "(?:a|bc)", "(a|b)", "(b)", R"(\.)", "<",    ">",     "[^>]"};
+  return kAtoms[rng() % kAtoms.size()];
+}
+
+std::string random_pattern(std::mt19937& rng) {
+  std::string p;
+  if (rng() % 10 == 0) p += R"(\b)";
+  if (rng() % 20 == 0) p += "^";
+  const int n = 1 + rng() % 4;
+  for (int i = 0; i < n; ++i) {
+    std::string atom = random_atom(rng);
+    switch (rng() % 8) {
+      case 0:
+        atom += "+";
+        break;
+      case 1:
+        atom += "*";
+        break;
+      case 2:
+        atom += "?";
+        break;
+      case 3:
+        atom += "{1,3}";
+        break;
+      default:
+        break;
+    }
+    p += atom;
+  }
+  if (rng() % 6 == 0) p = "(?:" + p + ")|" + random_atom(rng);
+  if (rng() % 10 == 0) p += R"(\b)";
+  if (rng() % 20 == 0) p += "$";
+  return p;
+}
+
+SubstitutionRule random_rule(std::mt19937& rng) {
+  static const std::vector<std::string> kReplacements = {"X", "$&",   "[$1]", "$$",
+                                                         "",  "<$&>", "$1$1", "Y"};
+  SubstitutionRule r;
+  r.match = random_pattern(rng);
+  r.replace = kReplacements[rng() % kReplacements.size()];
+  if (rng() % 4 == 0) r.flags = "i";
+  if (validate_rule(r).has_value()) r.replace = "X";
+  return r;
+}
+
+std::string random_body(std::mt19937& rng, size_t max_len) {
+  static const std::vector<std::string> kPieces = {"a", "b", "c", "A", "B",  " ",  "é",
+                                                   "É", "<", ">", ".", "\n", "ab", "\xff"};
+  std::string b;
+  const size_t len = rng() % (max_len + 1);
+  while (b.size() < len) b += kPieces[rng() % kPieces.size()];
+  return b;
+}
+
+// Random rule sets from `make_rule`, random bodies, random pieces and (for small bodies) every
+// split: the stream must agree with the reference. Returns the number of rule sets tried.
+template <typename MakeRule>
+size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_prefilter) {
+  std::mt19937 rng(seed);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  size_t rule_sets = 0;
+  for (int round = 0; round < rounds && std::chrono::steady_clock::now() < deadline; ++round) {
+    Rules rules;
+    const int n = 1 + rng() % 4;
+    for (int i = 0; i < n; ++i) {
+      SubstitutionRule r = make_rule(rng);
+      if (!validate_rule(r).has_value()) rules.push_back(r);
+    }
+    if (rules.empty()) continue;
+    CompileResult compiled = RuleSet::compile(rules);
+    EXPECT_NE(compiled.rules, nullptr);
+    EXPECT_TRUE(compiled.errors.empty());
+    if (!compiled.rules) return rule_sets;
+    EXPECT_TRUE(compiled.rules->exact_prefixes());
+    if (want_prefilter) {
+      EXPECT_TRUE(compiled.rules->prefiltered()) << rules[0].match;
+    }
+    ++rule_sets;
+    std::string description;
+    for (const auto& r : rules) description += r.match + " -> " + r.replace + " /" + r.flags + "\n";
+    for (int b = 0; b < 4; ++b) {
+      const std::string body = random_body(rng, b == 0 ? 12 : 60);
+      const std::string want = fuzz::detail::reference_substitute(rules, body);
+      std::vector<std::string_view> pieces;
+      for (size_t pos = 0; pos < body.size();) {
+        const size_t len = std::min<size_t>(body.size() - pos, 1 + rng() % 8);
+        pieces.push_back(std::string_view(body).substr(pos, len));
+        pos += len;
+      }
+      EXPECT_EQ(run_pieces(compiled.rules, pieces), want)
+          << description << "body: " << fuzz::escape(body);
+      if (body.size() > 12) continue;
+      for (size_t i = 0; i <= body.size(); ++i) {
+        EXPECT_EQ(run_pieces(compiled.rules, {std::string_view(body).substr(0, i),
+                                              std::string_view(body).substr(i)}),
+                  want)
+            << description << "body: " << fuzz::escape(body) << " split at " << i;
+      }
+      std::vector<std::string_view> bytes;
+      for (size_t i = 0; i < body.size(); ++i) bytes.push_back(std::string_view(body).substr(i, 1));
+      EXPECT_EQ(run_pieces(compiled.rules, bytes), want)
+          << description << "body: " << fuzz::escape(body) << " byte by byte";
+      if (::testing::Test::HasFailure()) return rule_sets;
+    }
+  }
+  return rule_sets;
+}
+
+TEST(SubstitutionPropertyTest, StreamingEqualsTheReference) {
+  EXPECT_GE(differential(20240605, 1200, random_rule, false), 200u);
+}
+
+// Rules that all start with a literal, so that the literal prefilter is the one searching.
+TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
+  auto literal_rule = [](std::mt19937& rng) {
+    static const std::vector<std::string> kLiterals = {"a",   "ab",     "b",  "é",     "<a",   "A",
+                                                       "\\.", "(?:ab)", "c+", "\\bab", "(?i)b"};
+    SubstitutionRule r = random_rule(rng);
+    std::string literal = kLiterals[rng() % kLiterals.size()];
+    if (literal == "é" && r.flags == "i") literal = "a";  // folded literals are ASCII only
+    r.match = literal + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
+    if (validate_rule(r).has_value()) r.replace = "X";
+    return r;
+  };
+  EXPECT_GE(differential(77, 1200, literal_rule, true), 200u);
+}
+
+TEST(SubstitutionPrefixTest, LiteralPrefixes) {
+  EXPECT_EQ(literal_prefix(R"(example\.com)", false).bytes, "example.com");
+  EXPECT_EQ(literal_prefix(R"(\bcat\b)", false).bytes, "cat");
+  EXPECT_EQ(literal_prefix("UA-[0-9]+", false).bytes, "UA-");
+  EXPECT_EQ(literal_prefix("ab+c", false).bytes, "ab");
+  EXPECT_EQ(literal_prefix("(?:ab)c", false).bytes, "abc");
+  EXPECT_EQ(literal_prefix("javascript", true).bytes, "java");  // s folds to U+017F
+  EXPECT_TRUE(literal_prefix("(?i)abc", false).fold);
+  EXPECT_EQ(literal_prefix("a|b", false).bytes, "");
+  EXPECT_EQ(literal_prefix("[ab]c", false).bytes, "");
+  EXPECT_EQ(literal_prefix("a?b", false).bytes, "");
+  EXPECT_EQ(literal_prefix("k", true).bytes, "");  // k folds to KELVIN SIGN
+  EXPECT_EQ(literal_prefix("ab(?i)c", false).bytes, "ab");
+}
+
+TEST(SubstitutionSemanticsTest, PrefilterKeepsUnicodeFolding) {
+  // (?i)k matches KELVIN SIGN (U+212A) and (?i)s LONG S (U+017F) in RE2: a byte prefilter on
+  // ASCII letters must not skip them.
+  expect_all_splits({{"kelvin", "K", "i"}, {"sun", "S", "i"}}, "\u212Aelvin \u017Fun", "K S");
+}
+
+// Seeds for the fuzz target are replayed by tests/fuzz_replay_test.cc too; this keeps the
+// substitution seeds checked even when that file's target list changes.
+TEST(SubstitutionFuzzSeedsTest, CorpusPasses) {
+  namespace fs = std::filesystem;
+  size_t files = 0;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(TIDEGATE_SOURCE_DIR) / "fuzz" / "corpus" / "substitution")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string input((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(fuzz::run_substitution(reinterpret_cast<const uint8_t*>(input.data()), input.size()),
+              "")
+        << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 10u);
+}
+
+}  // namespace
+}  // namespace tidegate::dataplane::filters
