@@ -1,14 +1,19 @@
-// tidegate-controller: reads Kubernetes objects (a folder of manifests for now), translates them
-// into the routing model and keeps the data plane in sync over its control socket.
+// tidegate-controller: reads Kubernetes objects (from the API server, or a folder of manifests),
+// translates them into the routing model and keeps the data plane in sync over its control socket.
 
 #include <signal.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <set>
 #include <thread>
 
 #include "cli/flags.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/kube_source.h"
 #include "log/log.h"
 #include "push/pusher.h"
 #include "source/manifest_loader.h"
@@ -23,10 +28,19 @@ using namespace tidegate::controller;
 namespace {
 
 sync::SyncLoop* g_loop = nullptr;
+std::atomic<bool> g_stop{false};  // a signal before the loop runs (waiting for the first lists)
 
 void on_signal(int) {
   // Only async-signal-safe work here: a flag the loop sees; see main().
+  g_stop = true;
   if (g_loop) g_loop->stop();
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 // Logs each problem once while it persists, rather than on every rebuild.
@@ -46,6 +60,78 @@ class ProblemLog {
   std::set<std::string> seen_;
 };
 
+// The Kubernetes API source: --kubeconfig, or the in-cluster service account when neither source
+// flag is given. Nothing is pushed before every kind's first list: a data plane fed half a
+// cluster would answer 404 for routes that exist.
+int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) {
+  std::string error;
+  std::optional<kube::ClusterConfig> config;
+  const std::string kubeconfig = flags.get("kubeconfig");
+  if (!kubeconfig.empty()) {
+    config = kube::load_kubeconfig(kubeconfig, flags.get("kube-context"), &error);
+  } else if (std::getenv("KUBERNETES_SERVICE_HOST")) {
+    config = kube::load_in_cluster_config(&error);
+  } else {
+    std::cerr << "tidegate-controller: give a source: --manifests DIR or --kubeconfig FILE (or run "
+                 "in a cluster)\n";
+    return 2;
+  }
+  if (!config) {
+    std::cerr << "tidegate-controller: " << error << "\n";
+    return 2;
+  }
+  int idle_s = std::atoi(flags.get("watch-idle-timeout").c_str());
+  if (idle_s <= 0) {
+    std::cerr << "tidegate-controller: --watch-idle-timeout: a positive number of seconds\n";
+    return 2;
+  }
+  kube::RestClientOptions client_options;
+  client_options.idle_timeout = std::chrono::seconds(idle_s);
+  kube::KubeSourceOptions source_options;
+  source_options.watch_namespace = flags.get("watch-namespace");
+  translate::TranslateOptions translate_options{class_options.ingress_class,
+                                                class_options.controller_name};
+  TG_INFO("controller", "watching the API server at "
+                            << config->describe() << " for class " << class_options.ingress_class
+                            << (source_options.watch_namespace.empty()
+                                    ? std::string(" in all namespaces")
+                                    : " in namespace " + source_options.watch_namespace)
+                            << "; data plane at " << flags.get("dataplane-socket"));
+
+  push::Pusher pusher(std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
+  ProblemLog problems;
+  std::unique_ptr<kube::KubeSource> source;
+  auto build = [&]() {
+    auto result = source->with_store(
+        [&](const store::Store& s) { return translate::translate(s, translate_options); });
+    std::set<std::string> lines;
+    for (const auto& d : result.diagnostics) lines.insert(translate::to_string(d));
+    problems.report(std::move(lines));
+    return std::move(result.config);
+  };
+  sync::SyncLoop loop(build, pusher);
+  source = std::make_unique<kube::KubeSource>(
+      std::make_unique<kube::RestClient>(*config, client_options), class_options, source_options,
+      [&loop] { loop.notify(); });
+  install_signal_handlers();
+  source->start();
+  auto started = std::chrono::steady_clock::now();
+  while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!g_stop) {
+    TG_INFO("controller", "initial lists complete in "
+                              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count()
+                              << " ms; syncing the data plane");
+    g_loop = &loop;
+    if (!g_stop) loop.run();
+    g_loop = nullptr;
+  }
+  source->stop();
+  TG_INFO("controller", "stopped");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,8 +139,13 @@ int main(int argc, char** argv) {
   cli::Flags flags;
   flags.define("dataplane-socket", "/tmp/tidegate-control.sock", "the data plane's control socket");
   flags.define("manifests", "", "folder of Kubernetes manifests to read and watch");
-  flags.define("kubeconfig", "", "kubeconfig of the cluster to watch (not built yet)");
-  flags.define("ingress-class", std::string(store::kDefaultIngressClass), "IngressClass name to serve");
+  flags.define("kubeconfig", "", "kubeconfig of the cluster to watch (its current context)");
+  flags.define("kube-context", "", "kubeconfig context to use instead of the current one");
+  flags.define("watch-namespace", "", "watch only this namespace (default: all namespaces)");
+  flags.define("watch-idle-timeout", "150",
+               "seconds without a byte (event or bookmark) before a watch is reconnected");
+  flags.define("ingress-class", std::string(store::kDefaultIngressClass),
+               "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
                "spec.controller value of our IngressClass");
   flags.define("log-level", "info", "debug, info, warn or error");
@@ -69,15 +160,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto& level = flags.get("log-level");
-  log::set_level(level == "debug"  ? log::Level::kDebug
-                 : level == "warn" ? log::Level::kWarn
+  log::set_level(level == "debug"   ? log::Level::kDebug
+                 : level == "warn"  ? log::Level::kWarn
                  : level == "error" ? log::Level::kError
                                     : log::Level::kInfo);
   const std::string dir = flags.get("manifests");
-  if (dir.empty()) {
-    std::cerr << "tidegate-controller: give a source: --manifests DIR (the Kubernetes API source "
-                 "is not built yet)\n";
+  const std::string kubeconfig = flags.get("kubeconfig");
+  if (!dir.empty() && !kubeconfig.empty()) {
+    std::cerr << "tidegate-controller: give one source: --manifests or --kubeconfig\n";
     return 2;
+  }
+  if (dir.empty()) {
+    store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
+    return run_kube(flags, class_options);
   }
   if (!std::filesystem::is_directory(dir)) {
     std::cerr << "tidegate-controller: --manifests " << dir << ": not a folder\n";
@@ -109,10 +204,7 @@ int main(int argc, char** argv) {
   TG_INFO("controller", "watching " << dir << " for class " << class_options.ingress_class
                                     << "; data plane at " << flags.get("dataplane-socket"));
   g_loop = &loop;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  install_signal_handlers();
   loop.run();
   g_loop = nullptr;
   watcher.stop();

@@ -1,0 +1,160 @@
+#include "kube/client.h"
+
+#include <cpprest/containerstream.h>
+#include <cpprest/http_client.h>
+#include <pplx/threadpool.h>
+
+#include "log/log.h"
+
+namespace tidegate::controller::kube {
+
+namespace http = web::http;
+namespace client = web::http::client;
+
+namespace {
+
+// cpprestsdk runs its completions on a shared pool of 40 threads unless told otherwise before
+// first use; a handful is plenty for six connections and keeps the controller's footprint small.
+void init_thread_pool() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      crossplat::threadpool::initialize_with_threads(4);
+    } catch (const std::exception&) {
+      // Already initialised by someone else: fine.
+    }
+  });
+}
+
+std::string describe(const std::exception& e) {
+  std::string what = e.what();
+  return what.empty() ? "request failed" : what;
+}
+
+class RestLineStream : public LineStream {
+ public:
+  RestLineStream(http::http_response response, pplx::cancellation_token_source cts)
+      : response_(std::move(response)), body_(response_.body()), cts_(std::move(cts)) {}
+  ~RestLineStream() override { cancel(); }
+
+  bool next_line(std::string* line, std::string* error) override {
+    error->clear();
+    try {
+      for (;;) {
+        concurrency::streams::container_buffer<std::string> buf;
+        size_t n = body_.read_line(buf).get();
+        if (n == 0 && body_.is_eof()) return false;
+        *line = std::move(buf.collection());
+        if (!line->empty()) return true;
+        // Blank lines carry nothing; keep reading.
+      }
+    } catch (const std::exception& e) {
+      *error = cts_.get_token().is_canceled() ? "" : describe(e);
+      return false;
+    }
+  }
+
+  void cancel() override { cts_.cancel(); }
+
+ private:
+  http::http_response response_;
+  concurrency::streams::istream body_;
+  pplx::cancellation_token_source cts_;
+};
+
+}  // namespace
+
+struct RestClient::Impl {
+  ClusterConfig config;
+  RestClientOptions options;
+
+  client::http_client_config client_config() const {
+    client::http_client_config cfg;
+    // An idle timeout in cpprestsdk's ASIO client: restarted by every read, so it ends a silent
+    // watch, not a long one.
+    cfg.set_timeout(std::chrono::duration_cast<std::chrono::microseconds>(options.idle_timeout));
+    cfg.set_validate_certificates(!config.insecure_skip_tls_verify);
+    cfg.set_ssl_context_callback([ca = config.ca_pem, cert = config.client_cert_pem,
+                                  key = config.client_key_pem](boost::asio::ssl::context& ctx) {
+      // Throws on bad PEM; cpprestsdk turns that into a failed request, which we report.
+      if (!ca.empty()) ctx.add_certificate_authority(boost::asio::buffer(ca.data(), ca.size()));
+      if (!cert.empty()) {
+        ctx.use_certificate_chain(boost::asio::buffer(cert.data(), cert.size()));
+        ctx.use_private_key(boost::asio::buffer(key.data(), key.size()),
+                            boost::asio::ssl::context::pem);
+      }
+    });
+    return cfg;
+  }
+
+  http::http_request make_request(const std::string& method, const std::string& path) const {
+    http::http_request req(method);
+    req.set_request_uri(path);
+    req.headers().add("Accept", "application/json");
+    req.headers().add("User-Agent", "tidegate-controller");
+    std::string error;
+    std::string token = current_token(config, &error);
+    if (!error.empty()) TG_WARN("kube", error);
+    if (!token.empty()) req.headers().add("Authorization", "Bearer " + token);
+    return req;
+  }
+
+  // One http_client per request: a pooled connection to an API server that restarted is dead,
+  // and a watch holds its connection for minutes anyway, so pooling buys little.
+  Response run(http::http_request req) {
+    Response out;
+    try {
+      client::http_client http_client(config.server, client_config());
+      http::http_response resp = http_client.request(std::move(req)).get();
+      out.status = resp.status_code();
+      out.body = resp.extract_utf8string(true).get();
+    } catch (const std::exception& e) {
+      out.status = 0;
+      out.error = describe(e);
+    }
+    return out;
+  }
+};
+
+RestClient::RestClient(ClusterConfig config, RestClientOptions options)
+    : impl_(std::make_unique<Impl>(Impl{std::move(config), options})) {
+  init_thread_pool();
+}
+
+RestClient::~RestClient() = default;
+
+Response RestClient::get(const std::string& path_and_query) {
+  return impl_->run(impl_->make_request(http::methods::GET, path_and_query));
+}
+
+Response RestClient::send(const std::string& method, const std::string& path,
+                          const std::string& body, const std::string& content_type) {
+  auto req = impl_->make_request(method, path);
+  req.set_body(body, content_type);
+  return impl_->run(std::move(req));
+}
+
+std::unique_ptr<LineStream> RestClient::stream(const std::string& path_and_query,
+                                               Response* failed) {
+  try {
+    pplx::cancellation_token_source cts;
+    client::http_client http_client(impl_->config.server, impl_->client_config());
+    http::http_response resp =
+        http_client
+            .request(impl_->make_request(http::methods::GET, path_and_query), cts.get_token())
+            .get();
+    if (resp.status_code() != http::status_codes::OK) {
+      failed->status = resp.status_code();
+      failed->body = resp.extract_utf8string(true).get();
+      return nullptr;
+    }
+    // The response keeps the connection (and the client's internals) alive while we read.
+    return std::make_unique<RestLineStream>(std::move(resp), std::move(cts));
+  } catch (const std::exception& e) {
+    failed->status = 0;
+    failed->error = describe(e);
+    return nullptr;
+  }
+}
+
+}  // namespace tidegate::controller::kube

@@ -1,0 +1,66 @@
+#pragma once
+// The I/O half of the API client. ApiClient is the seam (the reflectors only see it); RestClient
+// implements it on cpprestsdk. Every call is blocking and meant for a reflector's own thread;
+// nothing throws (cpprestsdk does: it is caught here, at the edge).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kube/config.h"
+
+namespace tidegate::controller::kube {
+
+struct Response {
+  int status = 0;  // 0: no HTTP response (connection refused, TLS failure, timeout, cancelled)
+  std::string body;
+  std::string error;  // transport error when status == 0
+};
+
+// One streaming response (a watch), read a line at a time.
+class LineStream {
+ public:
+  virtual ~LineStream() = default;
+  // The next line. false at the end of the stream (the server closed it, or cancel()) or on an
+  // error, with *error set in the latter case (empty on a clean end).
+  virtual bool next_line(std::string* line, std::string* error) = 0;
+  // Any thread: ends a pending next_line().
+  virtual void cancel() = 0;
+};
+
+class ApiClient {
+ public:
+  virtual ~ApiClient() = default;
+  virtual Response get(const std::string& path_and_query) = 0;
+  // A GET whose body is read as it arrives. Returns nullptr and fills *failed when the response
+  // is not a 200 (or there is none).
+  virtual std::unique_ptr<LineStream> stream(const std::string& path_and_query,
+                                             Response* failed) = 0;
+  // A write (PUT, POST, PATCH) with a JSON (or merge-patch) body.
+  virtual Response send(const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& content_type) = 0;
+};
+
+struct RestClientOptions {
+  // No byte from the server for this long ends a request: the stalled-watch detector. Watches see
+  // a bookmark about once a minute, so this is longer than that.
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(150)};
+};
+
+class RestClient : public ApiClient {
+ public:
+  RestClient(ClusterConfig config, RestClientOptions options = {});
+  ~RestClient() override;
+  Response get(const std::string& path_and_query) override;
+  std::unique_ptr<LineStream> stream(const std::string& path_and_query, Response* failed) override;
+  Response send(const std::string& method, const std::string& path, const std::string& body,
+                const std::string& content_type) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tidegate::controller::kube

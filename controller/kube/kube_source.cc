@@ -1,0 +1,180 @@
+#include "kube/kube_source.h"
+
+#include <set>
+
+#include "log/log.h"
+
+namespace tidegate::controller::kube {
+
+using objects::Kind;
+
+KubeSource::KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions class_options,
+                       KubeSourceOptions options, std::function<void()> notify)
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      notify_(std::move(notify)),
+      store_(std::move(class_options)) {
+  for (Kind kind :
+       {Kind::kIngressClass, Kind::kIngress, Kind::kService, Kind::kEndpointSlice, Kind::kSecret}) {
+    reflectors_.push_back(std::make_unique<Reflector>(*client_, kind, options_.watch_namespace,
+                                                      *this, options_.reflector));
+  }
+}
+
+KubeSource::~KubeSource() { stop(); }
+
+void KubeSource::start() {
+  for (auto& r : reflectors_) r->start();
+}
+
+void KubeSource::stop() {
+  for (auto& r : reflectors_) r->stop();
+}
+
+bool KubeSource::synced() const {
+  for (const auto& r : reflectors_) {
+    if (!r->synced()) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// "ns/name" (or "name") back into its parts.
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  auto slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+template <typename Map>
+std::set<std::string> keys_of(const Map& map) {
+  std::set<std::string> keys;
+  for (const auto& [key, _] : map) keys.insert(key);
+  return keys;
+}
+
+}  // namespace
+
+bool KubeSource::secret_referenced(const std::string& namespace_, const std::string& name) const {
+  const std::string prefix = namespace_ + "/";
+  const auto& ingresses = store_.ingresses();
+  for (auto it = ingresses.lower_bound(prefix);
+       it != ingresses.end() && it->first.starts_with(prefix); ++it) {
+    for (const auto& tls : it->second.spec.tls) {
+      if (tls.secret_name == name) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_secrets() {
+  std::vector<std::pair<std::string, std::string>> drop, wanted;
+  for (const auto& [key, secret] : store_.secrets()) {
+    if (!secret_referenced(secret.metadata.namespace_, secret.metadata.name)) {
+      drop.emplace_back(secret.metadata.namespace_, secret.metadata.name);
+    }
+  }
+  for (const auto& [ns, name] : drop) store_.remove(Kind::kSecret, ns, name);
+  std::set<std::string> seen;
+  for (const auto& [key, ingress] : store_.ingresses()) {
+    for (const auto& tls : ingress.spec.tls) {
+      if (tls.secret_name.empty()) continue;
+      std::string k = store::object_key(ingress.metadata.namespace_, tls.secret_name);
+      if (!store_.secrets().contains(k) && seen.insert(k).second) {
+        wanted.emplace_back(ingress.metadata.namespace_, tls.secret_name);
+      }
+    }
+  }
+  return wanted;
+}
+
+void KubeSource::fetch_secrets(const std::vector<std::pair<std::string, std::string>>& wanted) {
+  // Outside the lock: a GET per newly named Secret. A missing one is the translator's to report.
+  for (const auto& [ns, name] : wanted) {
+    Response r = client_->get(resource_path(Kind::kSecret, ns, name));
+    if (r.status != 200) continue;
+    try {
+      auto parsed = objects::parse_secret(YAML::Load(r.body));
+      if (parsed.ok()) upsert(std::move(*parsed.value));
+    } catch (const YAML::Exception&) {
+      // Not logged: the body is a Secret.
+    }
+  }
+}
+
+void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
+  bool changed = false;
+  std::vector<std::pair<std::string, std::string>> wanted;
+  {
+    std::lock_guard lock(mu_);
+    std::set<std::string> before;
+    switch (kind) {
+      case Kind::kIngress:
+        before = keys_of(store_.ingresses());
+        break;
+      case Kind::kIngressClass:
+        before = keys_of(store_.ingress_classes());
+        break;
+      case Kind::kService:
+        before = keys_of(store_.services());
+        break;
+      case Kind::kEndpointSlice:
+        before = keys_of(store_.endpoint_slices());
+        break;
+      case Kind::kSecret:
+        before = keys_of(store_.secrets());
+        break;
+    }
+    for (auto& o : objects) {
+      const auto& meta = objects::meta_of(o);
+      before.erase(
+          store::object_key(kind == Kind::kIngressClass ? "" : meta.namespace_, meta.name));
+      if (kind == Kind::kSecret && !secret_referenced(meta.namespace_, meta.name)) continue;
+      changed |= store_.insert(std::move(o));
+    }
+    for (const auto& key : before) {  // deleted while we were not watching
+      auto [ns, name] = split_key(key);
+      changed |= store_.remove(kind, ns, name);
+    }
+    if (kind == Kind::kIngress) wanted = reconcile_secrets();
+  }
+  fetch_secrets(wanted);
+  if (changed) notify_();
+}
+
+void KubeSource::upsert(objects::Object object) {
+  const Kind kind = objects::kind_of(object);
+  bool changed = false;
+  std::vector<std::pair<std::string, std::string>> wanted;
+  {
+    std::lock_guard lock(mu_);
+    if (kind == Kind::kSecret) {
+      const auto& meta = objects::meta_of(object);
+      if (!secret_referenced(meta.namespace_, meta.name)) {
+        // Not ours to hold; forget an older copy that an Ingress used to name.
+        changed = store_.remove(kind, meta.namespace_, meta.name);
+      } else {
+        changed = store_.insert(std::move(object));
+      }
+    } else {
+      changed = store_.insert(std::move(object));
+      if (kind == Kind::kIngress) wanted = reconcile_secrets();
+    }
+  }
+  fetch_secrets(wanted);
+  TG_DEBUG("kube", objects::to_string(kind) << " changed: " << (changed ? "rebuild" : "no effect"));
+  if (changed) notify_();
+}
+
+void KubeSource::remove(Kind kind, const std::string& namespace_, const std::string& name) {
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = store_.remove(kind, namespace_, name);
+    if (kind == Kind::kIngress) reconcile_secrets();
+  }
+  if (changed) notify_();
+}
+
+}  // namespace tidegate::controller::kube

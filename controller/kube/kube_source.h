@@ -1,0 +1,68 @@
+#pragma once
+// The Kubernetes API as the controller's source: one reflector per kind feeding a Store that the
+// sync loop's build function reads. The reflectors' threads write the store under a mutex; the
+// build function reads it under the same mutex (translation is fast compared with the batching
+// hold-off, and this keeps the store itself single-threaded code).
+//
+// Secrets: only those an Ingress names in spec.tls are kept; the rest are dropped on arrival, and
+// one that becomes referenced later is fetched by name.
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kube/client.h"
+#include "kube/reflector.h"
+#include "store/store.h"
+
+namespace tidegate::controller::kube {
+
+struct KubeSourceOptions {
+  std::string watch_namespace;  // empty: all namespaces
+  ReflectorOptions reflector;
+};
+
+class KubeSource : public ReflectorSink {
+ public:
+  // `notify` is called (from a reflector thread) after each change that can alter the routes.
+  KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions class_options,
+             KubeSourceOptions options, std::function<void()> notify);
+  ~KubeSource() override;
+
+  void start();
+  void stop();
+  // Every kind has completed its first list.
+  bool synced() const;
+
+  // Runs fn(const store::Store&) with the store locked; returns what fn returns.
+  template <typename Fn>
+  auto with_store(Fn&& fn) const {
+    std::lock_guard lock(mu_);
+    return fn(static_cast<const store::Store&>(store_));
+  }
+
+  ApiClient& client() { return *client_; }
+
+  // ReflectorSink
+  void replace(objects::Kind kind, std::vector<objects::Object> objects) override;
+  void upsert(objects::Object object) override;
+  void remove(objects::Kind kind, const std::string& namespace_, const std::string& name) override;
+
+ private:
+  bool secret_referenced(const std::string& namespace_, const std::string& name) const;  // locked
+  // After an Ingress change (locked): drops Secrets no Ingress names any more and returns the
+  // keys of those named but not stored.
+  std::vector<std::pair<std::string, std::string>> reconcile_secrets();
+  void fetch_secrets(const std::vector<std::pair<std::string, std::string>>& wanted);
+
+  std::unique_ptr<ApiClient> client_;
+  KubeSourceOptions options_;
+  std::function<void()> notify_;
+  mutable std::mutex mu_;
+  store::Store store_;
+  std::vector<std::unique_ptr<Reflector>> reflectors_;
+};
+
+}  // namespace tidegate::controller::kube

@@ -1,0 +1,236 @@
+#include "kube/reflector.h"
+
+#include "log/log.h"
+
+namespace tidegate::controller::kube {
+
+using objects::Kind;
+
+Reflector::Reflector(ApiClient& client, Kind kind, std::string namespace_, ReflectorSink& sink,
+                     ReflectorOptions options)
+    : client_(client),
+      kind_(kind),
+      namespace_(resource_of(kind).namespaced ? std::move(namespace_) : std::string()),
+      sink_(sink),
+      options_(options),
+      backoff_(options.backoff_min, options.backoff_max, std::random_device{}()),
+      rng_(std::random_device{}()) {}
+
+Reflector::~Reflector() { stop(); }
+
+std::string Reflector::name() const {
+  std::string n = objects::to_string(kind_);
+  if (!namespace_.empty()) n += " in " + namespace_;
+  return n;
+}
+
+void Reflector::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void Reflector::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    if (current_) current_->cancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Reflector::sleep_for(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
+  objects::ParseResult<objects::Object> result;
+  switch (kind_) {
+    case Kind::kIngress: {
+      auto r = objects::parse_ingress(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kIngressClass: {
+      auto r = objects::parse_ingress_class(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kService: {
+      auto r = objects::parse_service(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kEndpointSlice: {
+      auto r = objects::parse_endpoint_slice(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kSecret: {
+      auto r = objects::parse_secret(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+  }
+  // The message names the field, never a value, so this is safe for Secrets too.
+  std::string ns, name;
+  try {
+    if (node["metadata"]["namespace"]) ns = node["metadata"]["namespace"].Scalar();
+    if (node["metadata"]["name"]) name = node["metadata"]["name"].Scalar();
+  } catch (const YAML::Exception&) {
+  }
+  TG_WARN("kube", objects::to_string(kind_) << " " << ns << (ns.empty() ? "" : "/") << name
+                                            << " ignored: " << result.error);
+  return std::nullopt;
+}
+
+bool Reflector::list() {
+  std::vector<objects::Object> all;
+  std::string continue_token;
+  std::string version;
+  do {
+    Response r = client_.get(list_url(kind_, namespace_, options_.list_page_size, continue_token));
+    if (r.status != 200) {
+      // 410 here means our continue token expired mid-list: start over (the caller backs off).
+      Status s = r.status == 0 ? Status{0, "", r.error} : status_from_body(r.status, r.body);
+      TG_WARN("kube", "list " << name() << " failed: "
+                              << (r.status ? std::to_string(s.code) + " " + s.reason + " " : "")
+                              << s.message);
+      return false;
+    }
+    std::string error;
+    auto page = parse_list(r.body, &error);
+    if (!page) {
+      TG_WARN("kube", "list " << name() << ": " << error);
+      return false;
+    }
+    for (const auto& item : page->items) {
+      if (auto o = convert(item)) all.push_back(std::move(*o));
+    }
+    continue_token = page->continue_token;
+    version = page->resource_version;
+  } while (!continue_token.empty());
+  const size_t count = all.size();
+  sink_.replace(kind_, std::move(all));
+  resource_version_ = version;
+  ++lists_;
+  TG_INFO("kube", "listed " << count << " " << name() << " at resourceVersion " << version);
+  return true;
+}
+
+Reflector::WatchEnd Reflector::watch() {
+  std::uniform_int_distribution<int> spread(0, static_cast<int>(options_.watch_timeout.count()));
+  const int timeout = static_cast<int>(options_.watch_timeout.count()) + spread(rng_);
+  Response failed;
+  auto stream = client_.stream(watch_url(kind_, namespace_, resource_version_, timeout), &failed);
+  if (!stream) {
+    if (failed.status == 410) return WatchEnd::kGone;
+    Status s = failed.status == 0 ? Status{0, "", failed.error}
+                                  : status_from_body(failed.status, failed.body);
+    TG_WARN("kube", "watch " << name() << " failed: "
+                             << (failed.status ? std::to_string(s.code) + " " : "") << s.message);
+    return WatchEnd::kError;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return WatchEnd::kClosed;
+    current_ = stream.get();
+  }
+  TG_DEBUG("kube", "watch " << name() << " open from " << resource_version_);
+  struct Clear {
+    Reflector* self;
+    ~Clear() {
+      std::lock_guard lock(self->mu_);
+      self->current_ = nullptr;
+    }
+  } clear{this};
+  bool got_any = false;
+  std::string line, error;
+  while (stream->next_line(&line, &error)) {
+    std::string why;
+    auto ev = parse_watch_event(line, &why);
+    if (!ev) {
+      TG_WARN("kube", "watch " << name() << ": " << why << "; restarting the watch");
+      return WatchEnd::kError;
+    }
+    if (!got_any) {
+      got_any = true;
+      backoff_.reset();  // the connection works
+    }
+    TG_DEBUG("kube", "watch " << name() << ": event " << static_cast<int>(ev->type) << " at "
+                              << ev->resource_version);
+    switch (ev->type) {
+      case EventType::kAdded:
+      case EventType::kModified:
+        if (auto o = convert(ev->object)) {
+          sink_.upsert(std::move(*o));
+        } else {
+          // An object we cannot read any more must not keep serving its old version.
+          std::string ns = ev->object["metadata"]["namespace"]
+                               ? ev->object["metadata"]["namespace"].Scalar()
+                               : std::string();
+          std::string nm = ev->object["metadata"]["name"] ? ev->object["metadata"]["name"].Scalar()
+                                                          : std::string();
+          sink_.remove(kind_, ns, nm);
+        }
+        break;
+      case EventType::kDeleted: {
+        const YAML::Node meta = ev->object["metadata"];
+        std::string ns = meta["namespace"] ? meta["namespace"].Scalar() : std::string();
+        std::string nm = meta["name"] ? meta["name"].Scalar() : std::string();
+        sink_.remove(kind_, ns, nm);
+        break;
+      }
+      case EventType::kBookmark:
+        break;
+      case EventType::kError:
+        if (ev->status.code == 410) return WatchEnd::kGone;
+        TG_WARN("kube", "watch " << name() << ": error " << ev->status.code << " "
+                                 << ev->status.reason << ": " << ev->status.message);
+        return WatchEnd::kError;
+    }
+    if (!ev->resource_version.empty()) resource_version_ = ev->resource_version;
+  }
+  if (!error.empty()) {
+    TG_WARN("kube",
+            "watch " << name() << " broke: " << error << "; resuming from " << resource_version_);
+    return WatchEnd::kError;
+  }
+  return WatchEnd::kClosed;
+}
+
+void Reflector::run() {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (resource_version_.empty()) {
+      if (!list()) {
+        if (!sleep_for(backoff_.next())) return;
+        continue;
+      }
+      synced_ = true;
+      backoff_.reset();
+    }
+    switch (watch()) {
+      case WatchEnd::kClosed:
+        break;  // the server's timeoutSeconds: resume at once
+      case WatchEnd::kGone:
+        TG_INFO("kube", "watch " << name() << ": resourceVersion " << resource_version_
+                                 << " is gone (compacted); relisting");
+        resource_version_.clear();
+        break;
+      case WatchEnd::kError:
+        if (!sleep_for(backoff_.next())) return;
+        break;
+    }
+  }
+}
+
+}  // namespace tidegate::controller::kube

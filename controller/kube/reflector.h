@@ -1,0 +1,80 @@
+#pragma once
+// One kind's list-then-watch loop on its own thread (client-go calls this a reflector): list every
+// object (in pages), hand the full set to the sink, then watch from the list's resourceVersion,
+// handing over each change. A watch that ends is resumed from the last resourceVersion seen
+// (events and bookmarks move it); 410 Gone means that version was compacted away, so it relists.
+// Errors back off exponentially with jitter. The sink decides what to keep.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/api.h"
+#include "kube/client.h"
+#include "objects/objects.h"
+
+namespace tidegate::controller::kube {
+
+struct ReflectorOptions {
+  int list_page_size = 500;
+  // The server ends each watch after a random time in [watch_timeout, 2 * watch_timeout], so that
+  // watches of several kinds (and replicas) do not all restart at once.
+  std::chrono::seconds watch_timeout{300};
+  std::chrono::milliseconds backoff_min{200};
+  std::chrono::milliseconds backoff_max{5'000};
+};
+
+// Receives a reflector's results, on the reflector's thread. Implementations lock what they share.
+class ReflectorSink {
+ public:
+  virtual ~ReflectorSink() = default;
+  // The full set of `kind` after a (re)list: anything stored and not in `objects` is gone.
+  virtual void replace(objects::Kind kind, std::vector<objects::Object> objects) = 0;
+  virtual void upsert(objects::Object object) = 0;
+  virtual void remove(objects::Kind kind, const std::string& namespace_,
+                      const std::string& name) = 0;
+};
+
+class Reflector {
+ public:
+  Reflector(ApiClient& client, objects::Kind kind, std::string namespace_, ReflectorSink& sink,
+            ReflectorOptions options = {});
+  ~Reflector();
+  void start();
+  void stop();                             // any thread; joins
+  bool synced() const { return synced_; }  // the first list has been handed over
+  uint64_t lists() const { return lists_; }
+  std::string name() const;  // "Ingress" or "Ingress in NS"
+
+ private:
+  enum class WatchEnd { kClosed, kGone, kError };
+  void run();
+  bool list();
+  WatchEnd watch();
+  // Converts one object; logs and returns nullopt when it cannot be read.
+  std::optional<objects::Object> convert(const YAML::Node& node);
+  bool sleep_for(std::chrono::milliseconds d);  // false when stopping
+
+  ApiClient& client_;
+  objects::Kind kind_;
+  std::string namespace_;
+  ReflectorSink& sink_;
+  ReflectorOptions options_;
+  Backoff backoff_;
+  std::mt19937 rng_;
+  std::string resource_version_;
+  std::atomic<bool> synced_{false};
+  std::atomic<uint64_t> lists_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  LineStream* current_ = nullptr;  // the open watch, so that stop() can cancel it
+  std::thread thread_;
+};
+
+}  // namespace tidegate::controller::kube

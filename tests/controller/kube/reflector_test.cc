@@ -1,0 +1,213 @@
+#include "kube/reflector.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <thread>
+
+namespace tidegate::controller::kube {
+namespace {
+
+using namespace std::chrono_literals;
+using objects::Kind;
+
+// Serves scripted responses: each list or watch request takes the next script entry for its
+// type. A watch script is a list of lines; the stream ends after the last one. When the script
+// runs out, watches block until cancelled, as an idle watch does.
+class FakeClient : public ApiClient {
+ public:
+  std::mutex mu;
+  std::deque<Response> lists;
+  std::deque<std::vector<std::string>> watches;
+  std::vector<std::string> requests;
+
+  Response get(const std::string& path) override {
+    std::lock_guard lock(mu);
+    requests.push_back(path);
+    if (lists.empty()) return Response{0, "", "no script"};
+    Response r = lists.front();
+    lists.pop_front();
+    return r;
+  }
+
+  class Stream : public LineStream {
+   public:
+    explicit Stream(std::vector<std::string> lines, bool block)
+        : lines_(std::move(lines)), block_(block) {}
+    bool next_line(std::string* line, std::string* error) override {
+      error->clear();
+      if (next_ < lines_.size()) {
+        *line = lines_[next_++];
+        return true;
+      }
+      std::unique_lock lock(mu_);
+      if (block_) cv_.wait(lock, [this] { return cancelled_; });
+      return false;
+    }
+    void cancel() override {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+      cv_.notify_all();
+    }
+
+   private:
+    std::vector<std::string> lines_;
+    size_t next_ = 0;
+    bool block_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool cancelled_ = false;
+  };
+
+  std::unique_ptr<LineStream> stream(const std::string& path, Response* failed) override {
+    std::lock_guard lock(mu);
+    requests.push_back(path);
+    if (watches.empty()) return std::make_unique<Stream>(std::vector<std::string>{}, true);
+    auto lines = watches.front();
+    watches.pop_front();
+    return std::make_unique<Stream>(std::move(lines), false);
+  }
+
+  Response send(const std::string&, const std::string&, const std::string&,
+                const std::string&) override {
+    return Response{405, "", ""};
+  }
+};
+
+class RecordingSink : public ReflectorSink {
+ public:
+  std::mutex mu;
+  std::vector<std::string> log;
+  void replace(Kind, std::vector<objects::Object> objects) override {
+    std::lock_guard lock(mu);
+    std::string line = "replace";
+    for (const auto& o : objects) line += " " + objects::meta_of(o).name;
+    log.push_back(line);
+  }
+  void upsert(objects::Object o) override {
+    std::lock_guard lock(mu);
+    log.push_back("upsert " + objects::meta_of(o).name);
+  }
+  void remove(Kind, const std::string& ns, const std::string& name) override {
+    std::lock_guard lock(mu);
+    log.push_back("remove " + ns + "/" + name);
+  }
+  std::vector<std::string> snapshot() {
+    std::lock_guard lock(mu);
+    return log;
+  }
+};
+
+std::string class_json(const std::string& name, const std::string& rv) {
+  return R"({"metadata":{"name":")" + name + R"(","resourceVersion":")" + rv +
+         R"("},"spec":{"controller":"c"}})";
+}
+
+std::string list_json(const std::string& rv, const std::vector<std::string>& items,
+                      const std::string& cont = "") {
+  std::string out =
+      R"({"metadata":{"resourceVersion":")" + rv + R"(","continue":")" + cont + R"("},"items":[)";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
+  return out + "]}";
+}
+
+template <typename Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+ReflectorOptions fast() {
+  ReflectorOptions o;
+  o.backoff_min = 1ms;
+  o.backoff_max = 4ms;
+  o.watch_timeout = 10s;
+  o.list_page_size = 2;
+  return o;
+}
+
+TEST(Reflector, ListsInPagesThenWatchesFromTheListVersion) {
+  FakeClient client;
+  client.lists.push_back(
+      {200, list_json("10", {class_json("a", "5"), class_json("b", "6")}, "tok"), ""});
+  client.lists.push_back({200, list_json("11", {class_json("c", "7")}), ""});
+  client.watches.push_back({
+      R"({"type":"ADDED","object":)" + class_json("d", "12") + "}",
+      R"({"type":"DELETED","object":)" + class_json("a", "13") + "}",
+      R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"20"}}})",
+  });
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "ignored-for-cluster-scoped", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 3; }));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(client.mu);
+    return client.requests.size() >= 4;
+  }));
+  r.stop();
+  EXPECT_TRUE(r.synced());
+  auto log = sink.snapshot();
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[0], "replace a b c");
+  EXPECT_EQ(log[1], "upsert d");
+  EXPECT_EQ(log[2], "remove /a");
+  std::lock_guard lock(client.mu);
+  EXPECT_EQ(client.requests[0], "/apis/networking.k8s.io/v1/ingressclasses?limit=2");
+  EXPECT_EQ(client.requests[1], "/apis/networking.k8s.io/v1/ingressclasses?limit=2&continue=tok");
+  EXPECT_NE(client.requests[2].find("resourceVersion=11&"), std::string::npos)
+      << client.requests[2];
+  // The stream ended after the bookmark: the next watch resumes from it.
+  EXPECT_NE(client.requests[3].find("resourceVersion=20&"), std::string::npos)
+      << client.requests[3];
+}
+
+TEST(Reflector, GoneMeansRelist) {
+  FakeClient client;
+  client.lists.push_back({200, list_json("10", {class_json("a", "5")}), ""});
+  client.lists.push_back({200, list_json("30", {class_json("b", "25")}), ""});
+  client.watches.push_back(
+      {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"});
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 2; }));
+  r.stop();
+  auto log = sink.snapshot();
+  EXPECT_EQ(log[0], "replace a");
+  EXPECT_EQ(log[1], "replace b");
+  EXPECT_EQ(r.lists(), 2u);
+}
+
+TEST(Reflector, FailedListsAreRetriedAndNothingIsHandedOver) {
+  FakeClient client;
+  client.lists.push_back({500, R"({"kind":"Status","code":500,"message":"boom"})", ""});
+  client.lists.push_back({0, "", "connection refused"});
+  client.lists.push_back({200, list_json("3", {}), ""});
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return r.synced(); }));
+  r.stop();
+  auto log = sink.snapshot();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0], "replace");
+}
+
+TEST(Reflector, UnreadableObjectIsRemovedNotKept) {
+  FakeClient client;
+  client.lists.push_back({200, list_json("1", {class_json("a", "1")}), ""});
+  client.watches.push_back(
+      {R"({"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"2"},"spec":{"controller":["not","a","string"]}}})"});
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 2; }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot()[1], "remove /a");
+}
+
+}  // namespace
+}  // namespace tidegate::controller::kube
