@@ -927,3 +927,206 @@ def make_stack(tmp: Path, workers: int = 2, controller_args: Iterable[str] = ())
     dp = Dataplane(tmp / "dataplane.log", socket_path, free_port(), free_port(), workers)
     ctl = Controller(tmp / "controller.log", socket_path, manifests.path, controller_args)
     return Stack(tmp, manifests, dp, ctl)
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS, control socket and /proc helpers (HTTPS, certificates, WebSockets: issue 3)
+
+
+def https_port(dp: Dataplane) -> int:
+    """The port of the --https-listen the Dataplane was started with (the last one given)."""
+    i = len(dp.argv) - 1 - dp.argv[::-1].index("--https-listen")
+    return int(dp.argv[i + 1].rsplit(":", 1)[1])
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    r = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"openssl {' '.join(args)} failed: {r.stderr[-2000:]}")
+
+
+@dataclass
+class CertFiles:
+    name: str
+    cert_pem: bytes
+    key_pem: bytes
+
+    @property
+    def der(self) -> bytes:
+        import ssl
+        return ssl.PEM_cert_to_DER_cert(self.cert_pem.decode())
+
+
+class CertAuthority:
+    """A CA made with the openssl CLI in `folder`, issuing ECDSA P-256 or RSA-2048 leaves."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                 "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=Tidegate Test CA",
+                 "-days", "3", cwd=folder)
+        self.ca_pem = (folder / "ca.crt").read_bytes()
+        self.ca_file = folder / "ca.crt"
+        self.serial = 1000
+
+    def sub_ca(self, folder: Path) -> "CertAuthority":
+        """An intermediate CA signed by this one, issuing from `folder`."""
+        inter = self.issue("intermediate", ["Tidegate Test Intermediate"], ca=True)
+        sub = CertAuthority.__new__(CertAuthority)
+        sub.folder, sub.serial = folder, 5000
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "ca.crt").write_bytes(inter.cert_pem)
+        (folder / "ca.key").write_bytes(inter.key_pem)
+        sub.ca_pem, sub.ca_file = inter.cert_pem, folder / "ca.crt"
+        return sub
+
+    def issue(self, name: str, dns: list[str], kind: str = "ec", days: int = 2,
+              ca: bool = False) -> CertFiles:
+        """A leaf for `dns` (SAN DNS names); days=0 makes one that expires as it is issued;
+        ca=True makes a CA certificate (CN = dns[0]) instead."""
+        self.serial += 1
+        newkey = (["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] if kind == "ec"
+                  else ["-newkey", "rsa:2048"])
+        _openssl("req", "-new", *newkey, "-nodes", "-keyout", f"{name}.key", "-out",
+                 f"{name}.csr", "-subj", f"/CN={dns[0]}", cwd=self.folder)
+        (self.folder / f"{name}.ext").write_text(
+            "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n" if ca
+            else "subjectAltName=" + ",".join(f"DNS:{d}" for d in dns) + "\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                 "-set_serial", str(self.serial), "-days", str(days), "-extfile", f"{name}.ext",
+                 "-out", f"{name}.crt", cwd=self.folder)
+        return CertFiles(name, (self.folder / f"{name}.crt").read_bytes(),
+                         (self.folder / f"{name}.key").read_bytes())
+
+
+def tls_secret(name: str, cert_pem: bytes, key_pem: bytes, namespace: str = "default") -> dict:
+    import base64
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"tls.crt": base64.b64encode(cert_pem).decode(),
+                     "tls.key": base64.b64encode(key_pem).decode()}}
+
+
+def with_tls(ing: dict, *entries: tuple[list[str], str]) -> dict:
+    """Adds spec.tls entries (hosts, secretName) to an Ingress built by ingress()."""
+    ing["spec"]["tls"] = [{"hosts": list(h), "secretName": s} for h, s in entries]
+    return ing
+
+
+def tls_connect(port: int, server_name: str | None, *, min_version=None, max_version=None,
+                alpn: list[str] | None = None, ciphers: str | None = None,
+                timeout: float = 5.0):
+    """A TLS client connection (no certificate verification: callers compare certificates)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    if min_version is not None:
+        ctx.minimum_version = min_version
+    if max_version is not None:
+        ctx.maximum_version = max_version
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        return ctx.wrap_socket(sock, server_hostname=server_name)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def tls_request(port: int, server_name: str | None, method: str = "GET", target: str = "/",
+                host: str | None = None, timeout: float = 5.0) -> tuple[Response, bytes]:
+    """One HTTPS request on a fresh connection: (response, DER of the server's certificate)."""
+    s = tls_connect(port, server_name, timeout=timeout)
+    try:
+        der = s.getpeercert(binary_form=True)
+        h = host or server_name or "example.com"
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"
+                  .encode())
+        raw = RawConnection.__new__(RawConnection)
+        raw.timeout, raw.sock, raw.buf = timeout, s, b""
+        return raw.read_response(method), der
+    finally:
+        s.close()
+
+
+class ControlClient:
+    """Talks to the data plane's control socket as the controller would (docs/control-protocol.md):
+    4-byte big-endian length + JSON."""
+
+    def __init__(self, path: Path, timeout: float = 10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(str(path))
+        self.buf = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, msg: dict) -> None:
+        body = json.dumps(msg).encode()
+        self.sock.sendall(len(body).to_bytes(4, "big") + body)
+
+    def recv(self) -> dict:
+        while True:
+            if len(self.buf) >= 4:
+                n = int.from_bytes(self.buf[:4], "big")
+                if len(self.buf) >= 4 + n:
+                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    return json.loads(body)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise EOFError("control socket closed")
+            self.buf += chunk
+
+    def call(self, msg: dict) -> dict:
+        self.send(msg)
+        return self.recv()
+
+    def hello(self, node: str = "e2e") -> dict:
+        return self.call({"type": "hello", "protocol": 1, "node": node})
+
+    def snapshot(self, version: int, config: dict) -> dict:
+        return self.call({"type": "snapshot", "version": version, "config": config})
+
+    def delta(self, version: int, base: int, delta: dict) -> dict:
+        d = {"upsert_virtual_hosts": [], "remove_virtual_hosts": [], "upsert_upstreams": [],
+             "remove_upstreams": [], **delta}
+        return self.call({"type": "delta", "version": version, "base": base, "delta": d})
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
+def threads_of(pid: int) -> int:
+    return int(proc_status(pid)["Threads"])
+
+
+def rss_kib(pid: int) -> int:
+    return int(proc_status(pid)["VmRSS"].split()[0])
+
+
+def children_of(pid: int) -> list[int]:
+    """Processes whose parent is pid (a data plane that forked would show here)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            kids.append(int(entry))
+    return kids

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# TLS benchmark: tidegate (1 worker) against nginx (1 worker), both terminating TLS 1.3 with the
+# same certificate in front of the same backend (nginx serving a 1 KiB file over plain HTTP),
+# measured in one run:
+#   - new TLS 1.3 handshakes per second, ECDSA P-256 and RSA-2048 certificates: wrk with
+#     "Connection: close", so every request is a new connection and a full handshake (wrk does
+#     not resume sessions);
+#   - keep-alive HTTPS requests per second (wrk, ECDSA certificate).
+# Prints each figure and tidegate/nginx ratios.
+#
+# Environment: DURATION (seconds per run, default 5), ROUNDS (default 3; each peer is measured
+# once per round, interleaved, and the median round is reported), CONNECTIONS (50),
+# PIN=1 (default) pins the proxies under test to CPU 0 and wrk + the backend to CPU 1.
+# Needs: scripts/build done (or it builds), nginx, wrk, openssl, curl (scripts/install-deps).
+# Caveat: with two CPUs the client's half of each handshake runs on one core too; for ECDSA the
+# client's work (verify) costs about as much as the server's (sign), so the handshake figures are
+# a lower bound for both proxies alike.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+CONNECTIONS=${CONNECTIONS:-50}
+PIN=${PIN:-1}
+BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
+
+if [ ! -x "$BIN/tidegate-dataplane" ] || [ ! -x "$BIN/tidegate-controller" ]; then
+  scripts/install-deps
+  scripts/build --target tidegate-dataplane tidegate-controller
+fi
+for tool in nginx wrk openssl curl; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool missing; run scripts/install-deps" >&2; exit 1; }
+done
+
+BACKEND_PORT=19200
+NGINX_EC_PORT=19201 NGINX_RSA_PORT=19202
+TG_EC_PORT=19203 TG_RSA_PORT=19204
+TG_EC_ADMIN=19205 TG_RSA_ADMIN=19206 TG_EC_HTTP=19207 TG_RSA_HTTP=19208
+WORK=$(mktemp -d /tmp/tidegate-bench-tls.XXXXXX)
+PIDS=()
+# shellcheck disable=SC2317  # invoked through trap
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+PROXY_CPU=() LOAD_CPU=()
+if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+  PROXY_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1)
+fi
+
+mkdir -p "$WORK/www" "$WORK/manifests"
+chmod 755 "$WORK" "$WORK/www"  # nginx workers drop root privileges
+head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
+
+# The certificates: self-signed, one ECDSA P-256, one RSA-2048, the same files for both proxies.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj /CN=bench.example.com -addext subjectAltName=DNS:bench.example.com \
+  -keyout "$WORK/ec.key" -out "$WORK/ec.crt" 2>/dev/null
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
+  -subj /CN=bench.example.com -addext subjectAltName=DNS:bench.example.com \
+  -keyout "$WORK/rsa.key" -out "$WORK/rsa.crt" 2>/dev/null
+chmod 644 "$WORK"/*.key
+
+cat >"$WORK/backend.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/backend.pid;
+error_log $WORK/backend-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:$BACKEND_PORT backlog=4096;
+    keepalive_requests 10000000;
+    location / { root $WORK/www; }
+  }
+}
+CONF
+
+# One nginx, one worker, two TLS servers (one per certificate), TLS 1.3 only.
+nginx_server() {  # port cert key
+  cat <<CONF
+  server {
+    listen 127.0.0.1:$1 ssl backlog=4096;
+    ssl_certificate $2;
+    ssl_certificate_key $3;
+    ssl_protocols TLSv1.3;
+    keepalive_requests 10000000;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Request-ID \$request_id;
+    }
+  }
+CONF
+}
+{
+  cat <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  ssl_session_tickets on;
+  upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 128; }
+CONF
+  nginx_server "$NGINX_EC_PORT" "$WORK/ec.crt" "$WORK/ec.key"
+  nginx_server "$NGINX_RSA_PORT" "$WORK/rsa.crt" "$WORK/rsa.key"
+  echo "}"
+} >"$WORK/nginx.conf"
+
+cat >"$WORK/manifests/bench.yaml" <<CONF
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench, namespace: bench}
+spec:
+  ingressClassName: tidegate
+  rules:
+    - http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend: {service: {name: backend, port: {number: 80}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: bench}
+spec:
+  ports: [{name: http, port: 80, targetPort: $BACKEND_PORT}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: backend-1, namespace: bench, labels: {kubernetes.io/service-name: backend}}
+addressType: IPv4
+ports: [{name: http, port: $BACKEND_PORT}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+CONF
+
+"${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
+"${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
+# Two data planes (one worker each), one per certificate, served as the default certificate
+# (wrk sends the IP address as SNI, which no Ingress names).
+start_tidegate() {  # name https_port http_port admin_port cert key
+  "${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/$1.sock" \
+    --http-listen "127.0.0.1:$3" --https-listen "127.0.0.1:$2" \
+    --admin-listen "127.0.0.1:$4" --workers 1 --log-level warn \
+    --default-ssl-certificate "$5" --default-ssl-key "$6" >"$WORK/$1-dataplane.log" 2>&1 &
+  PIDS+=($!)
+  "$BIN/tidegate-controller" --dataplane-socket "$WORK/$1.sock" --manifests "$WORK/manifests" \
+    --log-level warn >"$WORK/$1-controller.log" 2>&1 & PIDS+=($!)
+}
+start_tidegate tg-ec "$TG_EC_PORT" "$TG_EC_HTTP" "$TG_EC_ADMIN" "$WORK/ec.crt" "$WORK/ec.key"
+start_tidegate tg-rsa "$TG_RSA_PORT" "$TG_RSA_HTTP" "$TG_RSA_ADMIN" "$WORK/rsa.crt" "$WORK/rsa.key"
+
+wait_ok() {  # url
+  for _ in $(seq 1 100); do
+    if curl -kfsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench: $1 does not answer" >&2
+  tail -n 20 "$WORK"/*.log >&2 || true
+  exit 1
+}
+wait_ok "http://127.0.0.1:$BACKEND_PORT/1k.html"
+for port in $NGINX_EC_PORT $NGINX_RSA_PORT $TG_EC_PORT $TG_RSA_PORT; do
+  wait_ok "https://127.0.0.1:$port/1k.html"
+done
+
+# What each server negotiates (protocol, cipher, key type): the same for both peers.
+for port in $TG_EC_PORT $NGINX_EC_PORT $TG_RSA_PORT $NGINX_RSA_PORT; do
+  info=$(openssl s_client -connect "127.0.0.1:$port" -servername bench.example.com </dev/null 2>/dev/null |
+    awk '/^New, / { print $2, $5 } /Server public key is/ { print $5 "-bit" }' | paste -sd' ')
+  echo "bench: port $port: $info" >&2
+done
+
+# Prints "requests_per_second errors" for one wrk run.
+measure() {  # url [wrk args...]
+  local url=$1 out
+  shift
+  out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
+  echo "$out" | awk '
+    /Requests\/sec:/ { rps = $2 }
+    /Non-2xx|Socket errors/ { errors = errors $0 }
+    END { printf "%s %s\n", rps, (errors == "" ? "none" : "yes") }'
+}
+
+TESTS=(handshake-ecdsa handshake-rsa keepalive)
+declare -A RESULTS
+echo "bench: $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections, 1 KiB responses" >&2
+for round in $(seq 1 "$ROUNDS"); do
+  for test in "${TESTS[@]}"; do
+    for name in tidegate nginx; do
+      case $test/$name in
+        handshake-ecdsa/tidegate | keepalive/tidegate) port=$TG_EC_PORT ;;
+        handshake-ecdsa/nginx | keepalive/nginx) port=$NGINX_EC_PORT ;;
+        handshake-rsa/tidegate) port=$TG_RSA_PORT ;;
+        handshake-rsa/nginx) port=$NGINX_RSA_PORT ;;
+      esac
+      args=()
+      [ "$test" != keepalive ] && args=(-H "Connection: close")
+      read -r rps errors < <(measure "https://127.0.0.1:$port/1k.html" "${args[@]}")
+      echo "bench: round $round $test $name: $rps/s, errors: $errors" >&2
+      RESULTS[$test/$name]+="$rps "
+    done
+  done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '\n%-34s %12s %12s %8s\n' test tidegate nginx ratio
+for test in "${TESTS[@]}"; do
+  t=$(echo "${RESULTS[$test/tidegate]}" | median)
+  n=$(echo "${RESULTS[$test/nginx]}" | median)
+  case $test in
+    handshake-ecdsa) label="new TLS 1.3 handshakes/s, ECDSA" ;;
+    handshake-rsa) label="new TLS 1.3 handshakes/s, RSA" ;;
+    keepalive) label="keep-alive HTTPS requests/s" ;;
+  esac
+  awk -v l="$label" -v t="$t" -v n="$n" 'BEGIN { printf "%-34s %12.0f %12.0f %8.2f\n", l, t, n, t / n }'
+done
