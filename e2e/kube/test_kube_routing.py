@@ -1,0 +1,153 @@
+"""Routes from a real kube-apiserver: apply, EndpointSlice changes, deletes, class and namespace
+filtering, client-certificate kubeconfigs."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import harness
+from kubeapps import backends, kube_ingress, kube_service, kube_slice, start
+
+
+def app(namespace: str, name: str, host: str, bs: list[harness.Backend], **kw) -> list[dict]:
+    return [kube_service(name, namespace), kube_slice(f"{name}-1", name, namespace, bs),
+            kube_ingress(name, namespace, host, name, **kw)]
+
+
+def test_routes_appear_after_apply(cluster, namespace, kube_stack_factory):
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace]))
+    s.controller.wait_for_log(r"initial lists complete", timeout=15)
+    s.dataplane.wait_ready()
+    assert s.get("/", host="web.example").status == 404
+    (b,) = backends(s, "web")
+    cluster.apply(*app(namespace, "web", "web.example", [b]))
+    s.wait_backend("/", "web.example", "web")
+    s.wait_backend("/any/path", "web.example", "web")
+
+
+def test_routes_present_before_start_are_pushed_complete(cluster, namespace, kube_stack_factory):
+    """Objects that exist before the controller starts arrive in its first push, not piecemeal:
+    nothing is pushed before every kind's initial list."""
+    s = kube_stack_factory(cluster, ["--watch-namespace", namespace])
+    (b,) = backends(s, "early")
+    cluster.apply(*app(namespace, "early", "early.example", [b]))
+    start(s)
+    s.dataplane.wait_ready(timeout=15)
+    r = s.get("/", host="early.example")
+    assert r.status == 200 and r.header("X-Backend") == "early", (r.status, r.headers)
+    log = s.controller.log()
+    assert log.index("initial lists complete") < log.index("acknowledged version")
+
+
+def test_endpoint_slice_change_reaches_data_plane_fast(cluster, namespace, kube_stack_factory):
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace]))
+    b1, b2 = backends(s, "one", "two")
+    cluster.apply(*app(namespace, "fast", "fast.example", [b1]))
+    s.wait_backend("/", "fast.example", "one", timeout=15)
+    path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/fast-1"
+    latencies = []
+    # The first change is not measured: it may come before the controller's watches are open
+    # (they start after the initial lists, and the first push does not wait for them).
+    for i in range(11):
+        target = b2 if i % 2 == 0 else b1
+        body = kube_slice("fast-1", "fast", namespace, [target])
+        t0 = time.monotonic()
+        status, _ = cluster.api("PUT", path, body)
+        assert status == 200, status
+        # Poll the proxy until it answers from the new endpoint.
+        harness.wait_until(
+            lambda: (r := s.get("/", host="fast.example")).status == 200
+            and r.header("X-Backend") == target.name, 2.0, f"switch to {target.name}",
+            interval=0.002)
+        if i > 0:
+            latencies.append((time.monotonic() - t0) * 1000)
+    latencies.sort()
+    harness.report(f"kube EndpointSlice write -> data plane serving: p50 "
+                   f"{statistics.median(latencies):.0f} ms, max {latencies[-1]:.0f} ms "
+                   f"(10 changes)")
+    assert latencies[-1] < 200, latencies
+
+
+def test_deletes_remove_routes(cluster, namespace, kube_stack_factory):
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace]))
+    (b,) = backends(s, "gone")
+    cluster.apply(*app(namespace, "gone", "gone.example", [b]))
+    s.wait_backend("/", "gone.example", "gone", timeout=15)
+    cluster.delete("endpointslice", "gone-1", namespace)
+    s.wait_status("/", "gone.example", 503)  # the route stays, with no endpoint left
+    cluster.delete("ingress", "gone", namespace)
+    s.wait_status("/", "gone.example", 404)
+
+
+def test_class_filtering(cluster, namespace, kube_stack_factory):
+    ours = "tg-" + namespace  # IngressClasses are cluster-wide: one per test
+    other = "other-" + namespace
+    cluster.apply(
+        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+         "metadata": {"name": ours}, "spec": {"controller": "tidegate.io/ingress-controller"}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+         "metadata": {"name": other}, "spec": {"controller": "example.com/other"}})
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace, "--ingress-class",
+                                           ours]))
+    (b,) = backends(s, "cls")
+    cluster.apply(
+        kube_service("cls", namespace), kube_slice("cls-1", "cls", namespace, [b]),
+        kube_ingress("by-field", namespace, "field.example", "cls", ingress_class=ours),
+        kube_ingress("by-annotation", namespace, "annotation.example", "cls",
+                     ingress_class=None, annotations={"kubernetes.io/ingress.class": ours}),
+        # Created while no class is the default: it stays without a class (the API server's
+        # DefaultIngressClass admission would otherwise write the default's name into it).
+        kube_ingress("classless", namespace, "classless.example", "cls", ingress_class=None),
+        kube_ingress("other", namespace, "other.example", "cls", ingress_class=other))
+    for host in ("field.example", "annotation.example"):
+        s.wait_backend("/", host, "cls", timeout=15)
+    assert s.get("/", host="other.example").status == 404
+    assert s.get("/", host="classless.example").status == 404
+    # Our class becomes the default: the class-less Ingress is ours; and no longer when it stops.
+    annotation = "ingressclass.kubernetes.io/is-default-class"
+    cluster.kubectl("annotate", "ingressclass", ours, f"{annotation}=true")
+    try:
+        s.wait_backend("/", "classless.example", "cls")
+    finally:
+        cluster.kubectl("annotate", "ingressclass", ours, f"{annotation}-")
+    s.wait_status("/", "classless.example", 404)
+    assert s.get("/", host="field.example").status == 200
+    cluster.kubectl("delete", "ingressclass", ours, other)
+
+
+def test_namespace_filtering(cluster, namespace, kube_stack_factory):
+    other = namespace + "-x"
+    cluster.create_namespace(other)
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace]))
+    b1, b2 = backends(s, "mine", "theirs")
+    cluster.apply(*app(namespace, "mine", "mine.example", [b1]),
+                  *app(other, "theirs", "theirs.example", [b2]))
+    s.wait_backend("/", "mine.example", "mine", timeout=15)
+    # A controller for all namespaces sees both: the object really is there.
+    s2 = start(kube_stack_factory(cluster))
+    s2.wait_backend("/", "theirs.example", "theirs", timeout=15)
+    assert s.get("/", host="theirs.example").status == 404
+
+
+def test_client_certificate_kubeconfig(cluster, namespace, kube_stack_factory, tmp_path):
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "cert.kubeconfig", client_cert=True)
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace],
+                                 kubeconfig=kubeconfig))
+    (b,) = backends(s, "cert")
+    cluster.apply(*app(namespace, "cert", "cert.example", [b]))
+    s.wait_backend("/", "cert.example", "cert", timeout=15)
+    assert "client certificate" in s.controller.log()
+
+
+def test_bad_credentials_never_push(cluster, namespace, kube_stack_factory, tmp_path):
+    """A controller the API server refuses keeps retrying and pushes nothing (not an empty
+    configuration that would take routes away)."""
+    bad = tmp_path / "bad.kubeconfig"
+    bad.write_text(cluster.kubeconfig.read_text().replace(
+        "tidegate-e2e-admin-token", "wrong-token"))
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace], kubeconfig=bad))
+    s.controller.wait_for_log(r"list \w+.* failed: 401", timeout=10)
+    time.sleep(1.0)
+    assert not s.dataplane.ready()
+    assert "acknowledged" not in s.controller.log()
