@@ -79,6 +79,10 @@ void HttpSession<S>::drain() {
 
 template <class S>
 void HttpSession<S>::close_now() {
+  if (state_ == State::kTunnel) {
+    end_tunnel();  // keeps the tunnel count right
+    return;
+  }
   connection_.reset();
   close_client();
 }
@@ -141,8 +145,16 @@ bool HttpSession<S>::redirect_to_https(std::string_view host) {
   std::string location = "https://";
   auto h = host_without_port(host);
   location.append(h.data(), h.size());
+  // Keep path and query; an absolute-form target ("http://host/p?q") keeps its own.
   auto target = req.target();
-  if (target.empty() || target.front() != '/') target = "/";
+  if (!target.empty() && target.front() != '/') {
+    auto scheme_end = target.find("://");
+    auto rest =
+        scheme_end == std::string_view::npos ? std::string_view{} : target.substr(scheme_end + 3);
+    auto start = rest.find_first_of("/?");
+    target = start == std::string_view::npos ? std::string_view{} : rest.substr(start);
+  }
+  if (target.empty() || target.front() != '/') location += '/';
   location.append(target.data(), target.size());
   bool close = !request_->is_done();
   if (close) client_keep_alive_ = false;
