@@ -63,6 +63,14 @@ class Parser {
         parse_atoms(&atoms);
         if (!ok_ || atoms.empty()) break;
         if (atoms.size() == 1 && atoms[0].kind == Node::Kind::kFlags) {
+          // RE2 lets `x(?i){2}` repeat the x; rather than mimic that, refuse it.
+          const size_t here = i_;
+          int min = 0, max = 0;
+          if (parse_quantifier(&min, &max)) {
+            ok_ = false;
+            i_ = here;
+            break;
+          }
           carried.push_back(atoms[0]);
           seq.kids.push_back(std::move(atoms[0]));
           continue;
@@ -137,7 +145,9 @@ class Parser {
       parse_escape(out);
     } else if (c == '^' || c == '$') {
       ++i_;
-      out->push_back(make(Node::Kind::kAssert));
+      Node a = make(Node::Kind::kAssert);
+      a.text = std::string(1, c);
+      out->push_back(std::move(a));
     } else if (c == '*' || c == '+' || c == '?') {
       ok_ = false;  // RE2 rejects a repetition without an argument; we never see valid ones here
     } else if (c == '{') {
@@ -275,8 +285,10 @@ class Parser {
   void parse_escape(std::vector<Node>* out) {
     const char c = peek(1);
     if (c == 'b' || c == 'B' || c == 'A' || c == 'z') {
+      Node a = make(Node::Kind::kAssert);
+      a.text = std::string(s_.substr(i_, 2));
       i_ += 2;
-      out->push_back(make(Node::Kind::kAssert));
+      out->push_back(std::move(a));
       return;
     }
     if (c == 'Q') {
@@ -361,6 +373,39 @@ std::string full(const Node& n) {
     }
     case Node::Kind::kGroup:
       return n.text + full(n.kids[0]) + ")";
+  }
+  return "";
+}
+
+// The node's own language with its assertions: the rule as written, groups non-capturing.
+std::string exact(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::kAtom:
+    case Node::Kind::kFlags:
+    case Node::Kind::kAssert:
+      return n.text;
+    case Node::Kind::kConcat: {
+      std::string out;
+      for (const auto& k : n.kids) out += exact(k);
+      return out;
+    }
+    case Node::Kind::kAlt: {
+      // Non-capturing, unlike join_alternatives: RE2 must see the rule as the rule's own RE2
+      // does (including its factoring), or the joined search and the rule would disagree.
+      std::string out = "(?:";
+      for (size_t k = 0; k < n.kids.size(); ++k) {
+        if (k) out += '|';
+        out += exact(n.kids[k]);
+      }
+      return out + ")";
+    }
+    case Node::Kind::kRepeat: {
+      const std::string inner = exact(n.kids[0]);
+      if (full(n.kids[0]).empty()) return n.min == 0 ? "" : inner;  // repeated assertion
+      return "(?:" + inner + ")" + quantifier(n.min, n.max);
+    }
+    case Node::Kind::kGroup:
+      return n.text + exact(n.kids[0]) + ")";
   }
   return "";
 }
@@ -474,6 +519,13 @@ LiteralPrefix literal_prefix(std::string_view pattern, bool fold) {
   std::optional<Node> root = parser.parse();
   if (root) collect_literal(*root, &out);
   return out;
+}
+
+std::optional<std::string> embeddable_pattern(std::string_view pattern) {
+  Parser parser(pattern);
+  std::optional<Node> root = parser.parse();
+  if (!root) return std::nullopt;
+  return exact(*root);
 }
 
 std::optional<std::string> prefix_pattern(std::string_view pattern) {

@@ -28,6 +28,11 @@ namespace tidegate::dataplane::filters {
 // the pattern uses syntax this rewrite does not understand (the caller then holds conservatively).
 std::optional<std::string> prefix_pattern(std::string_view pattern);
 
+// `pattern` rewritten so that it can sit inside a larger pattern: groups non-capturing (rules may
+// reuse group names), \Q...\E expanded (an unclosed \Q would swallow what follows). Nullopt when
+// the pattern uses syntax the rewrite does not understand.
+std::optional<std::string> embeddable_pattern(std::string_view pattern);
+
 // The literal that every match of `pattern` begins with (leading assertions skipped), for the
 // prefilter that skips bytes no rule can start at; empty when there is none. `fold` says whether
 // the rule is case-insensitive (its flag, or a leading (?i)); folded literals are ASCII only and

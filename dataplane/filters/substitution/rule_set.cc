@@ -1,6 +1,9 @@
 #include "filters/substitution/rule_set.h"
 
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <utility>
 
 #include "filters/substitution/prefix_regex.h"
@@ -205,11 +208,19 @@ CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
       continue;
     }
     const std::string open = r.flags == "i" ? "((?i:" : "((?:";
+    // Rules are embedded rewritten (groups non-capturing, \Q...\E expanded): an unclosed \Q or a
+    // group name used by two rules would otherwise break the joined pattern.
+    const std::optional<std::string> embedded = embeddable_pattern(r.match);
+    if (!embedded || !RE2(*embedded, rule_options(r.flags != "i")).ok()) {
+      result.errors.push_back({i, "rule " + std::to_string(i) + " (match " + quote(r.match) +
+                                      "): uses syntax the streaming engine does not support"});
+      continue;
+    }
     if (!combined.empty()) {
       combined += '|';
       viable += '|';
     }
-    combined += open + r.match + "))";
+    combined += open + *embedded + "))";
 
     // The prefix closure must compile on its own; when it does not (an unusual pattern or a
     // nesting RE2 refuses), fall back to "anything may still grow into a match".
@@ -244,12 +255,15 @@ CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
 
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
   std::vector<Literal> literals;
+  std::vector<uint16_t> rule_literal;
   for (const auto& r : valid) {
     LiteralPrefix prefix = literal_prefix(r.match, r.flags == "i");
     if (prefix.bytes.empty()) return;  // one rule without a literal: the DFA scans everything
     Literal lit{std::move(prefix.bytes), prefix.fold, 0};
+    // The rarest byte that has a next byte in the literal: the scan checks the pair.
     int best = 1 << 30;
-    for (size_t i = 0; i < lit.bytes.size(); ++i) {
+    const size_t last = lit.bytes.size() > 1 ? lit.bytes.size() - 1 : 1;
+    for (size_t i = 0; i < last; ++i) {
       const auto c = static_cast<unsigned char>(lit.bytes[i]);
       const int w =
           byte_weight(c) + (lit.fold && other_case(c) != c ? byte_weight(other_case(c)) : 0);
@@ -258,21 +272,46 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
         lit.offset = i;
       }
     }
-    bool duplicate = false;
-    for (const auto& l : literals) duplicate |= l.bytes == lit.bytes && l.fold == lit.fold;
-    if (!duplicate) literals.push_back(std::move(lit));
+    size_t index = 0;
+    while (index < literals.size() &&
+           !(literals[index].bytes == lit.bytes && literals[index].fold == lit.fold)) {
+      ++index;
+    }
+    if (index == literals.size()) literals.push_back(std::move(lit));
+    rule_literal.push_back(static_cast<uint16_t>(index));
   }
   literals_ = std::move(literals);
+  rule_literal_ = std::move(rule_literal);
   for (size_t k = 0; k < literals_.size(); ++k) {
     const Literal& l = literals_[k];
     const auto c = static_cast<unsigned char>(l.bytes[l.offset]);
-    by_byte_[c].push_back(static_cast<uint16_t>(k));
-    scan_[c] = true;
-    if (l.fold && other_case(c) != c) {
-      by_byte_[other_case(c)].push_back(static_cast<uint16_t>(k));
-      scan_[other_case(c)] = true;
+    for (unsigned char x : {c, l.fold ? other_case(c) : c}) {
+      if (by_byte_[x].empty() || by_byte_[x].back() != k) {
+        by_byte_[x].push_back(static_cast<uint16_t>(k));
+      }
+      scan_[x] = true;
     }
+    Probe p;
+    p.single = l.bytes.size() == 1;
+    const auto next = p.single ? c : static_cast<unsigned char>(l.bytes[l.offset + 1]);
+    p.fold0 = l.fold && other_case(c) != c;
+    p.fold1 = l.fold && other_case(next) != next;
+    p.c0 = p.fold0 ? static_cast<unsigned char>(c | 0x20) : c;
+    p.c1 = p.fold1 ? static_cast<unsigned char>(next | 0x20) : next;
+    probes_.push_back(p);
     max_offset_ = std::max(max_offset_, l.offset);
+  }
+}
+
+// Whether a literal whose rare byte is at `i` can start at or after `from`, lie whole inside
+// `text`, and start before `best`; if it does, `best` moves there.
+void RuleSet::check_hit(std::string_view text, size_t from, size_t i, size_t* best) const {
+  for (uint16_t k : by_byte_[static_cast<unsigned char>(text[i])]) {
+    const Literal& l = literals_[k];
+    if (i < from + l.offset) continue;
+    const size_t start = i - l.offset;
+    if (start >= *best || start + l.bytes.size() > text.size()) continue;
+    if (literal_at(text, start, l.bytes, l.fold)) *best = start;
   }
 }
 
@@ -281,23 +320,40 @@ size_t RuleSet::next_candidate(std::string_view text, size_t from) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   size_t best = std::string_view::npos;
-  for (size_t i = from; i < size; ++i) {
-    // The hot loop: most bytes are not any literal's rare byte.
-    while (i + 4 <= size && !scan_[bytes[i]] && !scan_[bytes[i + 1]] && !scan_[bytes[i + 2]] &&
-           !scan_[bytes[i + 3]]) {
-      i += 4;
+  size_t i = from;
+#if defined(__SSE2__)
+  // Sixteen positions at a time: a position is a hit when some literal's rare byte and the byte
+  // after it are there (letters of folded literals compared with the 0x20 bit set). Hits are
+  // rare, so the branch is almost never taken.
+  const __m128i lower = _mm_set1_epi8(0x20);
+  for (; i + 17 <= size; i += 16) {
+    if (best != std::string_view::npos && i > best + max_offset_) return best;
+    const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i));
+    const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i + 1));
+    const __m128i v0l = _mm_or_si128(v0, lower);
+    const __m128i v1l = _mm_or_si128(v1, lower);
+    __m128i hits = _mm_setzero_si128();
+    for (const Probe& p : probes_) {
+      __m128i a = _mm_cmpeq_epi8(p.fold0 ? v0l : v0, _mm_set1_epi8(static_cast<char>(p.c0)));
+      if (!p.single) {
+        a = _mm_and_si128(
+            a, _mm_cmpeq_epi8(p.fold1 ? v1l : v1, _mm_set1_epi8(static_cast<char>(p.c1))));
+      }
+      hits = _mm_or_si128(hits, a);
     }
-    while (i < size && !scan_[bytes[i]]) ++i;
-    if (i >= size) break;
-    // Later hits start at i - max_offset_ or after: none can beat `best` any more.
+    unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(hits));
+    while (mask != 0) {
+      const size_t j = i + static_cast<size_t>(__builtin_ctz(mask));
+      mask &= mask - 1;
+      if (best != std::string_view::npos && j > best + max_offset_) return best;
+      check_hit(text, from, j, &best);
+    }
+  }
+#endif
+  for (; i < size; ++i) {
+    if (!scan_[bytes[i]]) continue;
     if (best != std::string_view::npos && i > best + max_offset_) break;
-    for (uint16_t k : by_byte_[bytes[i]]) {
-      const Literal& l = literals_[k];
-      if (i < from + l.offset) continue;
-      const size_t start = i - l.offset;
-      if (start >= best || start + l.bytes.size() > size) continue;
-      if (literal_at(text, start, l.bytes, l.fold)) best = start;
-    }
+    check_hit(text, from, i, &best);
   }
   return best;
 }
@@ -327,6 +383,11 @@ bool RuleSet::find(std::string_view text, size_t from, size_t* start, size_t* en
 size_t RuleSet::rule_for(std::string_view text, size_t start, size_t end) const {
   if (rules_.size() == 1) return 0;
   for (size_t i = 0; i < rules_.size(); ++i) {
+    // A rule whose literal is not there cannot have matched: skip its RE2 call.
+    if (!rule_literal_.empty()) {
+      const Literal& l = literals_[rule_literal_[i]];
+      if (l.bytes.size() > end - start || !literal_at(text, start, l.bytes, l.fold)) continue;
+    }
     if (rules_[i].re->Match(text, start, end, RE2::ANCHOR_BOTH, nullptr, 0)) return i;
   }
   return 0;  // unreachable: the combined pattern matched there, so some rule does

@@ -95,6 +95,7 @@ class RuleSet {
   RuleSet() = default;
   void build_prefilter(const std::vector<SubstitutionRule>& valid);
   size_t next_candidate(std::string_view text, size_t from) const;
+  void check_hit(std::string_view text, size_t from, size_t i, size_t* best) const;
 
   // A rule's literal prefix and the offset of its rarest byte, which the scan looks for.
   struct Literal {
@@ -108,8 +109,15 @@ class RuleSet {
   std::unique_ptr<RE2> viable_tail_;
   bool exact_prefixes_ = true;
   std::vector<Literal> literals_;       // empty: no prefilter
+  std::vector<uint16_t> rule_literal_;  // each rule's literal in literals_
   std::vector<uint16_t> by_byte_[256];  // literals whose rare byte this is
-  bool scan_[256] = {};
+  bool scan_[256] = {};                 // some literal's rare byte
+  // What the vector scan compares: a literal's rare byte and the one after it.
+  struct Probe {
+    unsigned char c0 = 0, c1 = 0;
+    bool fold0 = false, fold1 = false, single = false;
+  };
+  std::vector<Probe> probes_;
   size_t max_offset_ = 0;
 };
 

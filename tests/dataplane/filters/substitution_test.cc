@@ -102,6 +102,20 @@ TEST(SubstitutionSemanticsTest, RulesDoNotMergeInsideRe2) {
   expect_all_splits({{"0A", "1", ""}, {"0[aA]", "2", ""}}, "0a0A", "21");
 }
 
+// Rules are embedded in joined patterns: an unclosed \Q or a group name used twice must not
+// leak into the neighbours.
+TEST(SubstitutionSemanticsTest, RulesAreEmbeddedSafely) {
+  expect_all_splits({{R"(x{2\Q,4}y)", "Q", ""},
+                     {"(?P<n>a)b", "[$1]", ""},
+                     {"(?P<n>c)d", "<$1>", ""},
+                     {R"(\Qa.b)", "R", ""}},
+                    "x{2,4}y ab cd a.b axb", "Q [a] <c> R axb");
+  // RE2 reads x(?i){2} as x{2}; the engine refuses the construct rather than guess.
+  CompileResult r = RuleSet::compile({{"x(?i){2}", "y", ""}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("not support"), std::string::npos) << r.errors[0].message;
+}
+
 TEST(SubstitutionSemanticsTest, WordBoundariesAcrossChunks) {
   expect_all_splits({{R"(\bcat\b)", "dog", ""}}, "cat concat cats cat", "dog concat cats dog");
   expect_all_splits({{R"(\Bcat)", "X", ""}}, "cat concat", "cat conX");
