@@ -2,6 +2,7 @@
 // translates them into the routing model and keeps the data plane in sync over its control socket.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +19,8 @@
 #include "push/pusher.h"
 #include "source/manifest_loader.h"
 #include "source/manifest_watcher.h"
+#include "status/leader_election.h"
+#include "status/status_writer.h"
 #include "store/store.h"
 #include "sync/sync_loop.h"
 #include "translate/translate.h"
@@ -101,6 +104,8 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   push::Pusher pusher(std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
   ProblemLog problems;
   std::unique_ptr<kube::KubeSource> source;
+  std::unique_ptr<status::LeaderElector> elector;
+  std::unique_ptr<status::StatusWriter> status_writer;
   auto build = [&]() {
     auto result = source->with_store(
         [&](const store::Store& s) { return translate::translate(s, translate_options); });
@@ -112,9 +117,50 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   sync::SyncLoop loop(build, pusher);
   source = std::make_unique<kube::KubeSource>(
       std::make_unique<kube::RestClient>(*config, client_options), class_options, source_options,
-      [&loop] { loop.notify(); });
+      [&loop, &status_writer] {
+        loop.notify();
+        if (status_writer) status_writer->notify();
+      });
+  // Ingress status, written by the elected replica only.
+  status::StatusOptions status_options;
+  status_options.publish_service = flags.get("publish-service");
+  for (size_t start = 0, end; start <= flags.get("publish-address").size(); start = end + 1) {
+    const std::string& all = flags.get("publish-address");
+    end = all.find(',', start);
+    if (end == std::string::npos) end = all.size();
+    std::string a = all.substr(start, end - start);
+    if (!a.empty()) status_options.publish_addresses.push_back(a);
+  }
+  if (!status_options.publish_service.empty() &&
+      status_options.publish_service.find('/') == std::string::npos) {
+    std::cerr << "tidegate-controller: --publish-service: NAMESPACE/NAME\n";
+    return 2;
+  }
+  if (!status_options.publish_service.empty() || !status_options.publish_addresses.empty()) {
+    status::ElectionOptions election;
+    election.name = flags.get("election-id");
+    election.namespace_ = !flags.get("election-namespace").empty() ? flags.get("election-namespace")
+                          : !source_options.watch_namespace.empty() ? source_options.watch_namespace
+                          : !config->namespace_.empty()             ? config->namespace_
+                                                                    : "default";
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    election.identity = std::string(host) + "_" + std::to_string(::getpid());
+    int lease_s = std::atoi(flags.get("election-lease-seconds").c_str());
+    if (lease_s < 2) {
+      std::cerr << "tidegate-controller: --election-lease-seconds: at least 2\n";
+      return 2;
+    }
+    election.lease_duration = std::chrono::seconds(lease_s);
+    election.retry_period = std::chrono::seconds(std::max(1, lease_s / 5));
+    elector = std::make_unique<status::LeaderElector>(source->client(), election);
+    status_writer = std::make_unique<status::StatusWriter>(*source, elector.get(), status_options);
+  }
+
   install_signal_handlers();
   source->start();
+  if (elector) elector->start();
+  if (status_writer) status_writer->start();
   auto started = std::chrono::steady_clock::now();
   while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!g_stop) {
@@ -127,6 +173,8 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     if (!g_stop) loop.run();
     g_loop = nullptr;
   }
+  if (status_writer) status_writer->stop();
+  if (elector) elector->stop();  // hands the Lease over at once
   source->stop();
   TG_INFO("controller", "stopped");
   return 0;
@@ -142,6 +190,15 @@ int main(int argc, char** argv) {
   flags.define("kubeconfig", "", "kubeconfig of the cluster to watch (its current context)");
   flags.define("kube-context", "", "kubeconfig context to use instead of the current one");
   flags.define("watch-namespace", "", "watch only this namespace (default: all namespaces)");
+  flags.define("publish-address", "",
+               "comma-separated IPs or host names to write into our Ingresses' status");
+  flags.define("publish-service", "",
+               "NAMESPACE/NAME of the Service whose load-balancer addresses go into the status");
+  flags.define("election-id", "tidegate-leader",
+               "name of the Lease that elects the one replica writing Ingress status");
+  flags.define("election-namespace", "",
+               "namespace of that Lease (default: --watch-namespace, the kubeconfig's, default)");
+  flags.define("election-lease-seconds", "15", "the Lease's duration");
   flags.define("watch-idle-timeout", "150",
                "seconds without a byte (event or bookmark) before a watch is reconnected");
   flags.define("ingress-class", std::string(store::kDefaultIngressClass),

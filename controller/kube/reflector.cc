@@ -132,8 +132,11 @@ Reflector::WatchEnd Reflector::watch() {
     if (failed.status == 410) return WatchEnd::kGone;
     Status s = failed.status == 0 ? Status{0, "", failed.error}
                                   : status_from_body(failed.status, failed.body);
-    TG_WARN("kube", "watch " << name() << " failed: "
-                             << (failed.status ? std::to_string(s.code) + " " : "") << s.message);
+    // The first failure in a row is a warning; the retries after it are not news.
+    TG_LOG(failing_ ? log::Level::kDebug : log::Level::kWarn, "kube",
+           "watch " << name() << " failed: " << (failed.status ? std::to_string(s.code) + " " : "")
+                    << s.message << (failing_ ? "" : "; retrying with backoff"));
+    failing_ = true;
     return WatchEnd::kError;
   }
   {
@@ -161,6 +164,8 @@ Reflector::WatchEnd Reflector::watch() {
     if (!got_any) {
       got_any = true;
       backoff_.reset();  // the connection works
+      if (failing_) TG_INFO("kube", "watch " << name() << " works again");
+      failing_ = false;
     }
     TG_DEBUG("kube", "watch " << name() << ": event " << static_cast<int>(ev->type) << " at "
                               << ev->resource_version);
@@ -197,6 +202,7 @@ Reflector::WatchEnd Reflector::watch() {
     if (!ev->resource_version.empty()) resource_version_ = ev->resource_version;
   }
   if (!error.empty()) {
+    failing_ = true;
     TG_WARN("kube",
             "watch " << name() << " broke: " << error << "; resuming from " << resource_version_);
     return WatchEnd::kError;
@@ -223,7 +229,8 @@ void Reflector::run() {
         break;  // the server's timeoutSeconds: resume at once
       case WatchEnd::kGone:
         TG_INFO("kube", "watch " << name() << ": resourceVersion " << resource_version_
-                                 << " is gone (compacted); relisting");
+                                 << " is gone (compacted, or older than a restarted API server's "
+                                    "cache); relisting");
         resource_version_.clear();
         break;
       case WatchEnd::kError:

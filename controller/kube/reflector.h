@@ -67,6 +67,7 @@ class Reflector {
   Backoff backoff_;
   std::mt19937 rng_;
   std::string resource_version_;
+  bool failing_ = false;  // the last watch attempt failed: log retries quietly
   std::atomic<bool> synced_{false};
   std::atomic<uint64_t> lists_{0};
 

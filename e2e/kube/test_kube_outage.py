@@ -31,7 +31,7 @@ def test_apiserver_down_20s_then_back(own_cluster, kube_stack_factory):
     # API server is down, so that there are changes the controller has to catch up on.
     writer = c.second_apiserver()
     try:
-        s = start(kube_stack_factory(c, ["--watch-namespace", ns]))
+        s = start(kube_stack_factory(c, ["--watch-namespace", ns, "--log-level", "debug"]))
         keep, drop, later = backends(s, "keep", "drop", "later")
         c.apply(kube_service("keep", ns), kube_slice("keep-1", "keep", ns, [keep]),
                 kube_ingress("keep", ns, "keep.example", "keep"),
@@ -39,6 +39,9 @@ def test_apiserver_down_20s_then_back(own_cluster, kube_stack_factory):
                 kube_ingress("drop", ns, "drop.example", "drop"))
         s.wait_backend("/", "keep.example", "keep", timeout=15)
         s.wait_backend("/", "drop.example", "drop", timeout=15)
+        # Stop it mid-watch, not between the first list and the first watch.
+        s.controller.wait_for_log(r"watch EndpointSlice in outage open", timeout=10)
+        time.sleep(0.5)
 
         c.stop_apiserver()
         down_at = time.monotonic()

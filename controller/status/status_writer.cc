@@ -1,0 +1,137 @@
+#include "status/status_writer.h"
+
+#include <arpa/inet.h>
+#include <yaml-cpp/yaml.h>
+
+#include "kube/api.h"
+#include "log/log.h"
+
+namespace tidegate::controller::status {
+
+namespace {
+
+bool is_ip(const std::string& s) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+std::string load_balancer_json(const std::vector<std::string>& addresses) {
+  std::string out = "[";
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (i) out += ",";
+    // Addresses come from our flags or the API server: no quotes or backslashes to escape in a
+    // valid IP or DNS name; anything else is dropped by the caller.
+    out += std::string("{\"") + (is_ip(addresses[i]) ? "ip" : "hostname") + "\":\"" + addresses[i] +
+           "\"}";
+  }
+  return out + "]";
+}
+
+StatusWriter::StatusWriter(kube::KubeSource& source, LeaderElector* elector, StatusOptions options)
+    : source_(source), elector_(elector), options_(std::move(options)) {}
+
+StatusWriter::~StatusWriter() { stop(); }
+
+void StatusWriter::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void StatusWriter::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StatusWriter::notify() {
+  {
+    std::lock_guard lock(mu_);
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::vector<std::string>> StatusWriter::desired_addresses() {
+  if (options_.publish_service.empty()) return options_.publish_addresses;
+  auto slash = options_.publish_service.find('/');
+  std::string ns = options_.publish_service.substr(0, slash);
+  std::string name = options_.publish_service.substr(slash + 1);
+  kube::Response r = source_.client().get(kube::resource_path(objects::Kind::kService, ns, name));
+  if (r.status != 200) {
+    TG_WARN("status",
+            "--publish-service " << options_.publish_service << ": " << r.status << " " << r.error);
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  try {
+    YAML::Node lb = YAML::Load(r.body)["status"]["loadBalancer"]["ingress"];
+    if (lb && lb.IsSequence()) {
+      for (const auto& e : lb) {
+        std::string a = e["ip"] ? e["ip"].Scalar() : e["hostname"] ? e["hostname"].Scalar() : "";
+        if (!a.empty() && a.find_first_of("\"\\") == std::string::npos) out.push_back(a);
+      }
+    }
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+void StatusWriter::sync() {
+  if (elector_ && !elector_->is_leader()) {
+    written_.clear();  // when we lead again, write everything once
+    return;
+  }
+  auto addresses = desired_addresses();
+  if (!addresses) return;
+  const std::string lb = load_balancer_json(*addresses);
+  auto ours = source_.with_store([](const store::Store& s) {
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (const auto& [key, ingress] : s.ingresses()) {
+      if (store::select_ingress(ingress, s.ingress_classes(), s.options()) ==
+          store::IngressSelection::kOurs) {
+        keys.emplace_back(ingress.metadata.namespace_, ingress.metadata.name);
+      }
+    }
+    return keys;
+  });
+  std::map<std::string, std::string> still;
+  for (const auto& [ns, name] : ours) {
+    const std::string key = ns + "/" + name;
+    auto it = written_.find(key);
+    if (it != written_.end() && it->second == lb) {
+      still.emplace(key, lb);
+      continue;
+    }
+    const std::string body = "{\"status\":{\"loadBalancer\":{\"ingress\":" + lb + "}}}";
+    kube::Response r = source_.client().send(
+        "PATCH", kube::resource_path(objects::Kind::kIngress, ns, name) + "/status", body,
+        "application/merge-patch+json");
+    if (r.status == 200) {
+      TG_INFO("status", "Ingress " << key << " status: load balancer " << lb);
+      still.emplace(key, lb);
+    } else if (r.status != 404) {
+      TG_WARN("status",
+              "writing the status of Ingress " << key << " failed: " << r.status << " " << r.error);
+    }
+  }
+  written_ = std::move(still);
+}
+
+void StatusWriter::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, options_.period, [this] { return stopping_ || dirty_; });
+      if (stopping_) return;
+      dirty_ = false;
+    }
+    sync();
+  }
+}
+
+}  // namespace tidegate::controller::status

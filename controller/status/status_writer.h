@@ -1,0 +1,57 @@
+#pragma once
+// Writes .status.loadBalancer.ingress of our Ingresses: the addresses given by --publish-address,
+// or those of the --publish-service Service's own load balancer. Only the leader writes (when an
+// elector is given); every replica still serves traffic.
+//
+// What was written is remembered per Ingress, so a steady state costs no API call; a new leader
+// starts with nothing remembered and writes each Ingress once (a merge patch that changes nothing
+// is a no-op for the API server, and makes no watch event).
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/kube_source.h"
+#include "status/leader_election.h"
+
+namespace tidegate::controller::status {
+
+struct StatusOptions {
+  std::vector<std::string> publish_addresses;  // IPs or host names
+  std::string publish_service;                 // "namespace/name", instead of publish_addresses
+  std::chrono::milliseconds period{std::chrono::seconds(2)};
+};
+
+// The JSON array for status.loadBalancer.ingress: {"ip": ...} for an IP, {"hostname": ...} else.
+std::string load_balancer_json(const std::vector<std::string>& addresses);
+
+class StatusWriter {
+ public:
+  StatusWriter(kube::KubeSource& source, LeaderElector* elector, StatusOptions options);
+  ~StatusWriter();
+  void start();
+  void stop();
+  void notify();  // any thread: the store changed
+
+ private:
+  void run();
+  void sync();
+  std::optional<std::vector<std::string>> desired_addresses();
+
+  kube::KubeSource& source_;
+  LeaderElector* elector_;
+  StatusOptions options_;
+  std::map<std::string, std::string> written_;  // "ns/name" -> the JSON last written
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool dirty_ = true;
+  std::thread thread_;
+};
+
+}  // namespace tidegate::controller::status
