@@ -90,8 +90,10 @@ def make_pki(d: Path) -> None:
 
 
 class Cluster:
-    def __init__(self, bin_dir: Path, root: Path | None = None):
+    def __init__(self, bin_dir: Path, root: Path | None = None,
+                 apiserver_args: tuple[str, ...] = ()):
         self.bin_dir = bin_dir
+        self.apiserver_args = tuple(apiserver_args)
         self.root = root or Path(tempfile.mkdtemp(prefix="tg-kube-"))
         self.pki = self.root / "pki"
         self.pki.mkdir(parents=True, exist_ok=True)
@@ -132,7 +134,7 @@ class Cluster:
             "--enable-priority-and-fairness=false",
             "--profiling=false",
             "--cert-dir", str(self.root / f"certs-{name}"),
-            "-v", "1"], self.root / f"{name}.log")
+            "-v", "1", *self.apiserver_args], self.root / f"{name}.log")
 
     def second_apiserver(self) -> "Cluster":
         """Another kube-apiserver on the same etcd (as in an HA control plane), as a Cluster view
@@ -182,6 +184,21 @@ class Cluster:
     def logs(self) -> str:
         return (f"----- kube-apiserver log -----\n{self.apiserver.log()[-15000:]}\n"
                 f"----- etcd log -----\n{self.etcd.log()[-5000:]}")
+
+    # -- etcd ---------------------------------------------------------------------------------
+
+    def _etcd(self, method: str, body: dict) -> dict:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/{method}",
+                                     data=json.dumps(body).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"{}")
+
+    def compact_etcd(self) -> int:
+        """Compacts etcd's history up to its current revision (what the API server does every
+        5 minutes), through etcd's JSON gateway. Returns that revision."""
+        rev = int(self._etcd("kv/range", {"key": "AA=="})["header"]["revision"])
+        self._etcd("kv/compaction", {"revision": rev, "physical": True})
+        return rev
 
     # -- API ----------------------------------------------------------------------------------
 

@@ -23,6 +23,18 @@ def own_cluster(kube_bin, tmp_path):
         c.shutdown()
 
 
+@pytest.fixture
+def uncached_cluster(kube_bin, tmp_path):
+    """An API server without its watch cache: watches go to etcd, so a compacted
+    resourceVersion gets etcd's answer (410 Gone) rather than the cache's."""
+    c = kubecluster.Cluster(kube_bin, tmp_path / "cluster", apiserver_args=("--watch-cache=false",))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.shutdown()
+
+
 def test_apiserver_down_20s_then_back(own_cluster, kube_stack_factory):
     c = own_cluster
     ns = "outage"
@@ -95,3 +107,32 @@ def test_stalled_watch_is_reconnected(own_cluster, kube_stack_factory):
         c.apiserver.send_signal(signal.SIGCONT)
     c.delete("ingress", "st", ns)
     s.wait_status("/", "st.example", 404, timeout=20)
+
+
+def test_compacted_resource_version_forces_relist(uncached_cluster, kube_stack_factory):
+    """The controller's resourceVersion is compacted away while its API server is down: on
+    return, the watch gets 410 Gone, the controller relists and drops what was deleted."""
+    c = uncached_cluster
+    ns = "compact"
+    c.create_namespace(ns)
+    writer = c.second_apiserver()
+    try:
+        s = start(kube_stack_factory(c, ["--watch-namespace", ns, "--log-level", "debug"]))
+        (b,) = backends(s, "cp")
+        c.apply(kube_service("cp", ns), kube_slice("cp-1", "cp", ns, [b]),
+                kube_ingress("old", ns, "old.example", "cp"))
+        s.wait_backend("/", "old.example", "cp", timeout=15)
+        s.controller.wait_for_log(r"watch Ingress in compact open", timeout=10)
+        c.stop_apiserver()
+        writer.delete("ingress", "old", ns)
+        writer.apply(kube_ingress("new", ns, "new.example", "cp"))
+        rev = c.compact_etcd()
+        mark = s.controller.log_size()
+        c.start_apiserver()
+        s.wait_backend("/", "new.example", "cp", timeout=30)
+        s.wait_status("/", "old.example", 404, timeout=10)
+        s.controller.wait_for_log(r"watch Ingress in compact: resourceVersion \d+ is gone",
+                                  timeout=5, since=mark)
+        harness.report(f"kube forced 410: etcd compacted at revision {rev}; controller relisted")
+    finally:
+        writer.apiserver.stop(signal.SIGTERM, timeout=10)
