@@ -22,12 +22,7 @@ import kubecluster  # noqa: E402
 NETNS_ERROR = kubecluster.enter_test_netns()
 
 
-class KubeController(harness.Process):
-    def __init__(self, log_path: Path, socket_path: Path, kubeconfig: Path, extra=()):
-        argv = [str(harness.binary("tidegate-controller")),
-                "--dataplane-socket", str(socket_path),
-                "--kubeconfig", str(kubeconfig), *extra]
-        super().__init__("controller", argv, log_path)
+KubeController = kubecluster.KubeController
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,14 @@ def make_pki(d: Path) -> None:
     (d / "tokens.csv").write_text(f'{TOKEN},tidegate-admin,1,"system:masters"\n')
 
 
+class KubeController(harness.Process):
+    def __init__(self, log_path: Path, socket_path: Path, kubeconfig: Path, extra=()):
+        argv = [str(harness.binary("tidegate-controller")),
+                "--dataplane-socket", str(socket_path),
+                "--kubeconfig", str(kubeconfig), *extra]
+        super().__init__("controller", argv, log_path)
+
+
 class Cluster:
     def __init__(self, bin_dir: Path, root: Path | None = None,
                  apiserver_args: tuple[str, ...] = ()):
