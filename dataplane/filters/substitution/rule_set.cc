@@ -1,8 +1,9 @@
 #include "filters/substitution/rule_set.h"
 
 #include <algorithm>
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 #include <utility>
 
@@ -292,12 +293,14 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
       scan_[x] = true;
     }
     Probe p;
-    p.single = l.bytes.size() == 1;
-    const auto next = p.single ? c : static_cast<unsigned char>(l.bytes[l.offset + 1]);
-    p.fold0 = l.fold && other_case(c) != c;
-    p.fold1 = l.fold && other_case(next) != next;
-    p.c0 = p.fold0 ? static_cast<unsigned char>(c | 0x20) : c;
-    p.c1 = p.fold1 ? static_cast<unsigned char>(next | 0x20) : next;
+    const bool single = l.bytes.size() == 1;
+    const auto next = single ? c : static_cast<unsigned char>(l.bytes[l.offset + 1]);
+    const bool fold0 = l.fold && other_case(c) != c;
+    const bool fold1 = l.fold && other_case(next) != next;
+    std::memset(p.c0, fold0 ? (c | 0x20) : c, 32);
+    std::memset(p.or0, fold0 ? 0x20 : 0, 32);
+    std::memset(p.c1, single ? 0xff : fold1 ? (next | 0x20) : next, 32);
+    std::memset(p.or1, single ? 0xff : fold1 ? 0x20 : 0, 32);
     probes_.push_back(p);
     max_offset_ = std::max(max_offset_, l.offset);
   }
@@ -315,40 +318,96 @@ void RuleSet::check_hit(std::string_view text, size_t from, size_t i, size_t* be
   }
 }
 
+#if defined(__x86_64__)
+// The vector scan, for 16 (SSE2, always there on x86-64) or 32 (AVX2) positions at a time: a
+// position is a hit when some literal's rare byte and the byte after it are there. Hits are
+// rare, so the branch is almost never taken.
+struct Sse2 {
+  using V = __m128i;
+  static constexpr size_t kWidth = 16;
+  static V load(const void* p) { return _mm_loadu_si128(static_cast<const V*>(p)); }
+  static V loada(const void* p) { return _mm_load_si128(static_cast<const V*>(p)); }
+  static V zero() { return _mm_setzero_si128(); }
+  static V eq(V a, V b) { return _mm_cmpeq_epi8(a, b); }
+  static V bor(V a, V b) { return _mm_or_si128(a, b); }
+  static V band(V a, V b) { return _mm_and_si128(a, b); }
+  static uint32_t mask(V a) { return static_cast<uint32_t>(_mm_movemask_epi8(a)); }
+};
+
+// GCC warns that passing AVX vectors by value changes the ABI when AVX is off; these helpers are
+// only ever inlined into scan_avx2, which has AVX2 on, so no call with that ABI exists.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+struct Avx2 {
+  using V = __m256i;
+  static constexpr size_t kWidth = 32;
+  __attribute__((target("avx2"))) static V load(const void* p) {
+    return _mm256_loadu_si256(static_cast<const V*>(p));
+  }
+  __attribute__((target("avx2"))) static V loada(const void* p) {
+    return _mm256_load_si256(static_cast<const V*>(p));
+  }
+  __attribute__((target("avx2"))) static V zero() { return _mm256_setzero_si256(); }
+  __attribute__((target("avx2"))) static V eq(V a, V b) { return _mm256_cmpeq_epi8(a, b); }
+  __attribute__((target("avx2"))) static V bor(V a, V b) { return _mm256_or_si256(a, b); }
+  __attribute__((target("avx2"))) static V band(V a, V b) { return _mm256_and_si256(a, b); }
+  __attribute__((target("avx2"))) static uint32_t mask(V a) {
+    return static_cast<uint32_t>(_mm256_movemask_epi8(a));
+  }
+};
+
+// Scans from *i while a full vector (plus the byte after it) fits; returns the answer when it is
+// known, else npos with *i where the scalar tail must go on.
+template <typename Scan>
+[[gnu::always_inline]] inline size_t RuleSet::scan_vector(std::string_view text, size_t from,
+                                                          size_t* i, size_t* best) const {
+  using V = typename Scan::V;
+  const size_t size = text.size();
+  const char* bytes = text.data();
+  for (; *i + Scan::kWidth + 1 <= size; *i += Scan::kWidth) {
+    if (*best != std::string_view::npos && *i > *best + max_offset_) return *best;
+    const V v0 = Scan::load(bytes + *i);
+    const V v1 = Scan::load(bytes + *i + 1);
+    V hits = Scan::zero();
+    for (const Probe& p : probes_) {
+      const V a = Scan::eq(Scan::bor(v0, Scan::loada(p.or0)), Scan::loada(p.c0));
+      const V b = Scan::eq(Scan::bor(v1, Scan::loada(p.or1)), Scan::loada(p.c1));
+      hits = Scan::bor(hits, Scan::band(a, b));
+    }
+    uint32_t m = Scan::mask(hits);
+    while (m != 0) {
+      const size_t j = *i + static_cast<size_t>(__builtin_ctz(m));
+      m &= m - 1;
+      if (*best != std::string_view::npos && j > *best + max_offset_) return *best;
+      check_hit(text, from, j, best);
+    }
+  }
+  return std::string_view::npos;
+}
+
+#pragma GCC diagnostic pop
+
+// One instance per instruction set; the AVX2 one runs only where the CPU has it.
+size_t RuleSet::scan_sse2(std::string_view text, size_t from, size_t* i, size_t* best) const {
+  return scan_vector<Sse2>(text, from, i, best);
+}
+
+__attribute__((target("avx2"))) size_t RuleSet::scan_avx2(std::string_view text, size_t from,
+                                                          size_t* i, size_t* best) const {
+  return scan_vector<Avx2>(text, from, i, best);
+}
+#endif
+
 // The leftmost position >= from where some rule's literal lies whole inside `text`, or npos.
 size_t RuleSet::next_candidate(std::string_view text, size_t from) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   size_t best = std::string_view::npos;
   size_t i = from;
-#if defined(__SSE2__)
-  // Sixteen positions at a time: a position is a hit when some literal's rare byte and the byte
-  // after it are there (letters of folded literals compared with the 0x20 bit set). Hits are
-  // rare, so the branch is almost never taken.
-  const __m128i lower = _mm_set1_epi8(0x20);
-  for (; i + 17 <= size; i += 16) {
-    if (best != std::string_view::npos && i > best + max_offset_) return best;
-    const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i));
-    const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i + 1));
-    const __m128i v0l = _mm_or_si128(v0, lower);
-    const __m128i v1l = _mm_or_si128(v1, lower);
-    __m128i hits = _mm_setzero_si128();
-    for (const Probe& p : probes_) {
-      __m128i a = _mm_cmpeq_epi8(p.fold0 ? v0l : v0, _mm_set1_epi8(static_cast<char>(p.c0)));
-      if (!p.single) {
-        a = _mm_and_si128(
-            a, _mm_cmpeq_epi8(p.fold1 ? v1l : v1, _mm_set1_epi8(static_cast<char>(p.c1))));
-      }
-      hits = _mm_or_si128(hits, a);
-    }
-    unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(hits));
-    while (mask != 0) {
-      const size_t j = i + static_cast<size_t>(__builtin_ctz(mask));
-      mask &= mask - 1;
-      if (best != std::string_view::npos && j > best + max_offset_) return best;
-      check_hit(text, from, j, &best);
-    }
-  }
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  const size_t found = avx2 ? scan_avx2(text, from, &i, &best) : scan_sse2(text, from, &i, &best);
+  if (found != std::string_view::npos) return found;
 #endif
   for (; i < size; ++i) {
     if (!scan_[bytes[i]]) continue;

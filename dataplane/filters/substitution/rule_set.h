@@ -113,10 +113,16 @@ class RuleSet {
   std::vector<uint16_t> by_byte_[256];  // literals whose rare byte this is
   bool scan_[256] = {};                 // some literal's rare byte
   // What the vector scan compares: a literal's rare byte and the one after it.
-  struct Probe {
-    unsigned char c0 = 0, c1 = 0;
-    bool fold0 = false, fold1 = false, single = false;
+  // Each is a byte repeated 32 times, ready for a vector load: position p is a hit when
+  // (text[p] | or0) == c0 and (text[p + 1] | or1) == c1 (or = 0x20 folds ASCII letters; a
+  // one-byte literal has or1 = c1 = 0xff, which always holds).
+  struct alignas(32) Probe {
+    unsigned char c0[32], or0[32], c1[32], or1[32];
   };
+  template <typename Scan>
+  size_t scan_vector(std::string_view text, size_t from, size_t* i, size_t* best) const;
+  size_t scan_sse2(std::string_view text, size_t from, size_t* i, size_t* best) const;
+  size_t scan_avx2(std::string_view text, size_t from, size_t* i, size_t* best) const;
   std::vector<Probe> probes_;
   size_t max_offset_ = 0;
 };
