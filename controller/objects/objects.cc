@@ -1,5 +1,6 @@
 #include "objects/objects.h"
 
+#include <algorithm>
 #include <charconv>
 #include <exception>
 #include <utility>
@@ -298,6 +299,16 @@ bool is_dns_subdomain(const std::string& s, size_t max) {
   return true;
 }
 
+// Port names are IANA service names in Kubernetes (lower-case letters, digits and '-'); they end
+// up in upstream names, logs and the control protocol.
+void check_port_name(const std::string& name, const std::string& path) {
+  if (name.empty()) return;
+  bool ok = name.size() <= 63 && std::all_of(name.begin(), name.end(), [](char c) {
+              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+            });
+  if (!ok) fail(path + ".name", "\"" + name.substr(0, 64) + "\" is not a valid port name");
+}
+
 ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
   ObjectMeta m;
   YAML::Node n = child(obj, "metadata");
@@ -354,6 +365,7 @@ IngressBackend parse_backend(const YAML::Node& n, const std::string& path) {
     expect_map(port, ppath);
     s.port.number = opt_port_number(port, "number", ppath);
     s.port.name = opt_string(port, "name", ppath).value_or("");
+    check_port_name(s.port.name, ppath);
     if (s.port.number && !s.port.name.empty())
       fail(ppath, "number and name are mutually exclusive");
     if (!s.port.number && s.port.name.empty()) fail(ppath, "one of number or name is required");
@@ -436,6 +448,7 @@ Service convert_service(const YAML::Node& obj) {
     expect_map(p, ppath);
     ServicePort port;
     port.name = opt_string(p, "name", ppath).value_or("");
+    check_port_name(port.name, ppath);
     auto number = opt_port_number(p, "port", ppath);
     if (!number) fail(field(ppath, "port"), "required field missing");
     port.port = *number;
@@ -468,6 +481,7 @@ EndpointSlice convert_endpoint_slice(const YAML::Node& obj) {
     expect_map(p, ppath);
     EndpointPort port;
     port.name = opt_string(p, "name", ppath).value_or("");
+    check_port_name(port.name, ppath);
     port.port = opt_port_number(p, "port", ppath);
     port.protocol = opt_string(p, "protocol", ppath).value_or("TCP");
     slice.ports.push_back(std::move(port));

@@ -471,12 +471,12 @@ TEST(TranslateTest, Hosts) {
        config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kWebUp),
                                  route("/b", PathMatch::kExact, kWebUp)})},
               up)},
-      {"TLS is reported as not supported yet",
+      {"a TLS entry whose Secret is missing is reported; the host still routes",
        objects(ingress("web")
                    .rule("foo.com", {path("/", "Prefix", "web", "80")})
                    .tls("foo.com", "foo-cert")),
        config({vhost("foo.com", root())}, up),
-       {warning("Ingress default/web", "spec.tls: TLS is not supported yet")}},
+       {error("Ingress default/web", "spec.tls[0]: Secret default/foo-cert not found")}},
   });
 }
 

@@ -1,0 +1,561 @@
+// Tests for the routing model: route precedence, host syntax, validation, and the diff/apply pair
+// (including a seeded property test: applying diff(a, b) to a always yields b).
+
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tidegate::model {
+namespace {
+
+// ---- Builders ----
+
+Route route(PathMatch match, std::string path, std::string upstream = "default/web:80") {
+  return Route{std::move(path), match, std::move(upstream), "default/web"};
+}
+Route exact(std::string path) { return route(PathMatch::kExact, std::move(path)); }
+Route prefix(std::string path) { return route(PathMatch::kPrefix, std::move(path)); }
+Route regex(std::string path) { return route(PathMatch::kRegex, std::move(path)); }
+
+Upstream upstream(std::string name, std::vector<Endpoint> endpoints = {{"10.0.0.1", 8080}}) {
+  return Upstream{std::move(name), std::move(endpoints)};
+}
+
+VirtualHost vhost(std::string host, std::vector<Route> routes, bool ssl_redirect = false) {
+  VirtualHost vh;
+  vh.host = std::move(host);
+  vh.routes = std::move(routes);
+  vh.ssl_redirect = ssl_redirect;
+  return vh;
+}
+
+Certificate cert(std::string name, std::string cert_pem = "CERT", std::string key_pem = "KEY") {
+  return Certificate{std::move(name), std::move(cert_pem), std::move(key_pem)};
+}
+
+TlsHost tls_host(std::string host, std::string certificate) {
+  return TlsHost{std::move(host), std::move(certificate)};
+}
+
+// A Delta with the fields `change` sets; named fields keep the cases readable as Delta grows.
+Delta delta(auto change) {
+  Delta d;
+  change(d);
+  return d;
+}
+
+Config config(std::vector<VirtualHost> hosts, std::vector<Upstream> upstreams,
+              std::optional<Route> default_route = std::nullopt) {
+  Config c;
+  for (auto& h : hosts) c.virtual_hosts[h.host] = std::move(h);
+  for (auto& u : upstreams) c.upstreams[u.name] = std::move(u);
+  c.default_route = std::move(default_route);
+  return c;
+}
+
+// A valid config to start the validation cases from.
+Config valid_config() {
+  Config c = config({vhost("foo.com", {exact("/login"), prefix("/")}, true),
+                     vhost("*.bar.com", {regex("/api/v[0-9]+")}), vhost("*", {prefix("/")})},
+                    {upstream("default/web:80")}, prefix("/"));
+  c.certificates["default/foo-cert"] = cert("default/foo-cert");
+  c.tls_hosts["foo.com"] = tls_host("foo.com", "default/foo-cert");
+  c.tls_hosts["*.bar.com"] = tls_host("*.bar.com", "default/foo-cert");
+  return c;
+}
+
+// "Exact /foo" for each route, in order: what the precedence tests compare.
+std::vector<std::string> describe(const std::vector<Route>& routes) {
+  std::vector<std::string> out;
+  for (const auto& r : routes) out.push_back(std::string(to_string(r.match)) + " " + r.path);
+  return out;
+}
+
+// ---- PathMatch names ----
+
+TEST(PathMatchTest, NamesRoundTrip) {
+  for (PathMatch m : {PathMatch::kExact, PathMatch::kPrefix, PathMatch::kRegex}) {
+    auto back = path_match_from_string(to_string(m));
+    ASSERT_TRUE(back.has_value()) << to_string(m);
+    EXPECT_EQ(*back, m);
+  }
+  EXPECT_EQ(path_match_from_string("exact"), std::nullopt);  // case-sensitive, like Ingress v1
+  EXPECT_EQ(path_match_from_string("ImplementationSpecific"), std::nullopt);
+  EXPECT_EQ(path_match_from_string(""), std::nullopt);
+}
+
+// ---- sort_routes ----
+
+struct SortCase {
+  std::string name;
+  std::vector<Route> input;
+  std::vector<std::string> want;
+};
+
+TEST(SortRoutesTest, Table) {
+  const std::vector<SortCase> cases = {
+      {"longest path first",
+       {prefix("/a"), prefix("/abc"), prefix("/ab")},
+       {"Prefix /abc", "Prefix /ab", "Prefix /a"}},
+      {"equal length: Exact, Prefix, Regex",
+       {regex("/foo"), prefix("/foo"), exact("/foo")},
+       {"Exact /foo", "Prefix /foo", "Regex /foo"}},
+      {"Prefix /foo/ ties with Exact /foo: Exact first",
+       {prefix("/foo/"), exact("/foo")},
+       {"Exact /foo", "Prefix /foo/"}},
+      {"Exact /foo before Prefix /foo/ whatever the input order",
+       {exact("/foo"), prefix("/foo/")},
+       {"Exact /foo", "Prefix /foo/"}},
+      {"Prefix trailing slashes do not count for length",
+       {prefix("/foo//"), prefix("/fooo")},
+       {"Prefix /fooo", "Prefix /foo//"}},
+      {"Prefix /foo and /foo/ are ordered by text",
+       {prefix("/foo/"), prefix("/foo")},
+       {"Prefix /foo", "Prefix /foo/"}},
+      {"Exact trailing slash counts",
+       {prefix("/foo"), exact("/foo/")},
+       {"Exact /foo/", "Prefix /foo"}},
+      {"Regex trailing slash counts",
+       {prefix("/foo/"), regex("/foo/")},
+       {"Regex /foo/", "Prefix /foo/"}},
+      {"catch-all Prefix / is last, after Exact /",
+       {prefix("/"), exact("/"), prefix("/a")},
+       {"Prefix /a", "Exact /", "Prefix /"}},
+      {"same length and kind: by path text",
+       {prefix("/b"), prefix("/c"), prefix("/a")},
+       {"Prefix /a", "Prefix /b", "Prefix /c"}},
+      {"empty input", {}, {}},
+  };
+  for (const auto& c : cases) {
+    auto routes = c.input;
+    sort_routes(routes);
+    EXPECT_EQ(describe(routes), c.want) << c.name;
+  }
+}
+
+TEST(SortRoutesTest, ResultDoesNotDependOnInputOrder) {
+  std::vector<Route> routes = {exact("/foo"),  prefix("/foo/"), prefix("/foo"), regex("/fo+"),
+                               prefix("/"),    exact("/"),      prefix("/a/b"), regex("/a.b"),
+                               exact("/a/bc"), prefix("/a/b/"), regex("^/x$"),  prefix("/zz")};
+  auto want = routes;
+  sort_routes(want);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    std::shuffle(routes.begin(), routes.end(), rng);
+    auto got = routes;
+    sort_routes(got);
+    ASSERT_EQ(describe(got), describe(want)) << "shuffle " << i;
+  }
+}
+
+// ---- is_valid_host ----
+
+struct HostCase {
+  std::string host;
+  bool valid;
+};
+
+TEST(IsValidHostTest, Table) {
+  const std::string label63(63, 'a');
+  const std::string label64(64, 'a');
+  // 4 labels of 63 + 3 dots = 255 bytes; 3 labels of 63 + one of 61 = 253 bytes.
+  const std::string name253 = label63 + "." + label63 + "." + label63 + "." + std::string(61, 'a');
+  const std::string name254 = label63 + "." + label63 + "." + label63 + "." + std::string(62, 'a');
+  const std::vector<HostCase> cases = {
+      {"*", true},
+      {"foo.com", true},
+      {"foo", true},
+      {"a-b.example.com", true},
+      {"123.example.com", true},
+      {"10.0.0.1", true},  // digits are DNS labels
+      {"*.foo.com", true},
+      {"*.com", true},
+      {label63 + ".com", true},
+      {name253, true},
+      {"", false},
+      {"Foo.com", false},  // lower case only
+      {"foo.com.", false},
+      {".foo.com", false},
+      {"foo..com", false},
+      {"-foo.com", false},
+      {"foo-.com", false},
+      {"foo_bar.com", false},
+      {"foo.com:80", false},
+      {"foo com", false},
+      {"*.", false},
+      {"*foo.com", false},
+      {"foo.*.com", false},
+      {"*.*.foo.com", false},
+      {"**", false},
+      {"[::1]", false},
+      {label64 + ".com", false},
+      {name254, false},
+      {std::string("foo\0.com", 8), false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(is_valid_host(c.host), c.valid) << "\"" << c.host << "\"";
+  }
+}
+
+// ---- validate ----
+
+struct ValidateCase {
+  std::string name;
+  Config config;
+  std::vector<std::string> want;  // one substring per expected error, in order
+};
+
+Config with(Config c, auto change) {
+  change(c);
+  return c;
+}
+
+TEST(ValidateTest, Table) {
+  const std::vector<ValidateCase> cases = {
+      {"valid", valid_config(), {}},
+      {"empty config", Config{}, {}},
+      {"virtual host key differs from host",
+       with(valid_config(), [](Config& c) { c.virtual_hosts["foo.com"].host = "baz.com"; }),
+       {"virtual host key \"foo.com\" != host \"baz.com\""}},
+      {"invalid host",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["Foo.com"] = vhost("Foo.com", {prefix("/")}); }),
+       {"invalid host \"Foo.com\""}},
+      {"path without leading slash",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(exact("login")); }),
+       {"host foo.com: path \"login\" does not start with '/'"}},
+      {"empty Prefix path",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(prefix("")); }),
+       {"host foo.com: path \"\" does not start with '/'"}},
+      {"regex need not start with a slash",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(regex(".*\\.png")); }),
+       {}},
+      {"regex that RE2 rejects",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(regex("/a(b")); }),
+       {"host foo.com: invalid regex \"/a(b\""}},
+      {"regex with a backreference (RE2 has none)",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(regex("/(a)\\1")); }),
+       {"invalid regex \"/(a)\\1\""}},
+      {"route to an unknown upstream",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes.push_back(route(PathMatch::kPrefix, "/x", "nope"));
+            }),
+       {"host foo.com: unknown upstream \"nope\""}},
+      {"default route to an unknown upstream",
+       with(valid_config(), [](Config& c) { c.default_route->upstream = "gone"; }),
+       {"default route: unknown upstream \"gone\""}},
+      {"default route with a bad path",
+       with(valid_config(), [](Config& c) { c.default_route->path = "x"; }),
+       {"default route: path \"x\" does not start with '/'"}},
+      {"upstream key differs from name",
+       with(valid_config(), [](Config& c) { c.upstreams["default/web:80"].name = "other"; }),
+       {"upstream key \"default/web:80\" != name \"other\""}},
+      {"endpoint with port 0",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].endpoints.push_back({"10.0.0.2", 0});
+            }),
+       {"upstream default/web:80: endpoint 10.0.0.2 has port 0"}},
+      {"endpoint with empty address",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].endpoints.push_back({"", 80});
+            }),
+       {"upstream default/web:80: endpoint with empty address"}},
+      {"duplicate endpoint",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].endpoints.push_back({"10.0.0.1", 8080});
+            }),
+       {"upstream default/web:80: duplicate endpoint 10.0.0.1:8080"}},
+      {"same address on two ports is not a duplicate",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].endpoints.push_back({"10.0.0.1", 8081});
+            }),
+       {}},
+      {"certificate key differs from name",
+       with(valid_config(),
+            [](Config& c) { c.certificates["default/foo-cert"].name = "default/other"; }),
+       {"certificate key \"default/foo-cert\" != name \"default/other\""}},
+      {"certificate without its key",
+       with(valid_config(), [](Config& c) { c.certificates["default/foo-cert"].key_pem = ""; }),
+       {"certificate default/foo-cert: empty certificate or key"}},
+      {"certificate without its chain",
+       with(valid_config(), [](Config& c) { c.certificates["default/foo-cert"].cert_pem = ""; }),
+       {"certificate default/foo-cert: empty certificate or key"}},
+      {"TLS host key differs from host",
+       with(valid_config(), [](Config& c) { c.tls_hosts["foo.com"].host = "baz.com"; }),
+       {"TLS host key \"foo.com\" != host \"baz.com\""}},
+      {"TLS host \"*\" (a certificate needs a name)",
+       with(valid_config(),
+            [](Config& c) { c.tls_hosts["*"] = tls_host("*", "default/foo-cert"); }),
+       {"invalid TLS host \"*\""}},
+      {"invalid TLS host",
+       with(valid_config(),
+            [](Config& c) { c.tls_hosts["Foo.com"] = tls_host("Foo.com", "default/foo-cert"); }),
+       {"invalid TLS host \"Foo.com\""}},
+      {"TLS host with an unknown certificate",
+       with(valid_config(), [](Config& c) { c.tls_hosts["foo.com"].certificate = "default/gone"; }),
+       {"TLS host foo.com: unknown certificate \"default/gone\""}},
+      {"TLS host without a virtual host is fine",
+       with(valid_config(),
+            [](Config& c) {
+              c.tls_hosts["tls-only.com"] = tls_host("tls-only.com", "default/foo-cert");
+            }),
+       {}},
+      {"every problem is reported, not just the first",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes.push_back(route(PathMatch::kExact, "x", "nope"));
+              c.upstreams["default/web:80"].endpoints.push_back({"10.0.0.3", 0});
+            }),
+       {"does not start with '/'", "unknown upstream \"nope\"", "has port 0"}},
+  };
+  for (const auto& c : cases) {
+    auto errors = validate(c.config);
+    ASSERT_EQ(errors.size(), c.want.size())
+        << c.name << ": got " << ::testing::PrintToString(errors);
+    for (size_t i = 0; i < errors.size(); ++i) {
+      EXPECT_NE(errors[i].find(c.want[i]), std::string::npos)
+          << c.name << ": error " << i << " is \"" << errors[i] << "\", want it to contain \""
+          << c.want[i] << "\"";
+    }
+  }
+}
+
+// ---- diff and apply ----
+
+TEST(DiffTest, IdenticalConfigsGiveAnEmptyDelta) {
+  EXPECT_TRUE(diff(valid_config(), valid_config()).empty());
+  EXPECT_TRUE(diff(Config{}, Config{}).empty());
+  EXPECT_TRUE(Delta{}.empty());
+}
+
+TEST(DiffTest, EachKindOfChangeIsNotEmpty) {
+  const std::vector<std::pair<std::string, Delta>> cases = {
+      {"upsert host", delta([](Delta& d) { d.upsert_virtual_hosts = {vhost("a.com", {})}; })},
+      {"remove host", delta([](Delta& d) { d.remove_virtual_hosts = {"a.com"}; })},
+      {"upsert upstream", delta([](Delta& d) { d.upsert_upstreams = {upstream("u")}; })},
+      {"remove upstream", delta([](Delta& d) { d.remove_upstreams = {"u"}; })},
+      {"upsert certificate", delta([](Delta& d) { d.upsert_certificates = {cert("c")}; })},
+      {"remove certificate", delta([](Delta& d) { d.remove_certificates = {"c"}; })},
+      {"upsert TLS host", delta([](Delta& d) { d.upsert_tls_hosts = {tls_host("a.com", "c")}; })},
+      {"remove TLS host", delta([](Delta& d) { d.remove_tls_hosts = {"a.com"}; })},
+      // A change to "no default route" is still a change.
+      {"default route cleared", delta([](Delta& d) { d.default_route_changed = true; })},
+  };
+  for (const auto& [name, d] : cases) EXPECT_FALSE(d.empty()) << name;
+}
+
+TEST(DiffTest, ListsOnlyWhatChanged) {
+  Config a = valid_config();
+  Config b = with(a, [](Config& c) {
+    c.virtual_hosts["foo.com"].routes.push_back(exact("/new"));    // changed
+    c.virtual_hosts.erase("*.bar.com");                            // removed
+    c.virtual_hosts["new.com"] = vhost("new.com", {prefix("/")});  // added
+    c.upstreams["default/api:80"] = upstream("default/api:80");    // added
+    c.default_route.reset();                                       // removed
+    c.certificates["default/foo-cert"].key_pem = "NEW KEY";        // changed
+    c.tls_hosts.erase("*.bar.com");                                // removed
+  });
+  Delta d = diff(a, b);
+  std::vector<std::string> upserted;
+  for (const auto& vh : d.upsert_virtual_hosts) upserted.push_back(vh.host);
+  std::sort(upserted.begin(), upserted.end());
+  EXPECT_EQ(upserted, (std::vector<std::string>{"foo.com", "new.com"}));
+  EXPECT_EQ(d.remove_virtual_hosts, std::vector<std::string>{"*.bar.com"});
+  ASSERT_EQ(d.upsert_upstreams.size(), 1u);
+  EXPECT_EQ(d.upsert_upstreams[0].name, "default/api:80");
+  EXPECT_TRUE(d.remove_upstreams.empty());
+  EXPECT_TRUE(d.default_route_changed);
+  EXPECT_EQ(d.default_route, std::nullopt);
+  ASSERT_EQ(d.upsert_certificates.size(), 1u);
+  EXPECT_EQ(d.upsert_certificates[0].key_pem, "NEW KEY");
+  EXPECT_TRUE(d.remove_certificates.empty());
+  EXPECT_TRUE(d.upsert_tls_hosts.empty());
+  EXPECT_EQ(d.remove_tls_hosts, std::vector<std::string>{"*.bar.com"});
+}
+
+TEST(DiffTest, SslRedirectAloneIsAChange) {
+  Config a = valid_config();
+  Config b = with(a, [](Config& c) { c.virtual_hosts["foo.com"].ssl_redirect = false; });
+  Delta d = diff(a, b);
+  ASSERT_EQ(d.upsert_virtual_hosts.size(), 1u);
+  EXPECT_FALSE(d.upsert_virtual_hosts[0].ssl_redirect);
+}
+
+struct ApplyErrorCase {
+  std::string name;
+  Delta delta;
+  std::string want;
+};
+
+TEST(ApplyTest, RemovingUnknownKeysIsAnError) {
+  const Config base = valid_config();
+  const std::vector<ApplyErrorCase> cases = {
+      {"unknown virtual host", delta([](Delta& d) { d.remove_virtual_hosts = {"nope.com"}; }),
+       "remove of unknown virtual host \"nope.com\""},
+      {"unknown upstream", delta([](Delta& d) { d.remove_upstreams = {"default/nope:80"}; }),
+       "remove of unknown upstream \"default/nope:80\""},
+      {"unknown certificate", delta([](Delta& d) { d.remove_certificates = {"default/nope"}; }),
+       "remove of unknown certificate \"default/nope\""},
+      {"unknown TLS host", delta([](Delta& d) { d.remove_tls_hosts = {"bar.com"}; }),
+       "remove of unknown TLS host \"bar.com\""},
+      {"a virtual host's name is not a TLS host",
+       delta([](Delta& d) { d.remove_tls_hosts = {"*"}; }), "remove of unknown TLS host \"*\""},
+      {"the same host removed twice", delta([](Delta& d) {
+         d.remove_virtual_hosts = {"foo.com", "foo.com"};
+       }),
+       "remove of unknown virtual host \"foo.com\""},
+      {"unknown host after a known one", delta([](Delta& d) {
+         d.upsert_virtual_hosts = {vhost("x.com", {prefix("/")})};
+         d.remove_virtual_hosts = {"foo.com", "gone.com"};
+       }),
+       "remove of unknown virtual host \"gone.com\""},
+  };
+  for (const auto& c : cases) {
+    auto result = apply(base, c.delta);
+    EXPECT_EQ(result.error, c.want) << c.name;
+  }
+}
+
+TEST(ApplyTest, DoesNotTouchTheBase) {
+  const Config base = valid_config();
+  const Config copy = base;
+  Delta d;
+  d.remove_virtual_hosts = {"foo.com"};
+  d.upsert_upstreams = {upstream("default/api:80")};
+  auto result = apply(base, d);
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(base, copy);
+  EXPECT_FALSE(result.config.virtual_hosts.contains("foo.com"));
+  EXPECT_TRUE(result.config.upstreams.contains("default/api:80"));
+}
+
+TEST(ApplyTest, DefaultRouteChangesOnlyWhenFlagged) {
+  const Config base = valid_config();
+  Delta keep;
+  keep.default_route = std::nullopt;  // ignored: default_route_changed is false
+  EXPECT_EQ(apply(base, keep).config.default_route, base.default_route);
+  Delta clear;
+  clear.default_route_changed = true;
+  EXPECT_EQ(apply(base, clear).config.default_route, std::nullopt);
+}
+
+// Random configs over small pools of names, so that two of them share most keys and differ in a
+// few: the interesting case for diff.
+class RandomConfigs {
+ public:
+  explicit RandomConfigs(uint32_t seed) : rng_(seed) {}
+
+  Config next() {
+    Config c;
+    for (const auto& host : kHosts) {
+      if (chance(2)) continue;
+      VirtualHost vh = vhost(host, {}, chance(2));
+      int n = pick(4);
+      for (int i = 0; i < n; ++i) vh.routes.push_back(random_route());
+      c.virtual_hosts[host] = std::move(vh);
+    }
+    for (const auto& name : kUpstreams) {
+      if (chance(2)) continue;
+      Upstream u{name, {}};
+      int n = pick(3);
+      for (int i = 0; i < n; ++i) {
+        u.endpoints.push_back({"10.0.0." + std::to_string(pick(3)), uint16_t(8080 + pick(2))});
+      }
+      c.upstreams[name] = std::move(u);
+    }
+    if (chance(2)) c.default_route = random_route();
+    for (const auto& name : kCertificates) {
+      if (chance(2)) continue;
+      c.certificates[name] = Certificate{name, kPems[pick(2)], kPems[pick(2)]};
+    }
+    for (const auto& host : kTlsHosts) {
+      if (chance(2)) continue;
+      c.tls_hosts[host] = TlsHost{host, kCertificates[pick(2)]};
+    }
+    return c;
+  }
+
+ private:
+  static constexpr const char* kHosts[] = {"a.com", "b.com", "*.c.com", "*"};
+  static constexpr const char* kUpstreams[] = {"ns/a:80", "ns/b:80", "ns/c:http"};
+  static constexpr const char* kPaths[] = {"/", "/x", "/x/", "/y"};
+  static constexpr const char* kCertificates[] = {"ns/a-cert", "ns/b-cert"};
+  static constexpr const char* kPems[] = {"PEM 1", "PEM 2"};
+  static constexpr const char* kTlsHosts[] = {"a.com", "*.c.com", "tls-only.com"};
+
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  bool chance(int one_in) { return pick(one_in) == 0; }
+
+  Route random_route() {
+    return Route{kPaths[pick(4)], static_cast<PathMatch>(pick(3)), kUpstreams[pick(3)],
+                 chance(2) ? "ns/one" : "ns/two"};
+  }
+
+  std::mt19937 rng_;
+};
+
+TEST(DiffApplyPropertyTest, ApplyingTheDiffYieldsTheTarget) {
+  RandomConfigs gen(20240501);
+  int nonempty = 0;
+  for (int i = 0; i < 500; ++i) {
+    const Config a = gen.next();
+    const Config b = gen.next();
+    const Delta d = diff(a, b);
+    auto result = apply(a, d);
+    ASSERT_EQ(result.error, "") << "iteration " << i;
+    ASSERT_EQ(result.config, b) << "iteration " << i;
+    // The delta is minimal: nothing unchanged is upserted, and it is empty exactly when a == b.
+    for (const auto& vh : d.upsert_virtual_hosts) {
+      auto it = a.virtual_hosts.find(vh.host);
+      ASSERT_TRUE(it == a.virtual_hosts.end() || !(it->second == vh)) << "iteration " << i;
+    }
+    for (const auto& up : d.upsert_upstreams) {
+      auto it = a.upstreams.find(up.name);
+      ASSERT_TRUE(it == a.upstreams.end() || !(it->second == up)) << "iteration " << i;
+    }
+    for (const auto& c : d.upsert_certificates) {
+      auto it = a.certificates.find(c.name);
+      ASSERT_TRUE(it == a.certificates.end() || !(it->second == c)) << "iteration " << i;
+    }
+    for (const auto& t : d.upsert_tls_hosts) {
+      auto it = a.tls_hosts.find(t.host);
+      ASSERT_TRUE(it == a.tls_hosts.end() || !(it->second == t)) << "iteration " << i;
+    }
+    ASSERT_EQ(d.empty(), a == b) << "iteration " << i;
+    ASSERT_TRUE(diff(b, result.config).empty()) << "iteration " << i;
+    if (!d.empty()) ++nonempty;
+  }
+  // The generator must actually produce different configs, or the property says nothing.
+  EXPECT_GT(nonempty, 400);
+}
+
+TEST(DiffApplyPropertyTest, DeltasCompose) {
+  RandomConfigs gen(99);
+  for (int i = 0; i < 200; ++i) {
+    const Config a = gen.next(), b = gen.next(), c = gen.next();
+    auto ab = apply(a, diff(a, b));
+    ASSERT_EQ(ab.error, "");
+    auto abc = apply(ab.config, diff(b, c));
+    ASSERT_EQ(abc.error, "") << "iteration " << i;
+    ASSERT_EQ(abc.config, c) << "iteration " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tidegate::model
