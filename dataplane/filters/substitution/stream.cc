@@ -105,22 +105,16 @@ void SubstitutionStream::step(std::string_view text, bool final) {
   start_ = end;
 }
 
-// More than max_buffer bytes are held: give up the candidates in the older half of the window.
-// Complete matches found there are still replaced (though a longer one might have come); the
-// rest goes out unmodified. Releasing half the window at a time keeps the work linear.
+// More than max_buffer bytes are held: the older half of the window goes out unmodified. No
+// match is looked for there: with a candidate open over the whole window, each search would scan
+// to the window's end again (rules `x` and `x[^!]*!` over a run of x), which is quadratic.
+// Releasing half the window at a time keeps the work linear.
 void SubstitutionStream::overflow(std::string_view text) {
-  const size_t end = text.size();
-  const size_t release_to = end - options_.max_buffer / 2;
-  while (start_ < release_to) {
-    size_t s = 0, e = 0;
-    if (!search(text, start_, &s, &e) || s >= release_to || e >= end) break;
-    commit(text, s, e);
-  }
-  if (start_ < release_to) {
-    emit(text, start_, release_to);
-    start_ = release_to;
-    ++stats_.forced_releases;
-  }
+  const size_t release_to = text.size() - options_.max_buffer / 2;
+  if (start_ >= release_to) return;
+  emit(text, start_, release_to);
+  start_ = release_to;
+  ++stats_.forced_releases;
 }
 
 bool SubstitutionStream::search(std::string_view text, size_t from, size_t* start,
