@@ -72,7 +72,11 @@ std::string LeaderElector::lease_body(const std::string& resource_version,
   meta += "}";
   std::string spec =
       "{\"holderIdentity\":" + json_string(held ? options_.identity : "") +
-      ",\"leaseDurationSeconds\":" + std::to_string(held ? options_.lease_duration.count() : 1) +
+      ",\"leaseDurationSeconds\":" +
+      std::to_string(
+          held ? std::max<long>(
+                     1, std::chrono::ceil<std::chrono::seconds>(options_.lease_duration).count())
+               : 1) +
       ",\"acquireTime\":" + json_string(acquire_time.empty() ? now : acquire_time) +
       ",\"renewTime\":" + json_string(now) +
       ",\"leaseTransitions\":" + std::to_string(transitions) + "}";

@@ -21,8 +21,8 @@ struct ElectionOptions {
   std::string namespace_ = "default";
   std::string name = "tidegate-leader";
   std::string identity;  // unique per replica: hostname_pid by default
-  std::chrono::seconds lease_duration{15};
-  std::chrono::seconds retry_period{2};
+  std::chrono::milliseconds lease_duration{std::chrono::seconds(15)};
+  std::chrono::milliseconds retry_period{std::chrono::seconds(2)};
 };
 
 class LeaderElector {
