@@ -1,8 +1,9 @@
 #pragma once
 // Brings the data plane to a desired Config: a full snapshot after every (re)connect, deltas
-// against the last acknowledged Config after that. The acknowledged Config moves only on ACK; a
-// NACK leaves it where it was (ingress-nginx's "running configuration changes only after the data
-// plane accepted it").
+// against the last acknowledged Config after that. The acknowledged Config moves only on ACK
+// (ingress-nginx's "running configuration changes only after the data plane accepted it"). After
+// a NACK the pusher forgets it and sends a full snapshot next: a refusal can also mean the two
+// sides disagree about the base, and a snapshot settles both cases.
 
 #include <chrono>
 #include <cstdint>
