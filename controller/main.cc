@@ -205,22 +205,11 @@ int main(int argc, char** argv) {
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
                "spec.controller value of our IngressClass");
-  flags.define("log-level", "info", "debug, info, warn or error");
-  flags.define_bool("help", "print this help");
+  if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-controller");
+      exit_code >= 0) {
+    return exit_code;
+  }
   std::string error;
-  if (!flags.parse(argc, argv, &error)) {
-    std::cerr << "tidegate-controller: " << error << "\n" << flags.usage("tidegate-controller");
-    return 2;
-  }
-  if (flags.get_bool("help")) {
-    std::cout << flags.usage("tidegate-controller");
-    return 0;
-  }
-  const auto& level = flags.get("log-level");
-  log::set_level(level == "debug"   ? log::Level::kDebug
-                 : level == "warn"  ? log::Level::kWarn
-                 : level == "error" ? log::Level::kError
-                                    : log::Level::kInfo);
   const std::string dir = flags.get("manifests");
   const std::string kubeconfig = flags.get("kubeconfig");
   if (!dir.empty() && !kubeconfig.empty()) {

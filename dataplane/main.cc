@@ -65,22 +65,11 @@ int main(int argc, char** argv) {
   flags.define("admin-listen", "127.0.0.1:10254", "admin listener: /healthz, /readyz, /version");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
-  flags.define("log-level", "info", "debug, info, warn or error");
-  flags.define_bool("help", "print this help");
+  if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
+      exit_code >= 0) {
+    return exit_code;
+  }
   std::string error;
-  if (!flags.parse(argc, argv, &error)) {
-    std::cerr << "tidegate-dataplane: " << error << "\n" << flags.usage("tidegate-dataplane");
-    return 2;
-  }
-  if (flags.get_bool("help")) {
-    std::cout << flags.usage("tidegate-dataplane");
-    return 0;
-  }
-  const auto& level = flags.get("log-level");
-  log::set_level(level == "debug"   ? log::Level::kDebug
-                 : level == "warn"  ? log::Level::kWarn
-                 : level == "error" ? log::Level::kError
-                                    : log::Level::kInfo);
   int workers = std::atoi(flags.get("workers").c_str());
   if (workers < 1 || workers > 256) {
     std::cerr << "tidegate-dataplane: --workers must be between 1 and 256\n";

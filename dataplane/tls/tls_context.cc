@@ -5,26 +5,16 @@
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 
+#include "crypto/openssl_ptr.h"
+
 namespace tidegate::dataplane::tls {
 
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using BioPtr = std::unique_ptr<BIO, BioFree>;
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
-
-BioPtr memory_bio(const std::string& text) {
-  return BioPtr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
+using crypto::BioPtr;
+using crypto::KeyPtr;
+using crypto::memory_bio;
+using crypto::X509Ptr;
 
 int no_passphrase(char*, int, int, void*) { return 0; }
 

@@ -1,6 +1,9 @@
 #include "cli/flags.h"
 
 #include <charconv>
+#include <iostream>
+
+#include "log/log.h"
 
 namespace tidegate::cli {
 
@@ -64,6 +67,31 @@ std::string Flags::usage(const std::string& program) const {
     out += "\n";
   }
   return out;
+}
+
+int parse_command_line(Flags& flags, int argc, char** argv, const std::string& program) {
+  flags.define("log-level", "info", "debug, info, warn or error");
+  flags.define_bool("help", "print this help");
+  std::string error;
+  if (!flags.parse(argc, argv, &error)) {
+    std::cerr << program << ": " << error << "\n" << flags.usage(program);
+    return 2;
+  }
+  if (flags.get_bool("help")) {
+    std::cout << flags.usage(program);
+    return 0;
+  }
+  static const std::map<std::string, log::Level> kLevels = {{"debug", log::Level::kDebug},
+                                                            {"info", log::Level::kInfo},
+                                                            {"warn", log::Level::kWarn},
+                                                            {"error", log::Level::kError}};
+  auto level = kLevels.find(flags.get("log-level"));
+  if (level == kLevels.end()) {
+    std::cerr << program << ": --log-level must be debug, info, warn or error\n";
+    return 2;
+  }
+  log::set_level(level->second);
+  return -1;
 }
 
 std::optional<HostPort> parse_host_port(const std::string& text) {

@@ -30,6 +30,10 @@ class Flags {
   std::map<std::string, Flag> flags_;
 };
 
+// The start of both programs' main(): defines --log-level and --help, parses, prints the usage or
+// the error, and sets the log level. Returns -1 to go on, otherwise the exit code.
+int parse_command_line(Flags& flags, int argc, char** argv, const std::string& program);
+
 struct HostPort {
   std::string host;
   uint16_t port = 0;
