@@ -44,7 +44,11 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   for (const auto& [name, up] : config.upstreams) {
     auto state = std::make_unique<UpstreamState>();
     state->name = name;
-    state->round_robin = std::make_unique<PerWorkerCounter[]>(workers == 0 ? 1 : workers);
+    const size_t n = workers == 0 ? 1 : workers;
+    state->round_robin = std::make_unique<PerWorkerCounter[]>(n);
+    // Workers start at different endpoints, so that the first requests of each worker (and few
+    // requests spread over several workers) do not all go to the first endpoint.
+    for (size_t w = 0; w < n; ++w) state->round_robin[w].value = w;
     for (const auto& ep : up.endpoints) {
       boost::system::error_code ec;
       auto addr = boost::asio::ip::make_address(ep.address, ec);
