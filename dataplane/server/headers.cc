@@ -106,7 +106,7 @@ bool is_http_parse_error(const boost::system::error_code& ec) {
 }
 
 RequestTarget split_target(std::string_view target, std::string_view host_header) {
-  RequestTarget t{host_header, target};
+  RequestTarget t{host_header, target, target};
   if (!target.empty() && target.front() != '/') {
     // absolute-form: scheme "://" authority path
     auto scheme_end = target.find("://");
@@ -117,6 +117,7 @@ RequestTarget split_target(std::string_view target, std::string_view host_header
       t.path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
     }
   }
+  t.path_and_query = t.path;
   auto q = t.path.find('?');
   if (q != std::string_view::npos) t.path = t.path.substr(0, q);
   if (t.path.empty()) t.path = "/";

@@ -35,8 +35,9 @@ bool is_idempotent(boost::beast::http::verb method);
 bool is_http_parse_error(const boost::system::error_code& ec);
 
 struct RequestTarget {
-  std::string_view host;  // raw, may carry ":port"; the router normalises it
-  std::string_view path;  // without query
+  std::string_view host;            // raw, may carry ":port"; the router normalises it
+  std::string_view path;            // without query
+  std::string_view path_and_query;  // origin-form of the target (absolute-form loses its authority)
 };
 // Origin-form ("/a?b") uses the Host header; absolute-form ("http://h/a") uses its own authority.
 RequestTarget split_target(std::string_view target, std::string_view host_header);

@@ -140,38 +140,15 @@ void HttpSession<S>::on_read_header(error_code ec) {
 }
 
 template <class S>
-bool HttpSession<S>::redirect_to_https(std::string_view host) {
-  auto& req = request_->get();
-  std::string location = "https://";
-  auto h = host_without_port(host);
-  location.append(h.data(), h.size());
+void HttpSession<S>::redirect_to_https(const RequestTarget& target) {
   // Keep path and query; an absolute-form target ("http://host/p?q") keeps its own.
-  auto target = req.target();
-  if (!target.empty() && target.front() != '/') {
-    auto scheme_end = target.find("://");
-    auto rest =
-        scheme_end == std::string_view::npos ? std::string_view{} : target.substr(scheme_end + 3);
-    auto start = rest.find_first_of("/?");
-    target = start == std::string_view::npos ? std::string_view{} : rest.substr(start);
-  }
-  if (target.empty() || target.front() != '/') location += '/';
-  location.append(target.data(), target.size());
-  bool close = !request_->is_done();
-  if (close) client_keep_alive_ = false;
-  auto& res = error_response_.emplace(http::status::permanent_redirect, client_version_);
-  res.set(http::field::location, location);
-  res.set(http::field::content_type, "text/plain; charset=utf-8");
-  res.set(http::field::server, "tidegate");
-  res.body() = "redirecting to HTTPS\n";
-  res.keep_alive(client_keep_alive_);
-  res.prepare_payload();
-  if (head_request_) res.body().clear();
-  response_started_ = true;
-  lowest().expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t) {
-    self->on_error_written(ec, !self->client_keep_alive_);
-  });
-  return true;
+  std::string location = "https://";
+  auto host = host_without_port(target.host);
+  location.append(host.data(), host.size());
+  auto rest = target.path_and_query;
+  if (rest.empty() || rest.front() != '/') location += '/';
+  location.append(rest.data(), rest.size());
+  send_error(308, "redirecting to HTTPS\n", !request_->is_done(), location);
 }
 
 template <class S>
@@ -199,7 +176,7 @@ void HttpSession<S>::handle_request() {
   if constexpr (!kTls) {
     if (!match.virtual_host.empty() && !snapshot_->ssl_redirect_hosts.empty() &&
         snapshot_->ssl_redirect_hosts.contains(match.virtual_host)) {
-      redirect_to_https(target.host);
+      redirect_to_https(target);
       return;
     }
   }
@@ -573,9 +550,11 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
 }
 
 template <class S>
-void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close) {
+void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close,
+                                std::string_view location) {
   if (close) client_keep_alive_ = false;
   auto& res = error_response_.emplace(static_cast<http::status>(status), client_version_);
+  if (!location.empty()) res.set(http::field::location, location);
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
   res.body().assign(text.data(), text.size());

@@ -19,6 +19,7 @@
 
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
+#include "server/headers.h"
 #include "server/limits.h"
 #include "upstream/pool.h"
 
@@ -72,7 +73,7 @@ class HttpSession : public SessionBase,
   void do_read_header();
   void on_read_header(error_code ec);
   void handle_request();
-  bool redirect_to_https(std::string_view host);
+  void redirect_to_https(const RequestTarget& target);
   void prepare_upstream_request();
   void pick_and_connect();
   void on_connect(error_code ec);
@@ -90,7 +91,9 @@ class HttpSession : public SessionBase,
   void on_write_response(error_code ec);
   void finish_exchange();
   void upstream_failed(error_code ec, const char* stage);
-  void send_error(unsigned status, std::string_view text, bool close);
+  // A short plain-text answer from the proxy itself (errors, redirects).
+  void send_error(unsigned status, std::string_view text, bool close,
+                  std::string_view location = {});
   void on_error_written(error_code ec, bool close);
   void close_client();
   // Tunnel (after a 101).
