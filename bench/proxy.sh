@@ -26,23 +26,9 @@ for tool in nginx haproxy wrk; do
 done
 
 BACKEND_PORT=19100 NGINX_PORT=19101 HAPROXY_PORT=19102 TIDEGATE_PORT=19103 ADMIN_PORT=19104
-WORK=$(mktemp -d /tmp/tidegate-bench.XXXXXX)
-PIDS=()
-# shellcheck disable=SC2317  # invoked through trap
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-PROXY_CPU=() LOAD_CPU=()
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-  PROXY_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1)
-fi
-
-mkdir -p "$WORK/www" "$WORK/manifests"
-chmod 755 "$WORK" "$WORK/www"  # nginx workers drop root privileges
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_setup tidegate-bench
 head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
 
 cat >"$WORK/backend.conf" <<CONF
@@ -141,15 +127,6 @@ PIDS+=($!)
 "$BIN/tidegate-controller" --dataplane-socket "$WORK/control.sock" --manifests "$WORK/manifests" \
   --log-level warn >"$WORK/controller.log" 2>&1 & PIDS+=($!)
 
-wait_ok() {  # url
-  for _ in $(seq 1 100); do
-    if curl -fsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "bench: $1 does not answer" >&2
-  tail -n 20 "$WORK"/*.log >&2 || true
-  exit 1
-}
 wait_ok "http://127.0.0.1:$BACKEND_PORT/1k.html"
 wait_ok "http://127.0.0.1:$NGINX_PORT/1k.html"
 wait_ok "http://127.0.0.1:$HAPROXY_PORT/1k.html"
@@ -185,7 +162,6 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '\n%-10s %12s %10s\n' proxy "requests/s" "p99 (ms)"
 for name in tidegate nginx haproxy; do
   printf '%-10s %12.0f %10.2f\n' "$name" "$(echo "${RPS[$name]}" | median)" \

@@ -37,23 +37,9 @@ BACKEND_PORT=19200
 NGINX_EC_PORT=19201 NGINX_RSA_PORT=19202
 TG_EC_PORT=19203 TG_RSA_PORT=19204
 TG_EC_ADMIN=19205 TG_RSA_ADMIN=19206 TG_EC_HTTP=19207 TG_RSA_HTTP=19208
-WORK=$(mktemp -d /tmp/tidegate-bench-tls.XXXXXX)
-PIDS=()
-# shellcheck disable=SC2317  # invoked through trap
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-PROXY_CPU=() LOAD_CPU=()
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-  PROXY_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1)
-fi
-
-mkdir -p "$WORK/www" "$WORK/manifests"
-chmod 755 "$WORK" "$WORK/www"  # nginx workers drop root privileges
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
+bench_setup tidegate-bench-tls
 head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
 
 # The certificates: self-signed, one ECDSA P-256, one RSA-2048, the same files for both proxies.
@@ -162,15 +148,6 @@ start_tidegate() {  # name https_port http_port admin_port cert key
 start_tidegate tg-ec "$TG_EC_PORT" "$TG_EC_HTTP" "$TG_EC_ADMIN" "$WORK/ec.crt" "$WORK/ec.key"
 start_tidegate tg-rsa "$TG_RSA_PORT" "$TG_RSA_HTTP" "$TG_RSA_ADMIN" "$WORK/rsa.crt" "$WORK/rsa.key"
 
-wait_ok() {  # url
-  for _ in $(seq 1 100); do
-    if curl -kfsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "bench: $1 does not answer" >&2
-  tail -n 20 "$WORK"/*.log >&2 || true
-  exit 1
-}
 wait_ok "http://127.0.0.1:$BACKEND_PORT/1k.html"
 for port in $NGINX_EC_PORT $NGINX_RSA_PORT $TG_EC_PORT $TG_RSA_PORT; do
   wait_ok "https://127.0.0.1:$port/1k.html"
@@ -215,7 +192,6 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 printf '\n%-34s %12s %12s %8s\n' test tidegate nginx ratio
 for test in "${TESTS[@]}"; do
   t=$(echo "${RESULTS[$test/tidegate]}" | median)

@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables set here are used by the sourcing script
+# Shared by the bench/*.sh scripts (sourced, not run). Sets up the work folder, the process list
+# cleaned up on exit, CPU pinning, and small helpers.
+# Needs: PIN (1 pins the proxy under test to CPU 0, load and backend to CPU 1).
+
+# bench_setup NAME: WORK (a temp folder removed on exit), PIDS (killed on exit),
+# PROXY_CPU / LOAD_CPU (taskset prefixes, empty without pinning), WORK/www for the backend.
+bench_setup() {
+  WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+  PIDS=()
+  trap bench_cleanup EXIT INT TERM
+  PROXY_CPU=() LOAD_CPU=()
+  if [ "${PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+    PROXY_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1)
+  fi
+  mkdir -p "$WORK/www" "$WORK/manifests"
+  chmod 755 "$WORK" "$WORK/www"  # nginx workers drop root privileges
+}
+
+# shellcheck disable=SC2317  # invoked through trap
+bench_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+
+wait_ok() {  # url: waits up to 10 s for a 2xx (certificates not checked)
+  for _ in $(seq 1 100); do
+    if curl -kfsS -o /dev/null "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench: $1 does not answer" >&2
+  tail -n 20 "$WORK"/*.log >&2 || true
+  exit 1
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
