@@ -132,17 +132,43 @@ wait_ok "http://127.0.0.1:$NGINX_PORT/1k.html"
 wait_ok "http://127.0.0.1:$HAPROXY_PORT/1k.html"
 wait_ok "http://127.0.0.1:$TIDEGATE_PORT/1k.html"
 
-# Prints "requests_per_second p99_ms errors" for one wrk run.
-measure() {  # port
-  local out
+# The processes doing a proxy's work (nginx: its workers, not the master).
+proxy_pids() {  # name
+  case $1 in
+    tidegate) pgrep -f "tidegate-dataplane --control-socket $WORK/" ;;
+    nginx) pgrep -P "$(cat "$WORK/nginx.pid")" ;;
+    haproxy) pgrep -f "haproxy -f $WORK/" ;;
+  esac
+}
+cpu_ticks() {  # pids...: user and system clock ticks, summed
+  local u=0 s=0 pid f
+  for pid in "$@"; do
+    read -r -a f <"/proc/$pid/stat" || continue
+    # Fields 14 and 15 (utime, stime); the command name (field 2) has no spaces here.
+    u=$((u + f[13])) s=$((s + f[14]))
+  done
+  echo "$u $s"
+}
+
+# Prints "requests_per_second p99_ms errors user_us_per_request system_us_per_request" for one
+# wrk run. CPU time per request comes from /proc (clock ticks), so it stays meaningful when other
+# work shares the machine, unlike requests/s.
+measure() {  # name port
+  local out pids u0 s0 u1 s1 hz
+  hz=$(getconf CLK_TCK)
+  mapfile -t pids < <(proxy_pids "$1")
+  read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
-    "http://127.0.0.1:$1/1k.html")
-  echo "$out" | awk '
+    "http://127.0.0.1:$2/1k.html")
+  read -r u1 s1 < <(cpu_ticks "${pids[@]}")
+  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
     /Requests\/sec:/ { rps = $2 }
+    /requests in/ { total = $1 }
     /^ +99%/ { v = $2; unit = v; gsub(/[0-9.]/, "", unit); gsub(/[a-z]/, "", v);
                p99 = (unit == "us") ? v / 1000 : (unit == "s") ? v * 1000 : v }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s %s\n", rps, p99, (errors == "" ? "none" : "yes") }'
+    END { printf "%s %s %s %.1f %.1f\n", rps, p99, (errors == "" ? "none" : "yes"),
+          du * 1e6 / hz / total, ds * 1e6 / hz / total }'
 }
 
 declare -A RPS P99
@@ -155,8 +181,9 @@ for round in $(seq 1 "$ROUNDS"); do
       nginx) port=$NGINX_PORT ;;
       haproxy) port=$HAPROXY_PORT ;;
     esac
-    read -r rps p99 errors < <(measure "$port")
-    echo "bench: round $round $name: $rps req/s, p99 ${p99} ms, errors: $errors" >&2
+    read -r rps p99 errors user_us sys_us < <(measure "$name" "$port")
+    echo "bench: round $round $name: $rps req/s, p99 ${p99} ms, errors: $errors," \
+      "CPU per request: user ${user_us} us, system ${sys_us} us" >&2
     RPS[$name]+="$rps "
     P99[$name]+="$p99 "
   done

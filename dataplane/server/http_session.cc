@@ -32,6 +32,7 @@ std::string_view host_without_port(std::string_view host) {
 template <class S>
 HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket, asio::ssl::context* tls)
     : worker_(worker), client_(make_client(std::move(socket), tls)) {
+  client_buffer_.reserve(Limits::kClientReadBufferBytes);
   error_code ec;
   auto remote = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_address_ = remote.address().to_string();
@@ -228,7 +229,8 @@ void HttpSession<S>::pick_and_connect() {
     send_request();
     return;
   }
-  connection_ = std::make_unique<upstream::Connection>(lowest().get_executor(), ep);
+  connection_ = std::make_unique<upstream::Connection>(lowest().get_executor(), ep,
+                                                       Limits::kUpstreamReadBufferBytes);
   connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });

@@ -20,7 +20,10 @@ namespace tidegate::dataplane::upstream {
 using runtime::Endpoint;
 
 struct Connection {
-  Connection(const runtime::Executor& ex, const Endpoint& ep) : stream(ex), endpoint(ep) {}
+  Connection(const runtime::Executor& ex, const Endpoint& ep, size_t read_buffer_bytes)
+      : stream(ex), endpoint(ep) {
+    buffer.reserve(read_buffer_bytes);
+  }
   runtime::Stream stream;
   boost::beast::flat_buffer buffer;
   Endpoint endpoint;
