@@ -98,8 +98,6 @@ void HttpSession<S>::do_read_header() {
   request_.emplace();
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
-  request_writer_.reset();
-  response_writer_.reset();
   response_.reset();
   error_response_.reset();
   snapshot_.reset();
@@ -249,13 +247,9 @@ void HttpSession<S>::on_connect(error_code ec) {
 
 template <class S>
 void HttpSession<S>::send_request() {
-  request_writer_.emplace(request_->get());
-  auto& body = request_->get().body();
+  upstream_out_.start(request_->get(), request_->get().chunked());
   if (request_->is_done()) {
-    body.data = nullptr;
-    body.size = 0;
-    body.more = false;
-    write_request();
+    write_request(nullptr, 0, true);
     return;
   }
   if (expect_continue_ && !request_body_started_) {
@@ -309,31 +303,26 @@ void HttpSession<S>::on_read_request_body(error_code ec) {
     read_request_body();
     return;
   }
-  // An empty final read must not become an empty chunk: buffer_body would emit a second
-  // last-chunk for it. A null buffer says "no data, just finish".
-  body.data = n == 0 ? nullptr : relay_buffer_.data();
-  body.size = n;
-  body.more = !request_->is_done();
-  write_request();
+  write_request(relay_buffer_.data(), n, request_->is_done());
 }
 
 template <class S>
-void HttpSession<S>::write_request() {
+void HttpSession<S>::write_request(const char* data, std::size_t n, bool last) {
   connection_->stream.expires_after(worker_.limits().upstream_send_timeout);
-  http::async_write(connection_->stream, *request_writer_,
+  asio::async_write(connection_->stream, upstream_out_.next(data, n, last),
                     [self = this->shared_from_this()](error_code ec, std::size_t) {
+                      self->upstream_out_.written();
                       self->on_write_request(ec);
                     });
 }
 
 template <class S>
 void HttpSession<S>::on_write_request(error_code ec) {
-  if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     upstream_failed(ec, "send");
     return;
   }
-  if (!request_writer_->is_done()) {
+  if (!upstream_out_.done()) {
     read_request_body();
     return;
   }
@@ -372,17 +361,18 @@ void HttpSession<S>::on_response_header(error_code ec) {
     res.set(http::field::upgrade, protocol.empty() ? upgrade_protocol_ : protocol);
     res.set(http::field::connection, "upgrade");
     res.version(11);
-    response_writer_.emplace(res);
+    client_out_.start(res, false);
     response_started_ = true;
     lowest().expires_after(worker_.limits().client_send_timeout);
-    http::async_write_header(client_, *response_writer_,
-                             [self = this->shared_from_this()](error_code ec, std::size_t) {
-                               if (ec) {
-                                 self->close_now();
-                                 return;
-                               }
-                               self->start_tunnel();
-                             });
+    asio::async_write(client_, client_out_.head_only(),
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                        self->client_out_.written();
+                        if (ec) {
+                          self->close_now();
+                          return;
+                        }
+                        self->start_tunnel();
+                      });
     return;
   }
   if (status >= 100 && status < 200) {
@@ -410,21 +400,22 @@ void HttpSession<S>::on_response_header(error_code ec) {
   if (!request_->is_done()) client_keep_alive_ = false;  // upstream answered before the body ended
   if (draining_) client_keep_alive_ = false;
   res.keep_alive(client_keep_alive_);
-  response_writer_.emplace(res);
+  client_out_.start(res, res.chunked());
   if (!body_expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
     // (a chunked header would otherwise be followed by a last-chunk).
     response_started_ = true;
     lowest().expires_after(worker_.limits().client_send_timeout);
-    http::async_write_header(client_, *response_writer_,
-                             [self = this->shared_from_this()](error_code ec, std::size_t) {
-                               if (ec) {
-                                 self->connection_.reset();
-                                 self->close_client();
-                                 return;
-                               }
-                               self->finish_exchange();
-                             });
+    asio::async_write(client_, client_out_.head_only(),
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                        self->client_out_.written();
+                        if (ec) {
+                          self->connection_.reset();
+                          self->close_client();
+                          return;
+                        }
+                        self->finish_exchange();
+                      });
     return;
   }
   relay_response();
@@ -432,12 +423,8 @@ void HttpSession<S>::on_response_header(error_code ec) {
 
 template <class S>
 void HttpSession<S>::relay_response() {
-  auto& body = response_->get().body();
   if (response_->is_done()) {
-    body.data = nullptr;
-    body.size = 0;
-    body.more = false;
-    write_response();
+    write_response(nullptr, 0, true);
     return;
   }
   read_response_body();
@@ -474,31 +461,28 @@ void HttpSession<S>::on_read_response_body(error_code ec) {
     read_response_body();
     return;
   }
-  body.data = n == 0 ? nullptr : relay_buffer_.data();
-  body.size = n;
-  body.more = !response_->is_done();
-  write_response();
+  write_response(relay_buffer_.data(), n, response_->is_done());
 }
 
 template <class S>
-void HttpSession<S>::write_response() {
+void HttpSession<S>::write_response(const char* data, std::size_t n, bool last) {
   response_started_ = true;
   lowest().expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, *response_writer_,
+  asio::async_write(client_, client_out_.next(data, n, last),
                     [self = this->shared_from_this()](error_code ec, std::size_t) {
+                      self->client_out_.written();
                       self->on_write_response(ec);
                     });
 }
 
 template <class S>
 void HttpSession<S>::on_write_response(error_code ec) {
-  if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     connection_.reset();  // the upstream response is unfinished: not reusable
     close_client();
     return;
   }
-  if (!response_writer_->is_done()) {
+  if (!client_out_.done()) {
     read_response_body();
     return;
   }
@@ -511,7 +495,7 @@ void HttpSession<S>::finish_exchange() {
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
   const auto& current = worker_.snapshot();
   bool reusable = connection_ && response_->keep_alive() && response_->is_done() &&
-                  request_writer_->is_done() && current &&
+                  upstream_out_.done() && current &&
                   current->all_endpoints.contains(connection_->endpoint);
   if (reusable) {
     connection_->reused = false;

@@ -21,6 +21,7 @@
 #include "runtime/snapshot.h"
 #include "server/headers.h"
 #include "server/limits.h"
+#include "server/wire.h"
 #include "upstream/pool.h"
 
 namespace tidegate::dataplane::server {
@@ -56,9 +57,6 @@ class HttpSession : public SessionBase,
   using error_code = boost::system::error_code;
   using RequestParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
   using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
-  using RequestSerializer = boost::beast::http::request_serializer<boost::beast::http::buffer_body>;
-  using ResponseSerializer =
-      boost::beast::http::response_serializer<boost::beast::http::buffer_body>;
   enum class State { kIdle, kBusy, kTunnel, kClosed };
 
   runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
@@ -80,14 +78,14 @@ class HttpSession : public SessionBase,
   void send_request();
   void read_request_body();
   void on_read_request_body(error_code ec);
-  void write_request();
+  void write_request(const char* data, std::size_t n, bool last);
   void on_write_request(error_code ec);
   void read_response_header();
   void on_response_header(error_code ec);
   void relay_response();
   void read_response_body();
   void on_read_response_body(error_code ec);
-  void write_response();
+  void write_response(const char* data, std::size_t n, bool last);
   void on_write_response(error_code ec);
   void finish_exchange();
   void upstream_failed(error_code ec, const char* stage);
@@ -111,9 +109,9 @@ class HttpSession : public SessionBase,
 
   // One exchange.
   std::optional<RequestParser> request_;
-  std::optional<RequestSerializer> request_writer_;
   std::optional<ResponseParser> response_;
-  std::optional<ResponseSerializer> response_writer_;
+  OutgoingMessage upstream_out_;  // the request as it goes to the upstream
+  OutgoingMessage client_out_;    // the response as it goes to the client
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> error_response_;
   std::shared_ptr<const runtime::Snapshot> snapshot_;  // the one snapshot this exchange reads
   const runtime::UpstreamState* upstream_ = nullptr;
