@@ -2,6 +2,7 @@
 // Header handling shared by the HTTP paths: hop-by-hop removal (RFC 9110 section 7.6.1),
 // X-Forwarded-*, X-Request-ID, request-target splitting.
 
+#include <memory_resource>
 #include <string_view>
 
 #include <boost/beast/http.hpp>
@@ -10,7 +11,11 @@ namespace tidegate::dataplane::server {
 
 class Worker;
 
-using Fields = boost::beast::http::fields;
+// Header fields allocate from a polymorphic resource: the HTTP session hands them a per-connection
+// arena released after each exchange, so parsing and editing headers calls no malloc. A default
+// constructed Fields uses the default resource (new/delete).
+using FieldsAllocator = std::pmr::polymorphic_allocator<char>;
+using Fields = boost::beast::http::basic_fields<FieldsAllocator>;
 
 // Removes Connection, the fields Connection names, and the fields that are hop-by-hop by
 // definition (Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade). Transfer-Encoding is left to

@@ -95,10 +95,13 @@ void HttpSession<S>::do_read_header() {
     return;
   }
   state_ = State::kIdle;
-  request_.emplace();
+  response_.reset();
+  request_.reset();
+  fields_arena_.release();
+  request_.emplace(std::piecewise_construct, std::make_tuple(),
+                   std::make_tuple(FieldsAllocator(&fields_arena_)));
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
-  response_.reset();
   error_response_.reset();
   snapshot_.reset();
   upstream_ = nullptr;
@@ -331,7 +334,8 @@ void HttpSession<S>::on_write_request(error_code ec) {
 
 template <class S>
 void HttpSession<S>::read_response_header() {
-  response_.emplace();
+  response_.emplace(std::piecewise_construct, std::make_tuple(),
+                    std::make_tuple(FieldsAllocator(&fields_arena_)));
   response_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_response_header_bytes));
   response_->body_limit(kUnlimitedBody);
   if (head_request_) response_->skip(true);

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <string>
 
@@ -55,8 +56,10 @@ class HttpSession : public SessionBase,
 
  private:
   using error_code = boost::system::error_code;
-  using RequestParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
-  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+  using RequestParser =
+      boost::beast::http::request_parser<boost::beast::http::buffer_body, FieldsAllocator>;
+  using ResponseParser =
+      boost::beast::http::response_parser<boost::beast::http::buffer_body, FieldsAllocator>;
   enum class State { kIdle, kBusy, kTunnel, kClosed };
 
   runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
@@ -106,6 +109,11 @@ class HttpSession : public SessionBase,
   std::string peer_address_;
   State state_ = State::kIdle;
   bool draining_ = false;
+
+  // The header fields of one exchange (request and response) live here; released when the next
+  // request starts. Headers past the inline block spill to the heap, also released then.
+  std::array<std::byte, 4096> fields_block_;
+  std::pmr::monotonic_buffer_resource fields_arena_{fields_block_.data(), fields_block_.size()};
 
   // One exchange.
   std::optional<RequestParser> request_;

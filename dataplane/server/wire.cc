@@ -14,7 +14,7 @@ void append_version(std::string& out, unsigned version) {
   out += version >= 11 ? "HTTP/1.1" : "HTTP/1.0";
 }
 
-void append_fields(std::string& out, const http::fields& fields) {
+void append_fields(std::string& out, const Fields& fields) {
   for (const auto& field : fields) {
     auto name = field.name_string();
     auto value = field.value();
@@ -28,7 +28,7 @@ void append_fields(std::string& out, const http::fields& fields) {
 
 }  // namespace
 
-void append_head(std::string& out, const http::request_header<>& req) {
+void append_head(std::string& out, const http::request_header<Fields>& req) {
   auto method = req.method_string();
   auto target = req.target();
   out.append(method.data(), method.size());
@@ -40,7 +40,7 @@ void append_head(std::string& out, const http::request_header<>& req) {
   append_fields(out, req);
 }
 
-void append_head(std::string& out, const http::response_header<>& res) {
+void append_head(std::string& out, const http::response_header<Fields>& res) {
   append_version(out, res.version());
   out += ' ';
   unsigned status = res.result_int();

@@ -13,12 +13,14 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/message.hpp>
 
+#include "server/headers.h"
+
 namespace tidegate::dataplane::server {
 
 // Appends "METHOD target HTTP/1.x\r\n" / "HTTP/1.x code reason\r\n", each field and the empty
 // line that ends the header block.
-void append_head(std::string& out, const boost::beast::http::request_header<>& req);
-void append_head(std::string& out, const boost::beast::http::response_header<>& res);
+void append_head(std::string& out, const boost::beast::http::request_header<Fields>& req);
+void append_head(std::string& out, const boost::beast::http::response_header<Fields>& res);
 
 class OutgoingMessage {
  public:

@@ -138,7 +138,7 @@ TEST(RemoveHopByHopTest, Table) {
 }
 
 TEST(RemoveHopByHopTest, WorksOnResponsesToo) {
-  http::response<http::empty_body> res{http::status::ok, 11};
+  http::response<http::empty_body, Fields> res{http::status::ok, 11};
   res.insert("Connection", "close, X-Upstream-Private");
   res.insert("X-Upstream-Private", "1");
   res.insert("Keep-Alive", "timeout=5");

@@ -17,7 +17,7 @@ std::string flatten(OutgoingMessage::Buffers buffers) {
 }
 
 TEST(Wire, RequestHeadKeepsFieldOrderAndTarget) {
-  http::request_header<> req;
+  http::request_header<Fields> req;
   req.method(http::verb::post);
   req.target("/a?b=c");
   req.version(11);
@@ -30,7 +30,7 @@ TEST(Wire, RequestHeadKeepsFieldOrderAndTarget) {
 }
 
 TEST(Wire, ResponseHeadKeepsReasonAndVersion) {
-  http::response_header<> res;
+  http::response_header<Fields> res;
   res.result(404);
   res.reason("Not Here");
   res.version(10);
@@ -38,7 +38,7 @@ TEST(Wire, ResponseHeadKeepsReasonAndVersion) {
   std::string out;
   append_head(out, res);
   EXPECT_EQ(out, "HTTP/1.0 404 Not Here\r\nContent-Length: 0\r\n\r\n");
-  http::response_header<> unusual;
+  http::response_header<Fields> unusual;
   unusual.result(299);  // no standard reason phrase: the status line still has its separator
   unusual.version(11);
   out.clear();
@@ -47,7 +47,7 @@ TEST(Wire, ResponseHeadKeepsReasonAndVersion) {
 }
 
 TEST(Wire, RawBodyFollowsHeadInOneWrite) {
-  http::response_header<> res;
+  http::response_header<Fields> res;
   res.result(200);
   res.version(11);
   res.set(http::field::content_length, "5");
@@ -62,7 +62,7 @@ TEST(Wire, RawBodyFollowsHeadInOneWrite) {
 }
 
 TEST(Wire, ChunkedFramingAndLastChunk) {
-  http::request_header<> req;
+  http::request_header<Fields> req;
   req.method(http::verb::put);
   req.target("/");
   req.version(11);
@@ -83,7 +83,7 @@ TEST(Wire, ChunkedFramingAndLastChunk) {
 }
 
 TEST(Wire, HeadOnlyEndsTheMessage) {
-  http::response_header<> res;
+  http::response_header<Fields> res;
   res.result(204);
   res.version(11);
   OutgoingMessage m;
