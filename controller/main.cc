@@ -1,6 +1,5 @@
-// tidegate-controller: reads Kubernetes objects (from the API server, or a
-// folder of manifests), translates them into the routing model and keeps the
-// data plane in sync over its control socket.
+// tidegate-controller: reads Kubernetes objects (from the API server, or a folder of manifests),
+// translates them into the routing model and keeps the data plane in sync over its control socket.
 
 #include <signal.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "push/pusher.h"
 #include "source/manifest_loader.h"
 #include "source/manifest_watcher.h"
+#include "status/events.h"
 #include "status/leader_election.h"
 #include "status/status_writer.h"
 #include "store/store.h"
@@ -32,15 +32,13 @@ using namespace tidegate::controller;
 
 namespace {
 
-sync::SyncLoop *g_loop = nullptr;
-std::atomic<bool> g_stop{
-    false}; // a signal before the loop runs (waiting for the first lists)
+sync::SyncLoop* g_loop = nullptr;
+std::atomic<bool> g_stop{false};  // a signal before the loop runs (waiting for the first lists)
 
 void on_signal(int) {
   // Only async-signal-safe work here: a flag the loop sees; see main().
   g_stop = true;
-  if (g_loop)
-    g_loop->stop();
+  if (g_loop) g_loop->stop();
 }
 
 void install_signal_handlers() {
@@ -52,40 +50,34 @@ void install_signal_handlers() {
 
 // Logs each problem once while it persists, rather than on every rebuild.
 class ProblemLog {
-public:
+ public:
   void report(std::set<std::string> current) {
-    for (const auto &line : current) {
-      if (!seen_.contains(line))
-        TG_WARN("controller", line);
+    for (const auto& line : current) {
+      if (!seen_.contains(line)) TG_WARN("controller", line);
     }
-    for (const auto &line : seen_) {
-      if (!current.contains(line))
-        TG_INFO("controller", "resolved: " << line);
+    for (const auto& line : seen_) {
+      if (!current.contains(line)) TG_INFO("controller", "resolved: " << line);
     }
     seen_ = std::move(current);
   }
 
-private:
+ private:
   std::set<std::string> seen_;
 };
 
-// The Kubernetes API source: --kubeconfig, or the in-cluster service account
-// when neither source flag is given. Nothing is pushed before every kind's
-// first list: a data plane fed half a cluster would answer 404 for routes that
-// exist.
-int run_kube(const cli::Flags &flags,
-             const store::ClassOptions &class_options) {
+// The Kubernetes API source: --kubeconfig, or the in-cluster service account when neither source
+// flag is given. Nothing is pushed before every kind's first list: a data plane fed half a
+// cluster would answer 404 for routes that exist.
+int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) {
   std::string error;
   std::optional<kube::ClusterConfig> config;
   const std::string kubeconfig = flags.get("kubeconfig");
   if (!kubeconfig.empty()) {
-    config =
-        kube::load_kubeconfig(kubeconfig, flags.get("kube-context"), &error);
+    config = kube::load_kubeconfig(kubeconfig, flags.get("kube-context"), &error);
   } else if (std::getenv("KUBERNETES_SERVICE_HOST")) {
     config = kube::load_in_cluster_config(&error);
   } else {
-    std::cerr << "tidegate-controller: give a source: --manifests DIR or "
-                 "--kubeconfig FILE (or run "
+    std::cerr << "tidegate-controller: give a source: --manifests DIR or --kubeconfig FILE (or run "
                  "in a cluster)\n";
     return 2;
   }
@@ -95,8 +87,7 @@ int run_kube(const cli::Flags &flags,
   }
   int idle_s = std::atoi(flags.get("watch-idle-timeout").c_str());
   if (idle_s <= 0) {
-    std::cerr << "tidegate-controller: --watch-idle-timeout: a positive number "
-                 "of seconds\n";
+    std::cerr << "tidegate-controller: --watch-idle-timeout: a positive number of seconds\n";
     return 2;
   }
   kube::RestClientOptions client_options;
@@ -105,170 +96,171 @@ int run_kube(const cli::Flags &flags,
   source_options.watch_namespace = flags.get("watch-namespace");
   translate::TranslateOptions translate_options{class_options.ingress_class,
                                                 class_options.controller_name};
-  TG_INFO("controller",
-          "watching the API server at "
-              << config->describe() << " for class "
-              << class_options.ingress_class
-              << (source_options.watch_namespace.empty()
-                      ? std::string(" in all namespaces")
-                      : " in namespace " + source_options.watch_namespace)
-              << "; data plane at " << flags.get("dataplane-socket"));
+  TG_INFO("controller", "watching the API server at "
+                            << config->describe() << " for class " << class_options.ingress_class
+                            << (source_options.watch_namespace.empty()
+                                    ? std::string(" in all namespaces")
+                                    : " in namespace " + source_options.watch_namespace)
+                            << "; data plane at " << flags.get("dataplane-socket"));
 
-  push::Pusher pusher(
-      std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
+  push::Pusher pusher(std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
   ProblemLog problems;
   std::unique_ptr<kube::KubeSource> source;
   std::unique_ptr<status::LeaderElector> elector;
   std::unique_ptr<status::StatusWriter> status_writer;
+  std::unique_ptr<status::EventRecorder> events;
   // Kept across builds: EndpointSlice-only batches take the endpoint fast path.
   translate::IncrementalTranslator translator(translate_options);
   auto build = [&]() {
     auto started = std::chrono::steady_clock::now();
-    auto [config, lines] = source->with_store_and_changes(
-        [&](const store::Store &s, const store::Changes &changes) {
-          const auto &result = translator.update(s, changes);
+    auto [config, lines] =
+        source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
+          const auto& result = translator.update(s, changes);
           std::set<std::string> diagnostics;
-          for (const auto &d : result.diagnostics)
-            diagnostics.insert(translate::to_string(d));
+          for (const auto& d : result.diagnostics) diagnostics.insert(translate::to_string(d));
+          // The fast path leaves Ingress diagnostics as they were.
+          if (events && translator.last_path() == translate::UpdatePath::kFull) {
+            events->set(status::EventRecorder::Source::kTranslation,
+                        status::events_from_diagnostics(result.diagnostics, s));
+          }
           return std::make_pair(result.config, std::move(diagnostics));
         });
-    TG_DEBUG("controller",
-             "translation ("
-                 << translate::to_string(translator.last_path()) << ", "
-                 << translator.last_upstreams_updated()
-                 << " upstreams updated) in "
-                 << std::chrono::duration_cast<std::chrono::microseconds>(
-                        std::chrono::steady_clock::now() - started)
-                        .count()
-                 << " us");
+    TG_DEBUG("controller", "translation (" << translate::to_string(translator.last_path()) << ", "
+                                           << translator.last_upstreams_updated()
+                                           << " upstreams updated) in "
+                                           << std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  std::chrono::steady_clock::now() - started)
+                                                  .count()
+                                           << " us");
     problems.report(std::move(lines));
     return std::move(config);
   };
   sync::SyncLoop loop(build, pusher);
   source = std::make_unique<kube::KubeSource>(
-      std::make_unique<kube::RestClient>(*config, client_options),
-      class_options, source_options,
+      std::make_unique<kube::RestClient>(*config, client_options), class_options, source_options,
       [&loop, &status_writer](objects::Kind kind) {
         loop.notify();
-        // Which Ingresses are ours changes with Ingresses and IngressClasses
-        // only.
-        if (status_writer && (kind == objects::Kind::kIngress ||
-                              kind == objects::Kind::kIngressClass)) {
+        // Which Ingresses are ours changes with Ingresses and IngressClasses only.
+        if (status_writer &&
+            (kind == objects::Kind::kIngress || kind == objects::Kind::kIngressClass)) {
           status_writer->notify();
         }
       });
-  // Ingress status, written by the elected replica only.
+  // Ingress status and Events, written by the elected replica only.
   status::StatusOptions status_options;
   status_options.publish_service = flags.get("publish-service");
-  for (size_t start = 0, end; start <= flags.get("publish-address").size();
-       start = end + 1) {
-    const std::string &all = flags.get("publish-address");
+  status_options.clear_on_shutdown = flags.get_bool("update-status-on-shutdown");
+  for (size_t start = 0, end; start <= flags.get("publish-address").size(); start = end + 1) {
+    const std::string& all = flags.get("publish-address");
     end = all.find(',', start);
-    if (end == std::string::npos)
-      end = all.size();
+    if (end == std::string::npos) end = all.size();
     std::string a = all.substr(start, end - start);
-    if (!a.empty())
-      status_options.publish_addresses.push_back(a);
+    if (!a.empty()) status_options.publish_addresses.push_back(a);
   }
   if (!status_options.publish_service.empty() &&
       status_options.publish_service.find('/') == std::string::npos) {
     std::cerr << "tidegate-controller: --publish-service: NAMESPACE/NAME\n";
     return 2;
   }
-  if (!status_options.publish_service.empty() ||
-      !status_options.publish_addresses.empty()) {
+  const bool publish_status =
+      !status_options.publish_service.empty() || !status_options.publish_addresses.empty();
+  const bool post_events = !flags.get_bool("disable-events");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  if (publish_status || post_events) {
     status::ElectionOptions election;
     election.name = flags.get("election-id");
-    election.namespace_ = !flags.get("election-namespace").empty()
-                              ? flags.get("election-namespace")
-                          : !source_options.watch_namespace.empty()
-                              ? source_options.watch_namespace
-                          : !config->namespace_.empty() ? config->namespace_
-                                                        : "default";
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
+    election.namespace_ = !flags.get("election-namespace").empty() ? flags.get("election-namespace")
+                          : !source_options.watch_namespace.empty() ? source_options.watch_namespace
+                          : !config->namespace_.empty()             ? config->namespace_
+                                                                    : "default";
     election.identity = std::string(host) + "_" + std::to_string(::getpid());
     int lease_s = std::atoi(flags.get("election-lease-seconds").c_str());
     if (lease_s < 2) {
-      std::cerr
-          << "tidegate-controller: --election-lease-seconds: at least 2\n";
+      std::cerr << "tidegate-controller: --election-lease-seconds: at least 2\n";
       return 2;
     }
     election.lease_duration = std::chrono::seconds(lease_s);
     election.retry_period = std::chrono::seconds(std::max(1, lease_s / 5));
-    elector =
-        std::make_unique<status::LeaderElector>(source->client(), election);
-    status_writer = std::make_unique<status::StatusWriter>(
-        *source, elector.get(), status_options);
+    elector = std::make_unique<status::LeaderElector>(source->client(), election);
+  }
+  if (publish_status) {
+    status_writer = std::make_unique<status::StatusWriter>(*source, elector.get(), status_options);
+  }
+  if (post_events) {
+    status::EventOptions event_options;
+    event_options.host = host;
+    events = std::make_unique<status::EventRecorder>(
+        source->client(), [&elector] { return elector->is_leader(); }, event_options);
+    sync::SyncHooks hooks;
+    hooks.nacked = [&](const model::Config& refused, const std::string& reason) {
+      events->set(status::EventRecorder::Source::kDataPlane,
+                  source->with_store([&](const store::Store& s) {
+                    return status::events_from_nack(refused, s, reason);
+                  }));
+    };
+    hooks.accepted = [&](const model::Config&) {
+      events->set(status::EventRecorder::Source::kDataPlane, {});
+    };
+    loop.set_hooks(std::move(hooks));
   }
 
   install_signal_handlers();
   source->start();
-  if (elector)
-    elector->start();
-  if (status_writer)
-    status_writer->start();
+  if (elector) elector->start();
+  if (status_writer) status_writer->start();
+  if (events) events->start();
   auto started = std::chrono::steady_clock::now();
-  while (!source->synced() && !g_stop)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!g_stop) {
-    TG_INFO("controller",
-            "initial lists complete in "
-                << std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::steady_clock::now() - started)
-                       .count()
-                << " ms; syncing the data plane");
+    TG_INFO("controller", "initial lists complete in "
+                              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count()
+                              << " ms; syncing the data plane");
     g_loop = &loop;
-    if (!g_stop)
-      loop.run();
+    if (!g_stop) loop.run();
     g_loop = nullptr;
   }
+  if (events) events->stop();
   if (status_writer)
-    status_writer->stop();
-  if (elector)
-    elector->stop(); // hands the Lease over at once
+    status_writer->stop();       // clears our status first with --update-status-on-shutdown
+  if (elector) elector->stop();  // hands the Lease over at once
   source->stop();
   TG_INFO("controller", "stopped");
   return 0;
 }
 
-} // namespace
+}  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   cli::Flags flags;
-  flags.define("dataplane-socket", "/tmp/tidegate-control.sock",
-               "the data plane's control socket");
-  flags.define("manifests", "",
-               "folder of Kubernetes manifests to read and watch");
-  flags.define("kubeconfig", "",
-               "kubeconfig of the cluster to watch (its current context)");
-  flags.define("kube-context", "",
-               "kubeconfig context to use instead of the current one");
-  flags.define("watch-namespace", "",
-               "watch only this namespace (default: all namespaces)");
-  flags.define(
-      "publish-address", "",
-      "comma-separated IPs or host names to write into our Ingresses' status");
+  flags.define("dataplane-socket", "/tmp/tidegate-control.sock", "the data plane's control socket");
+  flags.define("manifests", "", "folder of Kubernetes manifests to read and watch");
+  flags.define("kubeconfig", "", "kubeconfig of the cluster to watch (its current context)");
+  flags.define("kube-context", "", "kubeconfig context to use instead of the current one");
+  flags.define("watch-namespace", "", "watch only this namespace (default: all namespaces)");
+  flags.define("publish-address", "",
+               "comma-separated IPs or host names to write into our Ingresses' status");
   flags.define("publish-service", "",
-               "NAMESPACE/NAME of the Service whose load-balancer addresses go "
-               "into the status");
-  flags.define(
-      "election-id", "tidegate-leader",
-      "name of the Lease that elects the one replica writing Ingress status");
+               "NAMESPACE/NAME of the Service whose load-balancer addresses go into the status");
+  flags.define_bool("update-status-on-shutdown",
+                    "the leader clears the status it wrote when it stops (for the last replica)");
+  flags.define_bool("disable-events",
+                    "do not post Kubernetes Events on Ingresses with problems (on by default)");
+  flags.define("election-id", "tidegate-leader",
+               "name of the Lease that elects the one replica writing Ingress status");
   flags.define("election-namespace", "",
-               "namespace of that Lease (default: --watch-namespace, the "
-               "kubeconfig's, default)");
+               "namespace of that Lease (default: --watch-namespace, the kubeconfig's, default)");
   flags.define("election-lease-seconds", "15", "the Lease's duration");
   flags.define("watch-idle-timeout", "150",
-               "seconds without a byte (event or bookmark) before a watch is "
-               "reconnected");
+               "seconds without a byte (event or bookmark) before a watch is reconnected");
   flags.define("ingress-class", std::string(store::kDefaultIngressClass),
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
                "spec.controller value of our IngressClass");
-  if (int exit_code =
-          cli::parse_command_line(flags, argc, argv, "tidegate-controller");
+  if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-controller");
       exit_code >= 0) {
     return exit_code;
   }
@@ -276,50 +268,42 @@ int main(int argc, char **argv) {
   const std::string dir = flags.get("manifests");
   const std::string kubeconfig = flags.get("kubeconfig");
   if (!dir.empty() && !kubeconfig.empty()) {
-    std::cerr << "tidegate-controller: give one source: --manifests or "
-                 "--kubeconfig\n";
+    std::cerr << "tidegate-controller: give one source: --manifests or --kubeconfig\n";
     return 2;
   }
   if (dir.empty()) {
-    store::ClassOptions class_options{flags.get("ingress-class"),
-                                      flags.get("controller-name")};
+    store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
     return run_kube(flags, class_options);
   }
   if (!std::filesystem::is_directory(dir)) {
-    std::cerr << "tidegate-controller: --manifests " << dir
-              << ": not a folder\n";
+    std::cerr << "tidegate-controller: --manifests " << dir << ": not a folder\n";
     return 2;
   }
 
-  store::ClassOptions class_options{flags.get("ingress-class"),
-                                    flags.get("controller-name")};
+  store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
   translate::TranslateOptions translate_options{class_options.ingress_class,
                                                 class_options.controller_name};
   ProblemLog problems;
   auto build = [&]() {
     auto loaded = source::load_manifest_dir(dir);
     std::set<std::string> lines;
-    for (const auto &e : loaded.errors)
-      lines.insert(e.message);
+    for (const auto& e : loaded.errors) lines.insert(e.message);
     auto store = store::build_store(loaded, class_options);
     auto result = translate::translate(store, translate_options);
-    for (const auto &d : result.diagnostics)
-      lines.insert(translate::to_string(d));
+    for (const auto& d : result.diagnostics) lines.insert(translate::to_string(d));
     problems.report(std::move(lines));
     return std::move(result.config);
   };
 
-  push::Pusher pusher(
-      std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
+  push::Pusher pusher(std::make_unique<push::UnixTransport>(flags.get("dataplane-socket")));
   sync::SyncLoop loop(build, pusher);
   source::ManifestWatcher watcher(dir);
   if (!watcher.start([&] { loop.notify(); }, &error)) {
     TG_ERROR("controller", error);
     return 1;
   }
-  TG_INFO("controller",
-          "watching " << dir << " for class " << class_options.ingress_class
-                      << "; data plane at " << flags.get("dataplane-socket"));
+  TG_INFO("controller", "watching " << dir << " for class " << class_options.ingress_class
+                                    << "; data plane at " << flags.get("dataplane-socket"));
   g_loop = &loop;
   install_signal_handlers();
   loop.run();
