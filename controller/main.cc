@@ -19,10 +19,12 @@
 #include "push/pusher.h"
 #include "source/manifest_loader.h"
 #include "source/manifest_watcher.h"
+#include "status/events.h"
 #include "status/leader_election.h"
 #include "status/status_writer.h"
 #include "store/store.h"
 #include "sync/sync_loop.h"
+#include "translate/incremental.h"
 #include "translate/translate.h"
 
 using namespace tidegate;
@@ -106,24 +108,48 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   std::unique_ptr<kube::KubeSource> source;
   std::unique_ptr<status::LeaderElector> elector;
   std::unique_ptr<status::StatusWriter> status_writer;
+  std::unique_ptr<status::EventRecorder> events;
+  // Kept across builds: EndpointSlice-only batches take the endpoint fast path.
+  translate::IncrementalTranslator translator(translate_options);
   auto build = [&]() {
-    auto result = source->with_store(
-        [&](const store::Store& s) { return translate::translate(s, translate_options); });
-    std::set<std::string> lines;
-    for (const auto& d : result.diagnostics) lines.insert(translate::to_string(d));
+    auto started = std::chrono::steady_clock::now();
+    auto [config, lines] =
+        source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
+          const auto& result = translator.update(s, changes);
+          std::set<std::string> diagnostics;
+          for (const auto& d : result.diagnostics) diagnostics.insert(translate::to_string(d));
+          // The fast path leaves Ingress diagnostics as they were.
+          if (events && translator.last_path() == translate::UpdatePath::kFull) {
+            events->set(status::EventRecorder::Source::kTranslation,
+                        status::events_from_diagnostics(result.diagnostics, s));
+          }
+          return std::make_pair(result.config, std::move(diagnostics));
+        });
+    TG_DEBUG("controller", "translation (" << translate::to_string(translator.last_path()) << ", "
+                                           << translator.last_upstreams_updated()
+                                           << " upstreams updated) in "
+                                           << std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  std::chrono::steady_clock::now() - started)
+                                                  .count()
+                                           << " us");
     problems.report(std::move(lines));
-    return std::move(result.config);
+    return std::move(config);
   };
   sync::SyncLoop loop(build, pusher);
   source = std::make_unique<kube::KubeSource>(
       std::make_unique<kube::RestClient>(*config, client_options), class_options, source_options,
-      [&loop, &status_writer] {
+      [&loop, &status_writer](objects::Kind kind) {
         loop.notify();
-        if (status_writer) status_writer->notify();
+        // Which Ingresses are ours changes with Ingresses and IngressClasses only.
+        if (status_writer &&
+            (kind == objects::Kind::kIngress || kind == objects::Kind::kIngressClass)) {
+          status_writer->notify();
+        }
       });
-  // Ingress status, written by the elected replica only.
+  // Ingress status and Events, written by the elected replica only.
   status::StatusOptions status_options;
   status_options.publish_service = flags.get("publish-service");
+  status_options.clear_on_shutdown = flags.get_bool("update-status-on-shutdown");
   for (size_t start = 0, end; start <= flags.get("publish-address").size(); start = end + 1) {
     const std::string& all = flags.get("publish-address");
     end = all.find(',', start);
@@ -136,15 +162,18 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     std::cerr << "tidegate-controller: --publish-service: NAMESPACE/NAME\n";
     return 2;
   }
-  if (!status_options.publish_service.empty() || !status_options.publish_addresses.empty()) {
+  const bool publish_status =
+      !status_options.publish_service.empty() || !status_options.publish_addresses.empty();
+  const bool post_events = !flags.get_bool("disable-events");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  if (publish_status || post_events) {
     status::ElectionOptions election;
     election.name = flags.get("election-id");
     election.namespace_ = !flags.get("election-namespace").empty() ? flags.get("election-namespace")
                           : !source_options.watch_namespace.empty() ? source_options.watch_namespace
                           : !config->namespace_.empty()             ? config->namespace_
                                                                     : "default";
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
     election.identity = std::string(host) + "_" + std::to_string(::getpid());
     int lease_s = std::atoi(flags.get("election-lease-seconds").c_str());
     if (lease_s < 2) {
@@ -154,13 +183,33 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     election.lease_duration = std::chrono::seconds(lease_s);
     election.retry_period = std::chrono::seconds(std::max(1, lease_s / 5));
     elector = std::make_unique<status::LeaderElector>(source->client(), election);
+  }
+  if (publish_status) {
     status_writer = std::make_unique<status::StatusWriter>(*source, elector.get(), status_options);
+  }
+  if (post_events) {
+    status::EventOptions event_options;
+    event_options.host = host;
+    events = std::make_unique<status::EventRecorder>(
+        source->client(), [&elector] { return elector->is_leader(); }, event_options);
+    sync::SyncHooks hooks;
+    hooks.nacked = [&](const model::Config& refused, const std::string& reason) {
+      events->set(status::EventRecorder::Source::kDataPlane,
+                  source->with_store([&](const store::Store& s) {
+                    return status::events_from_nack(refused, s, reason);
+                  }));
+    };
+    hooks.accepted = [&](const model::Config&) {
+      events->set(status::EventRecorder::Source::kDataPlane, {});
+    };
+    loop.set_hooks(std::move(hooks));
   }
 
   install_signal_handlers();
   source->start();
   if (elector) elector->start();
   if (status_writer) status_writer->start();
+  if (events) events->start();
   auto started = std::chrono::steady_clock::now();
   while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   if (!g_stop) {
@@ -173,7 +222,9 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     if (!g_stop) loop.run();
     g_loop = nullptr;
   }
-  if (status_writer) status_writer->stop();
+  if (events) events->stop();
+  if (status_writer)
+    status_writer->stop();       // clears our status first with --update-status-on-shutdown
   if (elector) elector->stop();  // hands the Lease over at once
   source->stop();
   TG_INFO("controller", "stopped");
@@ -194,6 +245,10 @@ int main(int argc, char** argv) {
                "comma-separated IPs or host names to write into our Ingresses' status");
   flags.define("publish-service", "",
                "NAMESPACE/NAME of the Service whose load-balancer addresses go into the status");
+  flags.define_bool("update-status-on-shutdown",
+                    "the leader clears the status it wrote when it stops (for the last replica)");
+  flags.define_bool("disable-events",
+                    "do not post Kubernetes Events on Ingresses with problems (on by default)");
   flags.define("election-id", "tidegate-leader",
                "name of the Lease that elects the one replica writing Ingress status");
   flags.define("election-namespace", "",

@@ -9,7 +9,7 @@ namespace tidegate::controller::kube {
 using objects::Kind;
 
 KubeSource::KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions class_options,
-                       KubeSourceOptions options, std::function<void()> notify)
+                       KubeSourceOptions options, std::function<void(objects::Kind)> notify)
     : client_(std::move(client)),
       options_(std::move(options)),
       notify_(std::move(notify)),
@@ -57,36 +57,47 @@ std::set<std::string> keys_of(const Map& map) {
 }  // namespace
 
 bool KubeSource::secret_referenced(const std::string& namespace_, const std::string& name) const {
-  const std::string prefix = namespace_ + "/";
-  const auto& ingresses = store_.ingresses();
-  for (auto it = ingresses.lower_bound(prefix);
-       it != ingresses.end() && it->first.starts_with(prefix); ++it) {
-    for (const auto& tls : it->second.spec.tls) {
-      if (tls.secret_name == name) return true;
-    }
-  }
-  return false;
+  return store_.secret_named(namespace_, name);
 }
 
-std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_secrets() {
-  std::vector<std::pair<std::string, std::string>> drop, wanted;
-  for (const auto& [key, secret] : store_.secrets()) {
-    if (!secret_referenced(secret.metadata.namespace_, secret.metadata.name)) {
-      drop.emplace_back(secret.metadata.namespace_, secret.metadata.name);
+namespace {
+
+// "ns/secret" for each Secret an Ingress names in spec.tls.
+std::set<std::string> tls_secrets_of(const objects::Ingress* ingress) {
+  std::set<std::string> out;
+  if (ingress == nullptr) return out;
+  for (const auto& tls : ingress->spec.tls) {
+    if (!tls.secret_name.empty()) {
+      out.insert(store::object_key(ingress->metadata.namespace_, tls.secret_name));
     }
   }
-  for (const auto& [ns, name] : drop) store_.remove(Kind::kSecret, ns, name);
-  std::set<std::string> seen;
-  for (const auto& [key, ingress] : store_.ingresses()) {
-    for (const auto& tls : ingress.spec.tls) {
-      if (tls.secret_name.empty()) continue;
-      std::string k = store::object_key(ingress.metadata.namespace_, tls.secret_name);
-      if (!store_.secrets().contains(k) && seen.insert(k).second) {
-        wanted.emplace_back(ingress.metadata.namespace_, tls.secret_name);
-      }
-    }
+  return out;
+}
+
+const objects::Ingress* find_ingress(const store::Store& store, const std::string& key) {
+  auto it = store.ingresses().find(key);
+  return it == store.ingresses().end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_secrets(
+    const std::set<std::string>& keys) {
+  std::vector<std::pair<std::string, std::string>> wanted;
+  for (const auto& key : keys) {
+    auto [ns, name] = split_key(key);
+    const bool named = secret_referenced(ns, name);
+    const bool stored = store_.secrets().contains(key);
+    if (stored && !named) store_.remove(Kind::kSecret, ns, name);
+    if (named && !stored) wanted.emplace_back(ns, name);
   }
   return wanted;
+}
+
+std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_all_secrets() {
+  std::set<std::string> keys = keys_of(store_.secrets());
+  for (const auto& [key, ingress] : store_.ingresses()) keys.merge(tls_secrets_of(&ingress));
+  return reconcile_secrets(keys);
 }
 
 void KubeSource::fetch_secrets(const std::vector<std::pair<std::string, std::string>>& wanted) {
@@ -137,10 +148,10 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       auto [ns, name] = split_key(key);
       changed |= store_.remove(kind, ns, name);
     }
-    if (kind == Kind::kIngress) wanted = reconcile_secrets();
+    if (kind == Kind::kIngress) wanted = reconcile_all_secrets();
   }
   fetch_secrets(wanted);
-  if (changed) notify_();
+  if (changed) notify_(kind);
 }
 
 void KubeSource::upsert(objects::Object object) {
@@ -157,24 +168,35 @@ void KubeSource::upsert(objects::Object object) {
       } else {
         changed = store_.insert(std::move(object));
       }
+    } else if (kind == Kind::kIngress) {
+      // Only the Secrets this Ingress names, before or after, can change hands.
+      const auto& meta = objects::meta_of(object);
+      const std::string key = store::object_key(meta.namespace_, meta.name);
+      std::set<std::string> secrets = tls_secrets_of(find_ingress(store_, key));
+      changed = store_.insert(std::move(object));
+      secrets.merge(tls_secrets_of(find_ingress(store_, key)));
+      wanted = reconcile_secrets(secrets);
     } else {
       changed = store_.insert(std::move(object));
-      if (kind == Kind::kIngress) wanted = reconcile_secrets();
     }
   }
   fetch_secrets(wanted);
   TG_DEBUG("kube", objects::to_string(kind) << " changed: " << (changed ? "rebuild" : "no effect"));
-  if (changed) notify_();
+  if (changed) notify_(kind);
 }
 
 void KubeSource::remove(Kind kind, const std::string& namespace_, const std::string& name) {
   bool changed;
   {
     std::lock_guard lock(mu_);
+    std::set<std::string> secrets;
+    if (kind == Kind::kIngress) {
+      secrets = tls_secrets_of(find_ingress(store_, store::object_key(namespace_, name)));
+    }
     changed = store_.remove(kind, namespace_, name);
-    if (kind == Kind::kIngress) reconcile_secrets();
+    if (kind == Kind::kIngress) reconcile_secrets(secrets);
   }
-  if (changed) notify_();
+  if (changed) notify_(kind);
 }
 
 }  // namespace tidegate::controller::kube

@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kube/client.h"
@@ -26,9 +28,10 @@ struct KubeSourceOptions {
 
 class KubeSource : public ReflectorSink {
  public:
-  // `notify` is called (from a reflector thread) after each change that can alter the routes.
+  // `notify` is called (from a reflector thread) after each change that can alter the routes,
+  // with the kind that changed.
   KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions class_options,
-             KubeSourceOptions options, std::function<void()> notify);
+             KubeSourceOptions options, std::function<void(objects::Kind)> notify);
   ~KubeSource() override;
 
   void start();
@@ -43,6 +46,15 @@ class KubeSource : public ReflectorSink {
     return fn(static_cast<const store::Store&>(store_));
   }
 
+  // Runs fn(const store::Store&, const store::Changes&) with the store locked, where the changes
+  // are those since the previous call (the endpoint fast path needs both under one lock).
+  template <typename Fn>
+  auto with_store_and_changes(Fn&& fn) {
+    std::lock_guard lock(mu_);
+    store::Changes changes = store_.take_changes();
+    return fn(static_cast<const store::Store&>(store_), changes);
+  }
+
   ApiClient& client() { return *client_; }
 
   // ReflectorSink
@@ -52,14 +64,17 @@ class KubeSource : public ReflectorSink {
 
  private:
   bool secret_referenced(const std::string& namespace_, const std::string& name) const;  // locked
-  // After an Ingress change (locked): drops Secrets no Ingress names any more and returns the
-  // keys of those named but not stored.
-  std::vector<std::pair<std::string, std::string>> reconcile_secrets();
+  // After an Ingress change (locked): of the Secrets `keys` ("ns/name"), drops those no Ingress
+  // names any more and returns those named but not stored. The second form looks at every
+  // Secret stored or named (after a relist).
+  std::vector<std::pair<std::string, std::string>> reconcile_secrets(
+      const std::set<std::string>& keys);
+  std::vector<std::pair<std::string, std::string>> reconcile_all_secrets();
   void fetch_secrets(const std::vector<std::pair<std::string, std::string>>& wanted);
 
   std::unique_ptr<ApiClient> client_;
   KubeSourceOptions options_;
-  std::function<void()> notify_;
+  std::function<void(objects::Kind)> notify_;
   mutable std::mutex mu_;
   store::Store store_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;

@@ -41,10 +41,38 @@ void StatusWriter::start() {
 void StatusWriter::stop() {
   {
     std::lock_guard lock(mu_);
+    if (stopping_) return;
     stopping_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (options_.clear_on_shutdown && (!elector_ || elector_->is_leader())) {
+    TG_INFO("status", "clearing the status of " << written_.size() << " Ingresses on shutdown");
+    for (const auto& [key, lb] : written_) clear(key, lb);
+    written_.clear();
+  }
+}
+
+void StatusWriter::clear(const std::string& key, const std::string& written) {
+  auto slash = key.find('/');
+  const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
+  const std::string patch =
+      "[{\"op\":\"test\",\"path\":\"/status/loadBalancer/ingress\",\"value\":" + written +
+      "},{\"op\":\"remove\",\"path\":\"/status/loadBalancer/ingress\"}]";
+  kube::Response r = source_.client().send(
+      "PATCH", kube::resource_path(objects::Kind::kIngress, ns, name) + "/status", patch,
+      "application/json-patch+json");
+  if (r.status == 200) {
+    TG_INFO("status", "Ingress " << key << " status: cleared");
+  } else if (r.status == 422) {
+    // The test operation failed: what it holds now is someone else's.
+    TG_INFO("status", "Ingress " << key << " status: left as it is (no longer what we wrote)");
+  } else if (r.status == 404) {
+    TG_DEBUG("status", "Ingress " << key << " is gone");
+  } else {
+    TG_WARN("status",
+            "clearing the status of Ingress " << key << " failed: " << r.status << " " << r.error);
+  }
 }
 
 void StatusWriter::notify() {
@@ -89,16 +117,20 @@ void StatusWriter::sync() {
   auto addresses = desired_addresses();
   if (!addresses) return;
   const std::string lb = load_balancer_json(*addresses);
-  auto ours = source_.with_store([](const store::Store& s) {
-    std::vector<std::pair<std::string, std::string>> keys;
+  std::vector<std::pair<std::string, std::string>> ours;
+  std::vector<std::pair<std::string, std::string>> left;  // we wrote it; no longer ours
+  source_.with_store([&](const store::Store& s) {
     for (const auto& [key, ingress] : s.ingresses()) {
       if (store::select_ingress(ingress, s.ingress_classes(), s.options()) ==
           store::IngressSelection::kOurs) {
-        keys.emplace_back(ingress.metadata.namespace_, ingress.metadata.name);
+        ours.emplace_back(ingress.metadata.namespace_, ingress.metadata.name);
+      } else if (auto it = written_.find(key); it != written_.end()) {
+        left.emplace_back(key, it->second);
       }
     }
-    return keys;
+    return 0;
   });
+  for (const auto& [key, written] : left) clear(key, written);
   std::map<std::string, std::string> still;
   for (const auto& [ns, name] : ours) {
     const std::string key = ns + "/" + name;

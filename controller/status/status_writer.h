@@ -6,6 +6,10 @@
 // What was written is remembered per Ingress, so a steady state costs no API call; a new leader
 // starts with nothing remembered and writes each Ingress once (a merge patch that changes nothing
 // is a no-op for the API server, and makes no watch event).
+//
+// An Ingress we wrote that stops being ours (another class, another controller's IngressClass) has
+// its status cleared, with a JSON patch whose "test" operation requires the value we wrote: if
+// its new controller has already written its own addresses, they are left alone.
 
 #include <chrono>
 #include <condition_variable>
@@ -25,6 +29,10 @@ struct StatusOptions {
   std::vector<std::string> publish_addresses;  // IPs or host names
   std::string publish_service;                 // "namespace/name", instead of publish_addresses
   std::chrono::milliseconds period{std::chrono::seconds(2)};
+  // On stop(), the leader clears the status it wrote (--update-status-on-shutdown). Off by default:
+  // in a rolling update the next leader publishes the same addresses, and clearing them first
+  // would make DNS automation (external-dns) drop the records for a moment.
+  bool clear_on_shutdown = false;
 };
 
 // The JSON array for status.loadBalancer.ingress: {"ip": ...} for an IP, {"hostname": ...} else.
@@ -41,6 +49,8 @@ class StatusWriter {
  private:
   void run();
   void sync();
+  // Removes status.loadBalancer.ingress of ns/name if it is still `written` (what we wrote).
+  void clear(const std::string& key, const std::string& written);
   std::optional<std::vector<std::string>> desired_addresses();
 
   kube::KubeSource& source_;

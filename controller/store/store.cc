@@ -1,5 +1,6 @@
 #include "store/store.h"
 
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -61,49 +62,112 @@ bool Store::ingress_class_matters(const objects::IngressClass& ingress_class) co
 
 namespace {
 
-// Calls fn(ingress) for each stored Ingress in `namespace_` until fn returns true.
+// Calls fn(ingress key) for each key that `index` lists under `key`, until fn returns true.
 template <typename Fn>
-bool any_ingress_in(const std::map<std::string, objects::Ingress>& ingresses,
-                    const std::string& namespace_, Fn&& fn) {
-  const std::string prefix = namespace_ + "/";
-  for (auto it = ingresses.lower_bound(prefix);
-       it != ingresses.end() && it->first.starts_with(prefix); ++it) {
-    if (fn(it->second)) return true;
+bool any_in(const std::map<std::string, std::set<std::string>>& index, const std::string& key,
+            Fn&& fn) {
+  auto it = index.find(key);
+  if (it == index.end()) return false;
+  for (const auto& k : it->second) {
+    if (fn(k)) return true;
   }
   return false;
 }
 
-bool backend_names(const std::optional<objects::IngressBackend>& backend,
-                   const std::string& service) {
-  return backend && backend->service && backend->service->name == service;
+void index_entry(std::map<std::string, std::set<std::string>>& index, const std::string& key,
+                 const std::string& value, bool add) {
+  if (add) {
+    index[key].insert(value);
+    return;
+  }
+  auto it = index.find(key);
+  if (it == index.end()) return;
+  it->second.erase(value);
+  if (it->second.empty()) index.erase(it);
+}
+
+// The Services an Ingress's backends name, and the Secrets its spec.tls names (deduplicated).
+std::set<std::string> services_named(const objects::Ingress& ingress) {
+  std::set<std::string> out;
+  auto add = [&](const std::optional<objects::IngressBackend>& backend) {
+    if (backend && backend->service && !backend->service->name.empty()) {
+      out.insert(object_key(ingress.metadata.namespace_, backend->service->name));
+    }
+  };
+  add(ingress.spec.default_backend);
+  for (const auto& rule : ingress.spec.rules) {
+    for (const auto& path : rule.paths) add(path.backend);
+  }
+  return out;
+}
+
+std::set<std::string> secrets_named(const objects::Ingress& ingress) {
+  std::set<std::string> out;
+  for (const auto& tls : ingress.spec.tls) {
+    if (!tls.secret_name.empty())
+      out.insert(object_key(ingress.metadata.namespace_, tls.secret_name));
+  }
+  return out;
+}
+
+// Equal but for metadata.resourceVersion, which the translation never reads: our own status
+// writes (and anyone's to fields we do not parse) bump it, and must not cost a rebuild each.
+template <typename T>
+bool same_content(const T& a, const T& b) {
+  if (a.metadata.resource_version == b.metadata.resource_version) return a == b;
+  T copy = b;
+  copy.metadata.resource_version = a.metadata.resource_version;
+  return a == copy;
 }
 
 }  // namespace
 
+void Store::index_ingress(const objects::Ingress& ingress, bool add) {
+  const std::string key = object_key(ingress.metadata.namespace_, ingress.metadata.name);
+  for (const auto& service : services_named(ingress)) {
+    index_entry(services_by_ingress_ref_, service, key, add);
+  }
+  for (const auto& secret : secrets_named(ingress)) {
+    index_entry(secrets_by_ingress_ref_, secret, key, add);
+  }
+}
+
+void Store::index_slice(const objects::EndpointSlice& slice, bool add) {
+  index_entry(slices_by_service_, object_key(slice.metadata.namespace_, slice.service_name()),
+              object_key(slice.metadata.namespace_, slice.metadata.name), add);
+}
+
+void Store::record(const objects::EndpointSlice& slice) {
+  changes_.slices.insert(object_key(slice.metadata.namespace_, slice.metadata.name));
+  changes_.services.insert(object_key(slice.metadata.namespace_, slice.service_name()));
+}
+
+Changes Store::take_changes() { return std::exchange(changes_, Changes{}); }
+
+std::vector<const objects::EndpointSlice*> Store::endpoint_slices_of(
+    const std::string& namespace_, const std::string& service) const {
+  std::vector<const objects::EndpointSlice*> out;
+  auto it = slices_by_service_.find(object_key(namespace_, service));
+  if (it == slices_by_service_.end()) return out;
+  out.reserve(it->second.size());
+  for (const auto& key : it->second) out.push_back(&endpoint_slices_.at(key));
+  return out;
+}
+
+bool Store::secret_named(const std::string& namespace_, const std::string& secret) const {
+  return secrets_by_ingress_ref_.contains(object_key(namespace_, secret));
+}
+
 bool Store::service_referenced(const std::string& namespace_, const std::string& service) const {
   if (service.empty()) return false;
-  return any_ingress_in(ingresses_, namespace_, [&](const objects::Ingress& ingress) {
-    if (!ingress_matters(ingress)) return false;
-    if (backend_names(ingress.spec.default_backend, service)) return true;
-    for (const auto& rule : ingress.spec.rules) {
-      for (const auto& path : rule.paths) {
-        if (backend_names(path.backend, service)) return true;
-      }
-    }
-    return false;
-  });
+  return any_in(services_by_ingress_ref_, object_key(namespace_, service),
+                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
 }
 
 bool Store::secret_referenced(const std::string& namespace_, const std::string& secret) const {
-  // The routing model has no TLS yet; Secrets named by our Ingresses' spec.tls still count so
-  // that the answer is right the day it does.
-  return any_ingress_in(ingresses_, namespace_, [&](const objects::Ingress& ingress) {
-    if (!ingress_matters(ingress)) return false;
-    for (const auto& tls : ingress.spec.tls) {
-      if (tls.secret_name == secret) return true;
-    }
-    return false;
-  });
+  // Secrets named by our Ingresses' spec.tls become the model's certificates.
+  return any_in(secrets_by_ingress_ref_, object_key(namespace_, secret),
+                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
 }
 
 bool Store::matters(const objects::Ingress& o) const { return ingress_matters(o); }
@@ -118,72 +182,86 @@ bool Store::matters(const objects::Secret& o) const {
   return secret_referenced(o.metadata.namespace_, o.metadata.name);
 }
 
-namespace {
+template <typename T>
+void Store::index(const T& object, bool add) {
+  if constexpr (std::is_same_v<T, objects::Ingress>) {
+    index_ingress(object, add);
+  } else if constexpr (std::is_same_v<T, objects::EndpointSlice>) {
+    index_slice(object, add);
+  }
+}
 
-template <typename T, typename Matters>
-bool upsert(std::map<std::string, T>& map, T value, Matters&& matters) {
+// Relevance is judged with the indexes as they are with the object in place: an Ingress that
+// refers to itself does not exist, so the order only matters for the record of changes.
+template <typename T>
+bool Store::upsert(std::map<std::string, T>& map, T value) {
   std::string key = object_key(value.metadata.namespace_, value.metadata.name);
   auto it = map.find(key);
   if (it == map.end()) {
     auto [inserted, _] = map.emplace(std::move(key), std::move(value));
-    return matters(inserted->second);
+    index(inserted->second, true);
+    bool result = matters(inserted->second);
+    if (result) record(inserted->second);
+    return result;
   }
-  if (it->second == value) return false;
+  if (same_content(it->second, value)) {
+    it->second.metadata.resource_version = std::move(value.metadata.resource_version);
+    return false;
+  }
   bool old_matters = matters(it->second);
+  if (old_matters) record(it->second);
+  index(it->second, false);
   it->second = std::move(value);
-  return old_matters || matters(it->second);
+  index(it->second, true);
+  bool new_matters = matters(it->second);
+  if (new_matters) record(it->second);
+  return old_matters || new_matters;
 }
 
-}  // namespace
+template <typename T>
+bool Store::erase(std::map<std::string, T>& map, const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) return false;
+  bool result = matters(it->second);
+  if (result) record(it->second);
+  index(it->second, false);
+  map.erase(it);
+  return result;
+}
 
 bool Store::insert(objects::Object object) {
-  auto matters = [this](const auto& o) { return this->matters(o); };
   return std::visit(
       [&](auto& obj) -> bool {
         using T = std::decay_t<decltype(obj)>;
         if constexpr (std::is_same_v<T, objects::Ingress>) {
-          return upsert(ingresses_, std::move(obj), matters);
+          return upsert(ingresses_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::IngressClass>) {
           obj.metadata.namespace_.clear();
-          return upsert(ingress_classes_, std::move(obj), matters);
+          return upsert(ingress_classes_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::Service>) {
-          return upsert(services_, std::move(obj), matters);
+          return upsert(services_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::EndpointSlice>) {
-          return upsert(endpoint_slices_, std::move(obj), matters);
+          return upsert(endpoint_slices_, std::move(obj));
         } else {
           static_assert(std::is_same_v<T, objects::Secret>);
-          return upsert(secrets_, std::move(obj), matters);
+          return upsert(secrets_, std::move(obj));
         }
       },
       object);
 }
 
-namespace {
-
-template <typename T, typename Matters>
-bool erase(std::map<std::string, T>& map, const std::string& key, Matters&& matters) {
-  auto it = map.find(key);
-  if (it == map.end()) return false;
-  bool result = matters(it->second);
-  map.erase(it);
-  return result;
-}
-
-}  // namespace
-
 bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_view name) {
-  auto matters = [this](const auto& o) { return this->matters(o); };
   switch (kind) {
     case objects::Kind::kIngress:
-      return erase(ingresses_, object_key(namespace_, name), matters);
+      return erase(ingresses_, object_key(namespace_, name));
     case objects::Kind::kIngressClass:
-      return erase(ingress_classes_, object_key("", name), matters);
+      return erase(ingress_classes_, object_key("", name));
     case objects::Kind::kService:
-      return erase(services_, object_key(namespace_, name), matters);
+      return erase(services_, object_key(namespace_, name));
     case objects::Kind::kEndpointSlice:
-      return erase(endpoint_slices_, object_key(namespace_, name), matters);
+      return erase(endpoint_slices_, object_key(namespace_, name));
     case objects::Kind::kSecret:
-      return erase(secrets_, object_key(namespace_, name), matters);
+      return erase(secrets_, object_key(namespace_, name));
   }
   return false;
 }

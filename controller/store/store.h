@@ -4,8 +4,10 @@
 // thread-safe: one thread owns it (the sync loop), the translator reads it from that thread.
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "objects/objects.h"
 #include "source/manifest_loader.h"
@@ -38,6 +40,17 @@ IngressSelection select_ingress(const objects::Ingress& ingress,
 // "namespace/name", or "name" for a cluster-scoped object (empty namespace).
 std::string object_key(std::string_view namespace_, std::string_view name);
 
+// What changed in a Store since the last take_changes(): enough for the endpoint fast path
+// (translate/incremental.h) to know whether only EndpointSlices moved, and which Services' slices.
+struct Changes {
+  // Something other than an EndpointSlice changed in a way that can alter the translation.
+  bool other = false;
+  std::set<std::string> slices;    // "ns/name" of EndpointSlices added, changed or removed
+  std::set<std::string> services;  // "ns/service" named by those slices, before or after
+  bool empty() const { return !other && slices.empty(); }
+  bool endpoints_only() const { return !other && !slices.empty(); }
+};
+
 class Store {
  public:
   explicit Store(ClassOptions options = {});
@@ -64,11 +77,22 @@ class Store {
   const std::map<std::string, objects::Secret>& secrets() const { return secrets_; }
   size_t size() const;
 
+  // The EndpointSlices labelled with `service` in `namespace_`, in key order (an index: no scan).
+  std::vector<const objects::EndpointSlice*> endpoint_slices_of(const std::string& namespace_,
+                                                                const std::string& service) const;
+  // Whether some Ingress in `namespace_`, of any class, names `secret` in spec.tls (an index).
+  bool secret_named(const std::string& namespace_, const std::string& secret) const;
+  // Whether one of our Ingresses refers to `service` (a backend) or names `secret` (spec.tls):
+  // what insert() and remove() answer for Services, EndpointSlices and Secrets.
+  bool service_referenced(const std::string& namespace_, const std::string& service) const;
+  bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
+
+  // Returns what changed since the previous call, and starts recording afresh.
+  Changes take_changes();
+
  private:
   bool ingress_matters(const objects::Ingress& ingress) const;
   bool ingress_class_matters(const objects::IngressClass& ingress_class) const;
-  bool service_referenced(const std::string& namespace_, const std::string& service) const;
-  bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
   bool matters(const objects::Ingress& ingress) const;
   bool matters(const objects::IngressClass& ingress_class) const;
   bool matters(const objects::Service& service) const;
@@ -81,6 +105,29 @@ class Store {
   std::map<std::string, objects::Service> services_;
   std::map<std::string, objects::EndpointSlice> endpoint_slices_;
   std::map<std::string, objects::Secret> secrets_;
+
+  // Indexes, so that "does anything refer to this object" never scans a kind (with 10,000
+  // Ingresses in one namespace, scanning them for every Service listed made start-up quadratic).
+  // They follow every Ingress whatever its class; whether one is ours is decided when asked,
+  // because an IngressClass change can change that for many Ingresses at once.
+  using Index = std::map<std::string, std::set<std::string>>;  // "ns/name" -> keys
+  template <typename T>
+  bool upsert(std::map<std::string, T>& map, T value);
+  template <typename T>
+  bool erase(std::map<std::string, T>& map, const std::string& key);
+  template <typename T>
+  void index(const T& object, bool add);
+  void index_ingress(const objects::Ingress& ingress, bool add);
+  void index_slice(const objects::EndpointSlice& slice, bool add);
+  void record(const objects::Ingress&) { changes_.other = true; }
+  void record(const objects::IngressClass&) { changes_.other = true; }
+  void record(const objects::Service&) { changes_.other = true; }
+  void record(const objects::Secret&) { changes_.other = true; }
+  void record(const objects::EndpointSlice& slice);
+  Index services_by_ingress_ref_;  // "ns/service" -> Ingresses naming it in a backend
+  Index secrets_by_ingress_ref_;   // "ns/secret" -> Ingresses naming it in spec.tls
+  Index slices_by_service_;        // "ns/service" -> its EndpointSlices
+  Changes changes_;
 };
 
 // A Store holding every object the loader produced (the loader already dropped duplicates).

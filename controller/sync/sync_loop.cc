@@ -84,15 +84,18 @@ void SyncLoop::run() {
                             << result.version << (result.full_snapshot ? " (snapshot)" : " (delta)")
                             << ": " << desired.virtual_hosts.size() << " hosts, "
                             << desired.upstreams.size() << " upstreams");
+        if (hooks_.accepted) hooks_.accepted(desired);
         break;
       case push::PushStatus::kUnchanged:
         retry_pending = false;
+        if (hooks_.accepted) hooks_.accepted(desired);
         break;
       case push::PushStatus::kNacked:
         TG_ERROR("sync", "data plane refused version " << result.version << ": " << result.error
                                                        << " (it keeps serving the previous one)");
         nacked = desired;
         retry_pending = false;
+        if (hooks_.nacked) hooks_.nacked(desired, result.error);
         break;
       case push::PushStatus::kDisconnected: {
         if (!retry_pending || backoff >= options_.retry_max) {

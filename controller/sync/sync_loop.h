@@ -23,10 +23,19 @@ struct SyncOptions {
   std::chrono::milliseconds liveness_interval{500};
 };
 
+// Called on the loop's thread after each push's answer (Events on NACKed Ingresses use them).
+struct SyncHooks {
+  // The data plane refused `refused` and keeps serving what it had.
+  std::function<void(const model::Config& refused, const std::string& reason)> nacked;
+  // The data plane serves `serving` (acknowledged now, or already).
+  std::function<void(const model::Config& serving)> accepted;
+};
+
 class SyncLoop {
  public:
   using BuildFn = std::function<model::Config()>;
   SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options = {});
+  void set_hooks(SyncHooks hooks) { hooks_ = std::move(hooks); }  // before run()
 
   void notify();  // any thread
   void stop();    // any thread
@@ -40,6 +49,7 @@ class SyncLoop {
   bool wait_for_work(bool retry_pending, std::chrono::steady_clock::time_point retry_at);
 
   BuildFn build_;
+  SyncHooks hooks_;
   push::Pusher& pusher_;
   SyncOptions options_;
   std::mutex mu_;

@@ -1,7 +1,6 @@
 #include "translate/translate.h"
 #include "translate/certificates.h"
-
-#include <arpa/inet.h>
+#include "translate/endpoints.h"
 
 #include <algorithm>
 #include <map>
@@ -35,17 +34,6 @@ std::string lowercase(std::string s) {
 
 std::string index_path(std::string_view base, size_t i) {
   return std::string(base) + "[" + std::to_string(i) + "]";
-}
-
-// The address in the canonical text form inet_ntop gives (so that "2001:DB8::1" and "2001:db8::1"
-// are one endpoint), or nullopt when it is not an address of the slice's family.
-std::optional<std::string> canonical_address(const std::string& address, bool ipv6) {
-  int family = ipv6 ? AF_INET6 : AF_INET;
-  unsigned char buf[16];
-  if (inet_pton(family, address.c_str(), buf) != 1) return std::nullopt;
-  char text[INET6_ADDRSTRLEN];
-  if (inet_ntop(family, buf, text, sizeof(text)) == nullptr) return std::nullopt;
-  return std::string(text);
 }
 
 // One route claimed by an Ingress, before the Config is assembled.
@@ -334,13 +322,7 @@ class Translator {
       return std::nullopt;
     }
     const objects::Service& service = svc->second;
-    const objects::ServicePort* port = nullptr;
-    for (const auto& p : service.spec.ports) {
-      if (ref.port.is_number() ? p.port == *ref.port.number : p.name == ref.port.name) {
-        port = &p;
-        break;
-      }
-    }
+    const objects::ServicePort* port = find_service_port(service, ref.port);
     if (port == nullptr) {
       *error = "service " + svc->first +
                (ref.port.is_number() ? " has no port " + ref.port.to_string()
@@ -357,71 +339,11 @@ class Translator {
     return name;
   }
 
-  // The port the endpoints of `slice` listen on for `port`, if the slice says (or lets us infer).
-  static std::optional<uint16_t> endpoint_port(const objects::EndpointSlice& slice,
-                                               const objects::ServicePort& port) {
-    for (const auto& p : slice.ports) {
-      if (p.name == port.name && p.port) return static_cast<uint16_t>(*p.port);
-    }
-    if (port.target_port.is_number()) return static_cast<uint16_t>(*port.target_port.number);
-    return std::nullopt;
-  }
-
-  std::vector<model::Endpoint> endpoints_for(const UpstreamSource& source) {
-    const objects::Service& service = *source.service;
-    const std::string& ns = service.metadata.namespace_;
-    std::vector<model::Endpoint> ready;
-    std::vector<model::Endpoint> terminating;  // serving and terminating: the fallback
-    for (const auto* entry : slices_of(ns, service.metadata.name)) {
-      const auto* it = entry;  // keeps the loop body as it was: it->first, it->second
-      const objects::EndpointSlice& slice = it->second;
-      const bool ipv6 = slice.address_type == "IPv6";
-      if (!ipv6 && slice.address_type != "IPv4") continue;  // FQDN slices: nothing to dial
-      auto port = endpoint_port(slice, *source.port);
-      if (!port) continue;
-      for (const auto& endpoint : slice.endpoints) {
-        // Addresses of one endpoint are fungible and consumers may use only the first
-        // (https://issue.k8s.io/106267); kube-proxy does, and so do we: one pod, one entry.
-        if (endpoint.addresses.empty()) continue;
-        auto address = canonical_address(endpoint.addresses.front(), ipv6);
-        if (!address) {
-          warn_once("EndpointSlice " + it->first, "invalid " + slice.address_type + " address " +
-                                                      quote(endpoint.addresses.front()) +
-                                                      "; endpoint ignored");
-          continue;
-        }
-        const auto& c = endpoint.conditions;
-        if (c.ready.value_or(true)) {
-          ready.push_back(model::Endpoint{*address, *port});
-        } else if (c.serving.value_or(false) && c.terminating.value_or(false)) {
-          terminating.push_back(model::Endpoint{*address, *port});
-        }
-      }
-    }
-    // Terminating-but-serving endpoints only when nothing is ready: better a draining pod than a
-    // 503 while the last replica rolls (what kube-proxy does for traffic policy Local).
-    std::vector<model::Endpoint>& chosen = ready.empty() ? terminating : ready;
-    std::sort(chosen.begin(), chosen.end());
-    chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
-    return std::move(chosen);
-  }
-
-  // The EndpointSlices of one Service, in key order. Indexed once per translation: scanning the
-  // namespace's slices for every upstream made a translation quadratic (10,000 Ingresses with one
-  // Service and one slice each took 20 s; bench/propagation.sh).
-  using SliceEntry = std::pair<const std::string, objects::EndpointSlice>;
-  const std::vector<const SliceEntry*>& slices_of(const std::string& ns,
-                                                  const std::string& service) {
-    if (!slice_index_) {
-      slice_index_.emplace();
-      for (const auto& entry : store_.endpoint_slices()) {
-        (*slice_index_)[{entry.second.metadata.namespace_, entry.second.service_name()}].push_back(
-            &entry);
-      }
-    }
-    static const std::vector<const SliceEntry*> kNone;
-    auto it = slice_index_->find({ns, service});
-    return it == slice_index_->end() ? kNone : it->second;
+  std::vector<model::Endpoint> endpoints_of(const UpstreamSource& source) {
+    return endpoints_for(store_, *source.service, *source.port,
+                         [this](std::string object, std::string message) {
+                           warn_once(std::move(object), std::move(message));
+                         });
   }
 
   void warn_once(std::string object, std::string message) {
@@ -466,7 +388,7 @@ class Translator {
                                                  source.service->metadata.name),
                   "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      config.upstreams.emplace(name, model::Upstream{name, endpoints_for(source)});
+      config.upstreams.emplace(name, model::Upstream{name, endpoints_of(source)});
     }
   }
 
@@ -479,8 +401,6 @@ class Translator {
   std::optional<Claim> default_claim_;
   std::map<std::string, UpstreamSource> upstream_sources_;
   std::set<std::pair<std::string, std::string>> warned_;
-  std::optional<std::map<std::pair<std::string, std::string>, std::vector<const SliceEntry*>>>
-      slice_index_;
   struct TlsClaim {
     std::string certificate;  // Secret key "namespace/name"
     std::string ingress;

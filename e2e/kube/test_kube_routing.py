@@ -3,6 +3,7 @@ filtering, client-certificate kubeconfigs."""
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 
@@ -41,7 +42,7 @@ def test_routes_present_before_start_are_pushed_complete(cluster, namespace, kub
 
 
 def test_endpoint_slice_change_reaches_data_plane_fast(cluster, namespace, kube_stack_factory):
-    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace]))
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace, "--log-level", "debug"]))
     b1, b2 = backends(s, "one", "two")
     cluster.apply(*app(namespace, "fast", "fast.example", [b1]))
     s.wait_backend("/", "fast.example", "one", timeout=15)
@@ -67,6 +68,9 @@ def test_endpoint_slice_change_reaches_data_plane_fast(cluster, namespace, kube_
                    f"{statistics.median(latencies):.0f} ms, max {latencies[-1]:.0f} ms "
                    f"(10 changes)")
     assert latencies[-1] < 200, latencies
+    # Each change took the endpoint fast path (docs/translation.md), not a full translation.
+    fast = re.findall(r"translation \(endpoints only, 1 upstreams updated\)", s.controller.log())
+    assert len(fast) >= 11, s.controller.log()[-3000:]
 
 
 def test_deletes_remove_routes(cluster, namespace, kube_stack_factory):

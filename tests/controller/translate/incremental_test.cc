@@ -1,0 +1,307 @@
+// The endpoint fast path must give exactly the Config a full translation gives (and the same set
+// of diagnostics). Randomized EndpointSlice changes (conditions, address families, invalid
+// addresses, named and numbered ports, slices moving between Services, deletions) are applied to a
+// store with several Ingresses, Services and ports; after each batch the incremental result is
+// compared with translate() of the same store.
+
+#include "translate/incremental.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "objects/objects.h"
+#include "store/store.h"
+
+namespace tidegate::controller::translate {
+namespace {
+
+using objects::Kind;
+
+class Random {
+ public:
+  explicit Random(uint32_t seed) : rng_(seed) {}
+  size_t below(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  bool chance(int percent) { return static_cast<int>(below(100)) < percent; }
+  template <typename T>
+  const T& pick(const std::vector<T>& v) {
+    return v[below(v.size())];
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+objects::PortRef number(int n) { return objects::PortRef{n, ""}; }
+objects::PortRef named(std::string n) { return objects::PortRef{std::nullopt, std::move(n)}; }
+
+objects::Service service(const std::string& ns, const std::string& name,
+                         std::vector<objects::ServicePort> ports, std::string type = "ClusterIP") {
+  objects::Service s;
+  s.metadata.namespace_ = ns;
+  s.metadata.name = name;
+  s.spec.type = std::move(type);
+  s.spec.ports = std::move(ports);
+  return s;
+}
+
+objects::HTTPIngressPath path(const std::string& p, const std::string& service,
+                              objects::PortRef port) {
+  objects::HTTPIngressPath out;
+  out.path = p;
+  out.path_type = objects::PathType::kPrefix;
+  out.backend.service = objects::IngressServiceBackend{service, std::move(port)};
+  return out;
+}
+
+objects::Ingress ingress(const std::string& ns, const std::string& name, const std::string& host,
+                         std::vector<objects::HTTPIngressPath> paths) {
+  objects::Ingress in;
+  in.metadata.namespace_ = ns;
+  in.metadata.name = name;
+  in.spec.ingress_class_name = "tidegate";
+  in.spec.rules.push_back(objects::IngressRule{host, std::move(paths)});
+  return in;
+}
+
+// Services: "web" (port 80 "http" -> target 8080, port 81 unnamed -> target "metrics"), "api"
+// (port 80 unnamed -> 9000), "ext" (ExternalName), one in namespace b. Ingresses refer to them by
+// number and by name, so that one Service has several upstreams.
+store::Store base_store() {
+  store::Store s;
+  s.insert(
+      service("a", "web", {{"http", 80, number(8080), "TCP"}, {"", 81, named("metrics"), "TCP"}}));
+  s.insert(service("a", "api", {{"", 80, number(9000), "TCP"}}));
+  s.insert(service("a", "ext", {{"", 80, number(80), "TCP"}}, "ExternalName"));
+  s.insert(service("b", "web", {{"http", 80, number(8080), "TCP"}}));
+  s.insert(service("a", "unused", {{"", 80, number(80), "TCP"}}));
+  s.insert(ingress("a", "one", "one.example",
+                   {path("/", "web", number(80)), path("/m", "web", number(81)),
+                    path("/api", "api", number(80))}));
+  s.insert(ingress("a", "two", "two.example",
+                   {path("/", "web", named("http")), path("/ext", "ext", number(80))}));
+  s.insert(ingress("b", "three", "three.example", {path("/", "web", named("http"))}));
+  return s;
+}
+
+const std::vector<std::pair<std::string, std::string>> kSliceTargets = {
+    {"a", "web"}, {"a", "api"}, {"a", "ext"}, {"b", "web"}, {"a", "unused"}, {"a", "missing"}};
+
+objects::EndpointSlice random_slice(Random& r, const std::string& ns, const std::string& name) {
+  objects::EndpointSlice s;
+  s.metadata.namespace_ = ns;
+  s.metadata.name = name;
+  std::vector<std::string> services;
+  for (const auto& [n, svc] : kSliceTargets) {
+    if (n == ns) services.push_back(svc);
+  }
+  s.metadata.labels[std::string(objects::kServiceNameLabel)] = r.pick(services);
+  const size_t family = r.below(10);
+  s.address_type = family < 6 ? "IPv4" : family < 9 ? "IPv6" : "FQDN";
+  for (size_t i = r.below(4); i > 0; --i) {
+    objects::SliceEndpoint e;
+    std::string address;
+    if (r.chance(8)) {
+      address = "not-an-address-" + std::to_string(r.below(2));
+    } else if (s.address_type == "IPv6") {
+      address = (r.chance(50) ? "FD00::" : "fd00::") + std::to_string(r.below(4) + 1);
+    } else if (s.address_type == "IPv4") {
+      address = "10.0.0." + std::to_string(r.below(4) + 1);
+    } else {
+      address = "pod.example";
+    }
+    e.addresses.push_back(address);
+    if (r.chance(20)) e.addresses.push_back("10.9.9.9");
+    auto maybe = [&]() -> std::optional<bool> {
+      size_t v = r.below(3);
+      return v == 0 ? std::nullopt : std::optional<bool>(v == 1);
+    };
+    e.conditions = {maybe(), maybe(), maybe()};
+    s.endpoints.push_back(e);
+  }
+  for (const auto& [pname, pnum] : std::vector<std::pair<std::string, int>>{
+           {"http", 8080}, {"", 9000}, {"metrics", 9100}, {"other", 7000}}) {
+    if (!r.chance(50)) continue;
+    objects::EndpointPort p;
+    p.name = pname;
+    if (!r.chance(10)) p.port = pnum + static_cast<int>(r.below(2));
+    s.ports.push_back(p);
+  }
+  return s;
+}
+
+std::vector<Diagnostic> sorted(std::vector<Diagnostic> d) {
+  std::sort(d.begin(), d.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.object, a.message, a.severity) < std::tie(b.object, b.message, b.severity);
+  });
+  return d;
+}
+
+std::string dump(const model::Config& c) {
+  std::string out;
+  for (const auto& [name, u] : c.upstreams) {
+    out += name + ":";
+    for (const auto& e : u.endpoints) out += " " + e.address + ":" + std::to_string(e.port);
+    out += "\n";
+  }
+  return out;
+}
+
+void expect_same_as_full(const IncrementalTranslator& inc, const TranslateResult& got,
+                         const store::Store& s, const std::string& where) {
+  TranslateResult full = translate(s);
+  EXPECT_EQ(got.config, full.config) << where << "\nfast path:\n"
+                                     << dump(got.config) << "full:\n"
+                                     << dump(full.config);
+  EXPECT_EQ(sorted(got.diagnostics), sorted(full.diagnostics)) << where;
+}
+
+TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomChanges) {
+  size_t fast = 0, endpoint_changes = 0, upstreams_updated = 0, warnings_seen = 0;
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    Random r(seed);
+    store::Store s = base_store();
+    IncrementalTranslator inc;
+    inc.update(s, s.take_changes());
+    ASSERT_EQ(inc.last_path(), UpdatePath::kFull);
+    for (int batch = 0; batch < 40; ++batch) {
+      const std::string where = "seed " + std::to_string(seed) + " batch " + std::to_string(batch);
+      model::Config before = translate(s).config;
+      for (size_t op = r.below(3) + 1; op > 0; --op) {
+        const std::string ns = r.chance(75) ? "a" : "b";
+        const std::string name = "slice-" + std::to_string(r.below(4));
+        if (r.chance(20)) {
+          s.remove(Kind::kEndpointSlice, ns, name);
+        } else {
+          s.insert(random_slice(r, ns, name));
+        }
+      }
+      store::Changes changes = s.take_changes();
+      const TranslateResult& got = inc.update(s, changes);
+      ASSERT_NE(inc.last_path(), UpdatePath::kFull) << where << ": slices only, no full path";
+      if (inc.last_path() == UpdatePath::kEndpoints) ++fast;
+      upstreams_updated += inc.last_upstreams_updated();
+      if (!(got.config == before)) ++endpoint_changes;
+      for (const auto& d : got.diagnostics) warnings_seen += d.object.starts_with("EndpointSlice");
+      expect_same_as_full(inc, got, s, where);
+      if (HasFailure()) return;
+    }
+  }
+  // The cases were not vacuous: the fast path ran, changed endpoints and produced warnings.
+  EXPECT_GT(fast, 1500u);
+  EXPECT_GT(endpoint_changes, 800u);
+  EXPECT_GT(upstreams_updated, 1500u);
+  EXPECT_GT(warnings_seen, 100u);
+}
+
+objects::EndpointSlice slice(const std::string& name, const std::string& service,
+                             std::vector<objects::SliceEndpoint> endpoints,
+                             const std::string& ns = "a") {
+  objects::EndpointSlice s;
+  s.metadata.namespace_ = ns;
+  s.metadata.name = name;
+  s.metadata.labels[std::string(objects::kServiceNameLabel)] = service;
+  s.address_type = "IPv4";
+  s.endpoints = std::move(endpoints);
+  s.ports.push_back(objects::EndpointPort{"http", 8080, "TCP"});
+  return s;
+}
+
+objects::SliceEndpoint ep(std::string address, std::optional<bool> ready = std::nullopt,
+                          std::optional<bool> serving = std::nullopt,
+                          std::optional<bool> terminating = std::nullopt) {
+  return objects::SliceEndpoint{{std::move(address)}, {ready, serving, terminating}};
+}
+
+std::vector<model::Endpoint> endpoints_of(const TranslateResult& r, const std::string& upstream) {
+  return r.config.upstreams.at(upstream).endpoints;
+}
+
+// Steps applied in order; after each one the result must equal a full translation, and take the
+// path named.
+TEST(IncrementalTranslatorTest, Table) {
+  struct Step {
+    std::string name;
+    std::function<void(store::Store&)> change;
+    UpdatePath want_path;
+    std::vector<model::Endpoint> want_web;  // a/web:80
+  };
+  const std::vector<Step> steps = {
+      {"first update is full", [](store::Store&) {}, UpdatePath::kFull, {}},
+      {"nothing changed", [](store::Store&) {}, UpdatePath::kNone, {}},
+      {"a ready endpoint",
+       [](store::Store& s) { s.insert(slice("w1", "web", {ep("10.0.0.1")})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.1", 8080}}},
+      {"a second slice of the same Service",
+       [](store::Store& s) { s.insert(slice("w2", "web", {ep("10.0.0.2", true)})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.1", 8080}, {"10.0.0.2", 8080}}},
+      {"not ready: dropped while another is ready",
+       [](store::Store& s) { s.insert(slice("w1", "web", {ep("10.0.0.1", false, true, true)})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.2", 8080}}},
+      {"the last ready one terminates: serving+terminating ones are used",
+       [](store::Store& s) { s.insert(slice("w2", "web", {ep("10.0.0.2", false, true, true)})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.1", 8080}, {"10.0.0.2", 8080}}},
+      {"terminating but no longer serving: gone",
+       [](store::Store& s) { s.insert(slice("w2", "web", {ep("10.0.0.2", false, false, true)})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.1", 8080}}},
+      {"an invalid address: skipped, warned",
+       [](store::Store& s) {
+         s.insert(slice("w2", "web", {ep("10.0.0.300"), ep("10.0.0.3")}));
+       },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.3", 8080}}},
+      {"the slice moves to another Service",
+       [](store::Store& s) { s.insert(slice("w2", "api", {ep("10.0.0.3")})); },
+       UpdatePath::kEndpoints,
+       {{"10.0.0.1", 8080}}},
+      {"a slice deleted",
+       [](store::Store& s) { s.remove(Kind::kEndpointSlice, "a", "w1"); },
+       UpdatePath::kEndpoints,
+       {}},
+      {"a slice of a Service no Ingress uses: nothing to do",
+       [](store::Store& s) { s.insert(slice("u1", "unused", {ep("10.0.0.7")})); },
+       UpdatePath::kNone,
+       {}},
+      {"an Ingress change is a full translation",
+       [](store::Store& s) {
+         s.insert(slice("w1", "web", {ep("10.0.0.4")}));
+         s.insert(ingress("a", "four", "four.example", {path("/", "web", number(80))}));
+       },
+       UpdatePath::kFull,
+       {{"10.0.0.4", 8080}}},
+      {"a Service change is a full translation",
+       [](store::Store& s) {
+         s.insert(service("a", "web", {{"http", 80, number(8081), "TCP"}}));
+       },
+       UpdatePath::kFull,
+       {{"10.0.0.4", 8080}}},
+  };
+  store::Store s = base_store();
+  IncrementalTranslator inc;
+  bool warned = false;
+  for (const auto& step : steps) {
+    SCOPED_TRACE(step.name);
+    step.change(s);
+    const TranslateResult& got = inc.update(s, s.take_changes());
+    EXPECT_EQ(inc.last_path(), step.want_path) << to_string(inc.last_path());
+    EXPECT_EQ(endpoints_of(got, "a/web:80"), step.want_web);
+    expect_same_as_full(inc, got, s, step.name);
+    for (const auto& d : got.diagnostics) {
+      warned |=
+          d.object == "EndpointSlice a/w2" && d.message.find("10.0.0.300") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(warned);
+}
+
+}  // namespace
+}  // namespace tidegate::controller::translate
