@@ -212,6 +212,9 @@ void Balancer::on_finish(uint32_t endpoint, nanoseconds latency, bool failed, Ti
   if (endpoint >= loads_.size()) return;
   EndpointLoad& l = *loads_[endpoint];
   if (l.in_flight > 0) --l.in_flight;
+  // Only ewma reads latencies; the others skip the two exp() calls (a switch to ewma later starts
+  // from unmeasured endpoints, which it handles).
+  if (method() != Method::kEwma) return;
   double sample = to_ns(std::max(latency, nanoseconds(0)));
   if (failed) sample = std::max(sample, to_ns(table_->policy().ewma_failure_latency));
   if (!l.observed) {

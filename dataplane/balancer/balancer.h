@@ -85,7 +85,8 @@ class Balancer {
   // Bracket every attempt on an endpoint the balancer picked (or that affinity chose).
   void on_start(uint32_t endpoint);
   // `latency`: what the attempt took (the time to the response header is a good measure);
-  // `failed`: it ended in a connect error, a timeout or a broken response.
+  // `failed`: it ended in a connect error, a timeout or a broken response. Latencies are
+  // recorded only by ewma.
   void on_finish(uint32_t endpoint, std::chrono::nanoseconds latency, bool failed, TimePoint now);
 
   const EndpointTable& table() const { return *table_; }
