@@ -1,0 +1,115 @@
+#include "balancer/cookie_affinity.h"
+
+#include "balancer/request_view.h"
+
+namespace tidegate::dataplane::balancer {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// RFC 9110 token characters (RFC 6265 cookie-name is a token).
+bool is_token_char(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<SameSite> same_site_from_string(std::string_view s) {
+  if (iequals(s, "lax")) return SameSite::kLax;
+  if (iequals(s, "strict")) return SameSite::kStrict;
+  if (iequals(s, "none")) return SameSite::kNone;
+  return std::nullopt;
+}
+
+std::optional<std::string> AffinityConfig::validate() const {
+  if (cookie_name.empty()) return "cookie name is empty";
+  for (char c : cookie_name) {
+    if (!is_token_char(c)) {
+      return "cookie name \"" + cookie_name + "\" may not contain '" + std::string(1, c) + "'";
+    }
+  }
+  if (path.empty() || path.front() != '/') return "cookie path must start with '/'";
+  for (char c : path) {
+    if (c < 0x21 || c > 0x7e || c == ';') {
+      return "cookie path \"" + path + "\" may hold only printable characters other than ';'";
+    }
+  }
+  if (max_age && max_age->count() < 0) return "cookie max-age must not be negative";
+  return std::nullopt;
+}
+
+std::string CookieAffinity::cookie_value(uint64_t h) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = kHex[h & 0xf];
+    h >>= 4;
+  }
+  return out;
+}
+
+std::optional<uint64_t> CookieAffinity::parse_cookie_value(std::string_view v) {
+  if (v.size() != 16) return std::nullopt;
+  uint64_t h = 0;
+  for (char c : v) {
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else {
+      return std::nullopt;
+    }
+    h = (h << 4) | static_cast<uint64_t>(d);
+  }
+  return h;
+}
+
+uint32_t CookieAffinity::endpoint_for(const EndpointTable& table,
+                                      std::string_view cookie_header) const {
+  auto h = parse_cookie_value(find_cookie(cookie_header, config_.cookie_name));
+  return h ? table.find_by_hash(*h) : kNone;
+}
+
+bool CookieAffinity::needs_cookie(const EndpointTable& table, std::string_view cookie_header,
+                                  uint32_t picked) const {
+  return endpoint_for(table, cookie_header) != picked;
+}
+
+std::string CookieAffinity::set_cookie(const EndpointTable& table, uint32_t index) const {
+  std::string out = config_.cookie_name;
+  out += '=';
+  out += cookie_value(table.endpoint_hash(index));
+  out += "; Path=";
+  out += config_.path;
+  if (config_.max_age) out += "; Max-Age=" + std::to_string(config_.max_age->count());
+  if (config_.secure || config_.same_site == SameSite::kNone) out += "; Secure";
+  // Scripts have no business reading a routing cookie.
+  out += "; HttpOnly";
+  switch (config_.same_site) {
+    case SameSite::kLax:
+      out += "; SameSite=Lax";
+      break;
+    case SameSite::kStrict:
+      out += "; SameSite=Strict";
+      break;
+    case SameSite::kNone:
+      out += "; SameSite=None";
+      break;
+    case SameSite::kUnset:
+      break;
+  }
+  return out;
+}
+
+}  // namespace tidegate::dataplane::balancer
