@@ -36,3 +36,15 @@ wait_ok() {  # url: waits up to 10 s for a 2xx (certificates not checked)
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+# CPU time of processes, from /proc (clock ticks), to report CPU per request: unlike requests/s,
+# it stays meaningful when other work shares the machine.
+cpu_ticks() {  # pids...: user and system clock ticks, summed
+  local u=0 s=0 pid f
+  for pid in "$@"; do
+    read -r -a f <"/proc/$pid/stat" || continue
+    # Fields 14 and 15 (utime, stime); the command name (field 2) has no spaces here.
+    u=$((u + f[13])) s=$((s + f[14]))
+  done
+  echo "$u $s"
+}

@@ -140,15 +140,6 @@ proxy_pids() {  # name
     haproxy) pgrep -f "haproxy -f $WORK/" ;;
   esac
 }
-cpu_ticks() {  # pids...: user and system clock ticks, summed
-  local u=0 s=0 pid f
-  for pid in "$@"; do
-    read -r -a f <"/proc/$pid/stat" || continue
-    # Fields 14 and 15 (utime, stime); the command name (field 2) has no spaces here.
-    u=$((u + f[13])) s=$((s + f[14]))
-  done
-  echo "$u $s"
-}
 
 # Prints "requests_per_second p99_ms errors user_us_per_request system_us_per_request" for one
 # wrk run. CPU time per request comes from /proc (clock ticks), so it stays meaningful when other

@@ -160,15 +160,29 @@ for port in $TG_EC_PORT $NGINX_EC_PORT $TG_RSA_PORT $NGINX_RSA_PORT; do
   echo "bench: port $port: $info" >&2
 done
 
-# Prints "requests_per_second errors" for one wrk run.
-measure() {  # url [wrk args...]
-  local url=$1 out
-  shift
+# The processes doing a server's work (nginx: its worker, not the master).
+server_pids() {  # tidegate-instance-name | nginx
+  case $1 in
+    nginx) pgrep -P "$(cat "$WORK/nginx.pid")" ;;
+    *) pgrep -f "tidegate-dataplane --control-socket $WORK/$1.sock" ;;
+  esac
+}
+
+# Prints "requests_per_second errors user_us_per_request system_us_per_request" for one wrk run.
+measure() {  # server url [wrk args...]
+  local pids url=$2 out u0 s0 u1 s1 hz
+  hz=$(getconf CLK_TCK)
+  mapfile -t pids < <(server_pids "$1")
+  shift 2
+  read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
-  echo "$out" | awk '
+  read -r u1 s1 < <(cpu_ticks "${pids[@]}")
+  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
     /Requests\/sec:/ { rps = $2 }
+    /requests in/ { total = $1 }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s\n", rps, (errors == "" ? "none" : "yes") }'
+    END { printf "%s %s %.1f %.1f\n", rps, (errors == "" ? "none" : "yes"),
+          du * 1e6 / hz / total, ds * 1e6 / hz / total }'
 }
 
 TESTS=(handshake-ecdsa handshake-rsa keepalive)
@@ -178,15 +192,17 @@ for round in $(seq 1 "$ROUNDS"); do
   for test in "${TESTS[@]}"; do
     for name in tidegate nginx; do
       case $test/$name in
-        handshake-ecdsa/tidegate | keepalive/tidegate) port=$TG_EC_PORT ;;
-        handshake-ecdsa/nginx | keepalive/nginx) port=$NGINX_EC_PORT ;;
-        handshake-rsa/tidegate) port=$TG_RSA_PORT ;;
-        handshake-rsa/nginx) port=$NGINX_RSA_PORT ;;
+        handshake-ecdsa/tidegate | keepalive/tidegate) port=$TG_EC_PORT server=tg-ec ;;
+        handshake-ecdsa/nginx | keepalive/nginx) port=$NGINX_EC_PORT server=nginx ;;
+        handshake-rsa/tidegate) port=$TG_RSA_PORT server=tg-rsa ;;
+        handshake-rsa/nginx) port=$NGINX_RSA_PORT server=nginx ;;
       esac
       args=()
       [ "$test" != keepalive ] && args=(-H "Connection: close")
-      read -r rps errors < <(measure "https://127.0.0.1:$port/1k.html" "${args[@]}")
-      echo "bench: round $round $test $name: $rps/s, errors: $errors" >&2
+      read -r rps errors user_us sys_us < <(measure "$server" "https://127.0.0.1:$port/1k.html" \
+        "${args[@]}")
+      echo "bench: round $round $test $name: $rps/s, errors: $errors," \
+        "CPU per request: user ${user_us} us, system ${sys_us} us" >&2
       RESULTS[$test/$name]+="$rps "
     done
   done
