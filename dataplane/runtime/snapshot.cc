@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "tls/certificate_cache.h"
+#include "tls/upstream_context.h"
 
 namespace tidegate::dataplane::runtime {
 
@@ -59,6 +60,19 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
       Endpoint e(addr, ep.port);
       state->endpoints.push_back(e);
       snap->all_endpoints.insert(e);
+    }
+    if (up.tls.enabled) {
+      std::string tls_error;
+      state->tls_context = tls::upstream_context(up.tls.ca_pem, &tls_error);
+      if (!state->tls_context) {
+        *error = "upstream " + name + ": " + tls_error;
+        return nullptr;
+      }
+      state->tls_server_name = up.tls.server_name;
+      state->tls_verify = !up.tls.ca_pem.empty();
+      uint64_t key = std::hash<std::string>{}(up.tls.server_name) * 31 +
+                     std::hash<std::string>{}(up.tls.ca_pem);
+      state->tls_key = key == 0 ? 1 : key;
     }
     snap->upstreams.emplace(name, std::move(state));
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "model/model.h"
 #include "router/router.h"
@@ -33,6 +34,14 @@ struct alignas(64) PerWorkerCounter {
 struct UpstreamState {
   std::string name;
   std::vector<Endpoint> endpoints;
+  // TLS to the endpoints; null for plain HTTP. Shared with other snapshots and upstreams that
+  // have the same CA bundle.
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
+  std::string tls_server_name;  // SNI (unless an IP address), and the verified name
+  bool tls_verify = false;
+  // Pooled connections are reused only for the same (endpoint, tls_key): 0 is plain HTTP, other
+  // values identify the server name and CA bundle.
+  uint64_t tls_key = 0;
   // The only mutable state in a snapshot: indexed by worker id, each touched by one thread only.
   std::unique_ptr<PerWorkerCounter[]> round_robin;
 };

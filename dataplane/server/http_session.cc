@@ -225,13 +225,13 @@ void HttpSession<S>::pick_and_connect() {
   const auto& ep = eps[next_endpoint_ % eps.size()];
   ++next_endpoint_;
   // An upgrade gets a fresh connection: it will never come back to the pool.
-  if (!upgrade_) connection_ = worker_.pool().take(ep);
+  if (!upgrade_) connection_ = worker_.pool().take(ep, upstream_->tls_key);
   if (connection_) {
     send_request();
     return;
   }
-  connection_ = std::make_unique<upstream::Connection>(lowest().get_executor(), ep,
-                                                       Limits::kUpstreamReadBufferBytes);
+  connection_ = std::make_unique<upstream::Connection>(
+      lowest().get_executor(), ep, upstream_->tls_key, Limits::kUpstreamReadBufferBytes);
   connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
@@ -245,7 +245,39 @@ void HttpSession<S>::on_connect(error_code ec) {
   }
   error_code opt_ec;
   connection_->stream.socket().set_option(asio::ip::tcp::no_delay(true), opt_ec);
+  if (upstream_->tls_context) {
+    start_upstream_tls();
+    return;
+  }
   send_request();
+}
+
+template <class S>
+void HttpSession<S>::start_upstream_tls() {
+  auto& c = *connection_;
+  c.tls = std::make_unique<upstream::TlsStream>(std::move(c.stream), *upstream_->tls_context);
+  SSL* ssl = c.tls->native_handle();
+  const std::string& name = upstream_->tls_server_name;
+  error_code not_ip;
+  asio::ip::make_address(name, not_ip);
+  // SNI carries host names only (RFC 6066 section 3); an IP address is verified as one.
+  if (!name.empty() && not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
+  if (upstream_->tls_verify && !name.empty()) {
+    if (not_ip) {
+      SSL_set1_host(ssl, name.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+    }
+  }
+  c.lowest().expires_after(worker_.limits().upstream_connect_timeout);
+  c.tls->async_handshake(asio::ssl::stream_base::client,
+                         [self = this->shared_from_this()](error_code ec) {
+                           if (ec) {
+                             self->upstream_failed(ec, "TLS handshake");
+                             return;
+                           }
+                           self->send_request();
+                         });
 }
 
 template <class S>
@@ -311,12 +343,15 @@ void HttpSession<S>::on_read_request_body(error_code ec) {
 
 template <class S>
 void HttpSession<S>::write_request(const char* data, std::size_t n, bool last) {
-  connection_->stream.expires_after(worker_.limits().upstream_send_timeout);
-  asio::async_write(connection_->stream, upstream_out_.next(data, n, last),
-                    [self = this->shared_from_this()](error_code ec, std::size_t) {
-                      self->upstream_out_.written();
-                      self->on_write_request(ec);
-                    });
+  connection_->lowest().expires_after(worker_.limits().upstream_send_timeout);
+  auto buffers = upstream_out_.next(data, n, last);
+  connection_->with_stream([&](auto& stream) {
+    asio::async_write(stream, buffers,
+                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                        self->upstream_out_.written();
+                        self->on_write_request(ec);
+                      });
+  });
 }
 
 template <class S>
@@ -339,11 +374,13 @@ void HttpSession<S>::read_response_header() {
   response_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_response_header_bytes));
   response_->body_limit(kUnlimitedBody);
   if (head_request_) response_->skip(true);
-  connection_->stream.expires_after(worker_.limits().upstream_read_timeout);
-  http::async_read_header(connection_->stream, connection_->buffer, *response_,
-                          [self = this->shared_from_this()](error_code ec, std::size_t) {
-                            self->on_response_header(ec);
-                          });
+  connection_->lowest().expires_after(worker_.limits().upstream_read_timeout);
+  connection_->with_stream([&](auto& stream) {
+    http::async_read_header(stream, connection_->buffer, *response_,
+                            [self = this->shared_from_this()](error_code ec, std::size_t) {
+                              self->on_response_header(ec);
+                            });
+  });
 }
 
 template <class S>
@@ -439,11 +476,13 @@ void HttpSession<S>::read_response_body() {
   auto& body = response_->get().body();
   body.data = relay_buffer_.data();
   body.size = relay_buffer_.size();
-  connection_->stream.expires_after(worker_.limits().upstream_read_timeout);
-  http::async_read_some(connection_->stream, connection_->buffer, *response_,
-                        [self = this->shared_from_this()](error_code ec, std::size_t) {
-                          self->on_read_response_body(ec);
-                        });
+  connection_->lowest().expires_after(worker_.limits().upstream_read_timeout);
+  connection_->with_stream([&](auto& stream) {
+    http::async_read_some(stream, connection_->buffer, *response_,
+                          [self = this->shared_from_this()](error_code ec, std::size_t) {
+                            self->on_read_response_body(ec);
+                          });
+  });
 }
 
 template <class S>
@@ -519,7 +558,8 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
   auto endpoint = connection_ ? connection_->endpoint : runtime::Endpoint{};
   connection_.reset();
   bool timed_out = ec == beast::error::timeout;
-  bool nothing_sent = std::string_view(stage) == "connect";
+  bool nothing_sent =
+      std::string_view(stage) == "connect" || std::string_view(stage) == "TLS handshake";
   // A pooled connection the server closed meanwhile, or a connect failure, is safe to retry; any
   // other failure before a response byte only for idempotent requests whose body we still have.
   bool can_retry = !request_body_started_ && attempts_ < worker_.limits().max_upstream_attempts &&
@@ -590,16 +630,17 @@ void HttpSession<S>::start_tunnel() {
   tunnel_buffer_ = std::make_unique<std::array<char, Limits::kRelayBufferBytes>>();
   auto idle = worker_.limits().tunnel_idle_timeout;
   lowest().expires_after(idle);
-  connection_->stream.expires_after(idle);
+  connection_->lowest().expires_after(idle);
   auto self = this->shared_from_this();
   // Bytes that arrived behind the request or the 101 header go first.
   if (client_buffer_.size() > 0) {
-    asio::async_write(connection_->stream, client_buffer_.data(),
-                      [self](error_code ec, std::size_t n) {
-                        if (ec) return self->end_tunnel();
-                        self->client_buffer_.consume(n);
-                        self->tunnel_client_to_upstream();
-                      });
+    connection_->with_stream([&](auto& stream) {
+      asio::async_write(stream, client_buffer_.data(), [self](error_code ec, std::size_t n) {
+        if (ec) return self->end_tunnel();
+        self->client_buffer_.consume(n);
+        self->tunnel_client_to_upstream();
+      });
+    });
   } else {
     tunnel_client_to_upstream();
   }
@@ -616,36 +657,39 @@ void HttpSession<S>::start_tunnel() {
 
 template <class S>
 void HttpSession<S>::tunnel_client_to_upstream() {
-  client_.async_read_some(
-      asio::buffer(relay_buffer_), [self = this->shared_from_this()](error_code ec, std::size_t n) {
-        if (ec || !self->connection_) return self->end_tunnel();
-        auto idle = self->worker_.limits().tunnel_idle_timeout;
-        self->lowest().expires_after(idle);
-        self->connection_->stream.expires_after(idle);
-        asio::async_write(self->connection_->stream, asio::buffer(self->relay_buffer_.data(), n),
-                          [self](error_code ec, std::size_t) {
-                            if (ec) return self->end_tunnel();
-                            self->tunnel_client_to_upstream();
+  client_.async_read_some(asio::buffer(relay_buffer_),
+                          [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                            if (ec || !self->connection_) return self->end_tunnel();
+                            auto idle = self->worker_.limits().tunnel_idle_timeout;
+                            self->lowest().expires_after(idle);
+                            self->connection_->lowest().expires_after(idle);
+                            self->connection_->with_stream([&](auto& stream) {
+                              asio::async_write(stream, asio::buffer(self->relay_buffer_.data(), n),
+                                                [self](error_code ec, std::size_t) {
+                                                  if (ec) return self->end_tunnel();
+                                                  self->tunnel_client_to_upstream();
+                                                });
+                            });
                           });
-      });
 }
 
 template <class S>
 void HttpSession<S>::tunnel_upstream_to_client() {
   if (!connection_) return end_tunnel();
-  connection_->stream.async_read_some(
-      asio::buffer(*tunnel_buffer_),
-      [self = this->shared_from_this()](error_code ec, std::size_t n) {
-        if (ec) return self->end_tunnel();
-        auto idle = self->worker_.limits().tunnel_idle_timeout;
-        self->lowest().expires_after(idle);
-        if (self->connection_) self->connection_->stream.expires_after(idle);
-        asio::async_write(self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
-                          [self](error_code ec, std::size_t) {
-                            if (ec) return self->end_tunnel();
-                            self->tunnel_upstream_to_client();
-                          });
-      });
+  connection_->with_stream([&](auto& stream) {
+    stream.async_read_some(asio::buffer(*tunnel_buffer_), [self = this->shared_from_this()](
+                                                              error_code ec, std::size_t n) {
+      if (ec) return self->end_tunnel();
+      auto idle = self->worker_.limits().tunnel_idle_timeout;
+      self->lowest().expires_after(idle);
+      if (self->connection_) self->connection_->lowest().expires_after(idle);
+      asio::async_write(self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
+                        [self](error_code ec, std::size_t) {
+                          if (ec) return self->end_tunnel();
+                          self->tunnel_upstream_to_client();
+                        });
+    });
+  });
 }
 
 template <class S>
@@ -654,8 +698,8 @@ void HttpSession<S>::end_tunnel() {
   worker_.open_tunnels.fetch_sub(1, std::memory_order_relaxed);
   if (connection_) {
     error_code ec;
-    connection_->stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-    connection_->stream.close();
+    connection_->lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    connection_->lowest().close();
   }
   close_client();
 }

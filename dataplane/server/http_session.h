@@ -78,6 +78,7 @@ class HttpSession : public SessionBase,
   void prepare_upstream_request();
   void pick_and_connect();
   void on_connect(error_code ec);
+  void start_upstream_tls();
   void send_request();
   void read_request_body();
   void on_read_request_body(error_code ec);

@@ -16,7 +16,7 @@ bool peer_closed(Connection& c, std::chrono::steady_clock::time_point now) {
   // syscall per request under load. A rare miss is caught by the retry of a reused connection.
   if (now - c.idle_since < Pool::kPeekAfterIdle) return false;
   char byte;
-  ssize_t n = ::recv(c.stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = ::recv(c.lowest().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return true;
   if (n > 0) return true;
   return !(errno == EAGAIN || errno == EWOULDBLOCK);
@@ -24,8 +24,8 @@ bool peer_closed(Connection& c, std::chrono::steady_clock::time_point now) {
 
 }  // namespace
 
-std::unique_ptr<Connection> Pool::take(const Endpoint& ep) {
-  auto it = idle_.find(ep);
+std::unique_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
+  auto it = idle_.find(Key{ep, tls_key});
   if (it == idle_.end()) return nullptr;
   auto& list = it->second;
   auto now = std::chrono::steady_clock::now();
@@ -41,16 +41,16 @@ std::unique_ptr<Connection> Pool::take(const Endpoint& ep) {
 }
 
 void Pool::put(std::unique_ptr<Connection> c) {
-  auto& list = idle_[c->endpoint];
+  auto& list = idle_[Key{c->endpoint, c->tls_key}];
   if (list.size() >= kMaxIdlePerEndpoint) return;  // dropping `c` closes it
   c->idle_since = std::chrono::steady_clock::now();
-  c->stream.expires_never();
+  c->lowest().expires_never();
   list.push_back(std::move(c));
 }
 
 void Pool::retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep) {
   for (auto it = idle_.begin(); it != idle_.end();) {
-    if (!keep.contains(it->first)) {
+    if (!keep.contains(it->first.endpoint)) {
       it = idle_.erase(it);
     } else {
       ++it;

@@ -10,6 +10,7 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "runtime/io_types.h"
 
@@ -18,15 +19,30 @@
 namespace tidegate::dataplane::upstream {
 
 using runtime::Endpoint;
+using TlsStream = boost::beast::ssl_stream<runtime::Stream>;
 
 struct Connection {
-  Connection(const runtime::Executor& ex, const Endpoint& ep, size_t read_buffer_bytes)
-      : stream(ex), endpoint(ep) {
+  Connection(const runtime::Executor& ex, const Endpoint& ep, uint64_t key,
+             size_t read_buffer_bytes)
+      : stream(ex), endpoint(ep), tls_key(key) {
     buffer.reserve(read_buffer_bytes);
   }
+  // The TCP connection. For a TLS upstream it moves into `tls` once connected; use lowest() for
+  // the socket and its timeouts, and with_stream() for reads and writes.
   runtime::Stream stream;
+  std::unique_ptr<TlsStream> tls;
+  runtime::Stream& lowest() { return tls ? boost::beast::get_lowest_layer(*tls) : stream; }
+  template <class F>
+  void with_stream(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(stream);
+    }
+  }
   boost::beast::flat_buffer buffer;
   Endpoint endpoint;
+  uint64_t tls_key = 0;  // runtime::UpstreamState::tls_key of the upstream it was opened for
   std::chrono::steady_clock::time_point idle_since;
   bool reused = false;  // taken from the pool rather than freshly connected
 };
@@ -40,7 +56,7 @@ class Pool {
   static constexpr std::chrono::milliseconds kPeekAfterIdle{1000};
 
   // An idle connection to `ep` that the peer has not closed, or null.
-  std::unique_ptr<Connection> take(const Endpoint& ep);
+  std::unique_ptr<Connection> take(const Endpoint& ep, uint64_t tls_key);
   // Keeps `c` for reuse (the caller has checked that the endpoint is still configured).
   void put(std::unique_ptr<Connection> c);
   // Closes idle connections to endpoints not in `keep` (an endpoint left the configuration).
@@ -50,8 +66,17 @@ class Pool {
   size_t idle_count() const;
 
  private:
-  std::unordered_map<Endpoint, std::vector<std::unique_ptr<Connection>>, runtime::EndpointHash>
-      idle_;
+  struct Key {
+    Endpoint endpoint;
+    uint64_t tls_key;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      return runtime::EndpointHash{}(k.endpoint) ^ (k.tls_key * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  std::unordered_map<Key, std::vector<std::unique_ptr<Connection>>, KeyHash> idle_;
 };
 
 }  // namespace tidegate::dataplane::upstream

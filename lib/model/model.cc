@@ -137,6 +137,10 @@ std::vector<std::string> validate(const Config& config) {
                          std::to_string(ep.port));
       }
     }
+    if (!up.tls.enabled && (!up.tls.server_name.empty() || !up.tls.ca_pem.empty()))
+      errors.push_back("upstream " + up.name + ": TLS settings without TLS");
+    if (up.tls.server_name.size() > 253)
+      errors.push_back("upstream " + up.name + ": TLS server name longer than 253 characters");
   }
   return errors;
 }

@@ -19,9 +19,24 @@ struct Endpoint {
 };
 
 // One backend service port: "namespace/service:port" (port is the Service port's number or name).
+// How the data plane talks to an upstream's endpoints: plain HTTP/1.1, or HTTP/1.1 over TLS
+// (tidegate.io/backend-protocol: HTTPS). See docs/tls.md, "TLS to backends".
+struct UpstreamTls {
+  bool enabled = false;
+  // Sent as SNI (unless it is an IP address) and, when verifying, the name the backend's
+  // certificate must carry.
+  std::string server_name;
+  // PEM CA certificates (from tidegate.io/proxy-ssl-secret): when set, the backend's chain must
+  // verify against them and its certificate must match server_name; when empty, any certificate
+  // is accepted (encryption without authentication, as nginx's proxy_ssl_verify off).
+  std::string ca_pem;
+  bool operator==(const UpstreamTls&) const = default;
+};
+
 struct Upstream {
   std::string name;
   std::vector<Endpoint> endpoints;  // sorted, unique
+  UpstreamTls tls = {};
   bool operator==(const Upstream&) const = default;
 };
 

@@ -13,7 +13,10 @@ json to_json(const model::Endpoint& e) { return json{{"address", e.address}, {"p
 json to_json(const model::Upstream& u) {
   json eps = json::array();
   for (const auto& e : u.endpoints) eps.push_back(to_json(e));
-  return json{{"name", u.name}, {"endpoints", std::move(eps)}};
+  json j{{"name", u.name}, {"endpoints", std::move(eps)}};
+  // Absent for plain HTTP, so that older peers' messages stay valid.
+  if (u.tls.enabled) j["tls"] = json{{"server_name", u.tls.server_name}, {"ca_pem", u.tls.ca_pem}};
+  return j;
 }
 
 json to_json(const model::Route& r) {
@@ -112,6 +115,11 @@ model::Upstream upstream_from(const json& j) {
   model::Upstream u;
   u.name = j.at("name").get<std::string>();
   for (const auto& e : j.at("endpoints")) u.endpoints.push_back(endpoint_from(e));
+  if (auto it = j.find("tls"); it != j.end()) {
+    u.tls.enabled = true;
+    u.tls.server_name = it->value("server_name", "");
+    u.tls.ca_pem = it->value("ca_pem", "");
+  }
   return u;
 }
 

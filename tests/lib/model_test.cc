@@ -280,6 +280,24 @@ TEST(ValidateTest, Table) {
               c.upstreams["default/web:80"].endpoints.push_back({"10.0.0.1", 8080});
             }),
        {"upstream default/web:80: duplicate endpoint 10.0.0.1:8080"}},
+      {"TLS upstream",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].tls = {true, "web.default.svc", "CA"};
+            }),
+       {}},
+      {"TLS settings on a plain upstream",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].tls = {false, "web.default.svc", ""};
+            }),
+       {"upstream default/web:80: TLS settings without TLS"}},
+      {"TLS server name too long",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/web:80"].tls = {true, std::string(254, 'a'), ""};
+            }),
+       {"upstream default/web:80: TLS server name longer than 253 characters"}},
       {"same address on two ports is not a duplicate",
        with(valid_config(),
             [](Config& c) {

@@ -31,6 +31,7 @@ model::Config sample_config() {
   c.virtual_hosts["*"] = {"*", {}};
   c.upstreams["default/web:80"] = {"default/web:80", {{"10.0.0.1", 8080}, {"fd00::1", 65535}}};
   c.upstreams["default/api:80"] = {"default/api:80", {}};
+  c.upstreams["default/api:80"].tls = {true, "api.default.svc", "-----BEGIN CERTIFICATE-----\n"};
   c.default_route = route(PathMatch::kPrefix, "/", "default/web:80");
   c.virtual_hosts["foo.com"].ssl_redirect = true;
   c.certificates["default/foo-cert"] = {
