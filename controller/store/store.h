@@ -64,7 +64,17 @@ class Store {
   const std::map<std::string, objects::Secret>& secrets() const { return secrets_; }
   size_t size() const;
 
+  // SubstitutionRuleSets (tidegate.io), kept apart from insert()/remove() because they are not an
+  // objects::Kind (see objects.h). Same contract as insert()/remove(): whether the change can
+  // alter the translation (a rule set that one of our Ingresses names). In store/rule_sets.cc.
+  bool insert_rule_set(objects::SubstitutionRuleSet rule_set);
+  bool remove_rule_set(std::string_view namespace_, std::string_view name);
+  const std::map<std::string, objects::SubstitutionRuleSet>& substitution_rule_sets() const {
+    return substitution_rule_sets_;
+  }
+
  private:
+  bool rule_set_referenced(const std::string& namespace_, const std::string& name) const;
   bool ingress_matters(const objects::Ingress& ingress) const;
   bool ingress_class_matters(const objects::IngressClass& ingress_class) const;
   bool service_referenced(const std::string& namespace_, const std::string& service) const;
@@ -81,6 +91,7 @@ class Store {
   std::map<std::string, objects::Service> services_;
   std::map<std::string, objects::EndpointSlice> endpoint_slices_;
   std::map<std::string, objects::Secret> secrets_;
+  std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
 };
 
 // A Store holding every object the loader produced (the loader already dropped duplicates).
