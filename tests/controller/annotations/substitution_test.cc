@@ -66,6 +66,23 @@ TEST(SubstitutionAnnotationsTest, Table) {
             [](auto& a) {
               a.rules = {{0, {"a\\.b", "c", ""}}, {1, {"d", "", "i"}}};
             })},
+      {"the example of docs/translation.md",
+       {{kSet, "common"},
+        {kSubs,
+         "- {match: 'shop\\.example\\.com', replace: shop.clone.test}\n"
+         "- {match: 'UA-[0-9]+-[0-9]+', replace: UA-000000-1}\n"
+         "- {match: '\\bcolour\\b', replace: color, flags: i}\n"},
+        {kTypes, "text/html, application/xhtml+xml"},
+        {kBuffer, "256k"}},
+       with(defaults(),
+            [](auto& a) {
+              a.rule_set = "common";
+              a.rules = {{0, {"shop\\.example\\.com", "shop.clone.test", ""}},
+                         {1, {"UA-[0-9]+-[0-9]+", "UA-000000-1", ""}},
+                         {2, {"\\bcolour\\b", "color", "i"}}};
+              a.mime_types = {"application/xhtml+xml", "text/html"};
+              a.max_buffer = 256 << 10;
+            })},
       {"rules in block style",
        {{kSubs, "- match: a\n  replace: b\n- match: \"c\"\n  replace: \"$1\"\n"}},
        with(defaults(),
