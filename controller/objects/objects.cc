@@ -502,6 +502,30 @@ Secret convert_secret(const YAML::Node& obj) {
   return secret;
 }
 
+SubstitutionRuleSet convert_substitution_rule_set(const YAML::Node& obj) {
+  SubstitutionRuleSet set;
+  set.metadata = parse_meta(obj, /*namespaced=*/true);
+  const YAML::Node spec = spec_of(obj);
+  for_each_item(spec, "rules", "spec", [&](const YAML::Node& n, const std::string& where) {
+    expect_map(n, where);
+    SubstitutionRuleSetRule rule;
+    rule.match = req_string(n, "match", where);
+    // An empty replacement deletes what matched; only a missing one is an error.
+    auto replace = opt_string(n, "replace", where);
+    if (!replace) {
+      if (child(n, "replace").IsDefined() && child(n, "replace").IsNull()) {
+        replace = "";  // `replace:` with nothing after it, as YAML writes an empty value
+      } else {
+        fail(field(where, "replace"), "required field missing");
+      }
+    }
+    rule.replace = *replace;
+    rule.flags = opt_string(n, "flags", where).value_or("");
+    set.rules.push_back(std::move(rule));
+  });
+  return set;
+}
+
 template <typename T, typename Convert>
 ParseResult<T> guarded(const YAML::Node& node, Convert convert) {
   ParseResult<T> result;
@@ -540,6 +564,10 @@ ParseResult<EndpointSlice> parse_endpoint_slice(const YAML::Node& node) {
 
 ParseResult<Secret> parse_secret(const YAML::Node& node) {
   return guarded<Secret>(node, convert_secret);
+}
+
+ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const YAML::Node& node) {
+  return guarded<SubstitutionRuleSet>(node, convert_substitution_rule_set);
 }
 
 ParseResult<Object> parse_object(const YAML::Node& node) {

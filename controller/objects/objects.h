@@ -181,6 +181,28 @@ struct Secret {
   bool operator==(const Secret&) const = default;
 };
 
+// ---- tidegate.io/v1alpha1 SubstitutionRuleSet (crds/substitutionruleset.yaml) ----
+//
+// Kept out of Kind and Object below: those are switched over by the API client, the reflector
+// and the store, which read the built-in kinds. The manifest loader reads this kind on its own
+// (LoadResult::substitution_rule_sets) and the store keeps it in a map of its own.
+
+inline constexpr std::string_view kSubstitutionRuleSetKind = "SubstitutionRuleSet";
+inline constexpr std::string_view kSubstitutionRuleSetApiVersion = "tidegate.io/v1alpha1";
+
+struct SubstitutionRuleSetRule {
+  std::string match;    // required (may not be empty)
+  std::string replace;  // required (may be empty: the match is deleted)
+  std::string flags;    // optional; whether it is "" or "i" is the translator's question
+  bool operator==(const SubstitutionRuleSetRule&) const = default;
+};
+
+struct SubstitutionRuleSet {
+  ObjectMeta metadata;
+  std::vector<SubstitutionRuleSetRule> rules;  // spec.rules, in order
+  bool operator==(const SubstitutionRuleSet&) const = default;
+};
+
 // ---- Dispatch ----
 
 enum class Kind { kIngress, kIngressClass, kService, kEndpointSlice, kSecret };
@@ -212,6 +234,9 @@ ParseResult<IngressClass> parse_ingress_class(const YAML::Node& node);
 ParseResult<Service> parse_service(const YAML::Node& node);
 ParseResult<EndpointSlice> parse_endpoint_slice(const YAML::Node& node);
 ParseResult<Secret> parse_secret(const YAML::Node& node);
+// Shape is strict (spec.rules a sequence of mappings with string match and replace); whether a
+// pattern or a flag is valid is left to the translator, which drops one rule and keeps the rest.
+ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const YAML::Node& node);
 
 // Dispatches on apiVersion and kind. An unknown kind, or a known kind with an apiVersion we do not
 // read (e.g. networking.k8s.io/v1beta1 Ingress), is an error here; callers that want to treat

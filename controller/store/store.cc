@@ -269,6 +269,9 @@ bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_
 Store build_store(const source::LoadResult& loaded, ClassOptions options) {
   Store store(std::move(options));
   for (const auto& object : loaded.objects) store.insert(object.object);
+  for (const auto& loaded_set : loaded.substitution_rule_sets) {
+    store.insert_rule_set(loaded_set.rule_set);
+  }
   return store;
 }
 

@@ -89,8 +89,17 @@ class Store {
 
   // Returns what changed since the previous call, and starts recording afresh.
   Changes take_changes();
+  // SubstitutionRuleSets (tidegate.io), kept apart from insert()/remove() because they are not an
+  // objects::Kind (see objects.h). Same contract as insert()/remove(): whether the change can
+  // alter the translation (a rule set that one of our Ingresses names). In store/rule_sets.cc.
+  bool insert_rule_set(objects::SubstitutionRuleSet rule_set);
+  bool remove_rule_set(std::string_view namespace_, std::string_view name);
+  const std::map<std::string, objects::SubstitutionRuleSet>& substitution_rule_sets() const {
+    return substitution_rule_sets_;
+  }
 
  private:
+  bool rule_set_referenced(const std::string& namespace_, const std::string& name) const;
   bool ingress_matters(const objects::Ingress& ingress) const;
   bool ingress_class_matters(const objects::IngressClass& ingress_class) const;
   bool matters(const objects::Ingress& ingress) const;
@@ -128,6 +137,7 @@ class Store {
   Index secrets_by_ingress_ref_;   // "ns/secret" -> Ingresses naming it in spec.tls
   Index slices_by_service_;        // "ns/service" -> its EndpointSlices
   Changes changes_;
+  std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
 };
 
 // A Store holding every object the loader produced (the loader already dropped duplicates).

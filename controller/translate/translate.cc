@@ -1,4 +1,5 @@
 #include "translate/translate.h"
+#include "annotations/substitution.h"
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
 
@@ -39,8 +40,9 @@ std::string index_path(std::string_view base, size_t i) {
 // One route claimed by an Ingress, before the Config is assembled.
 struct Claim {
   std::string upstream;
-  std::string ingress;  // "namespace/name"
-  std::string path;     // as written by the winner
+  std::string ingress;       // "namespace/name"
+  std::string path;          // as written by the winner
+  std::string substitution;  // model::Substitution::name, empty for none
 };
 
 // Two paths that match the same requests are one route. Ingress v1 ignores a Prefix path's
@@ -129,8 +131,9 @@ class Translator {
   void add_ingress(const Ingress& ingress) {
     const std::string object = "Ingress " + name_of(ingress);
     const bool regex = use_regex(ingress, object);
+    const std::string substitution = add_substitution(ingress, object);
 
-    if (ingress.spec.default_backend) add_default_backend(ingress, object);
+    if (ingress.spec.default_backend) add_default_backend(ingress, object, substitution);
 
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
@@ -142,7 +145,7 @@ class Translator {
         continue;
       }
       for (size_t j = 0; j < rule.paths.size(); ++j) {
-        add_path(ingress, object, regex, host, rule.paths[j],
+        add_path(ingress, object, regex, substitution, host, rule.paths[j],
                  index_path(rule_path + ".http.paths", j));
       }
     }
@@ -230,8 +233,8 @@ class Translator {
   }
 
   void add_path(const Ingress& ingress, const std::string& object, bool regex,
-                const std::string& host, const objects::HTTPIngressPath& path,
-                const std::string& where) {
+                const std::string& substitution, const std::string& host,
+                const objects::HTTPIngressPath& path, const std::string& where) {
     std::string text = path.path.empty() ? "/" : path.path;
     model::PathMatch match = model::PathMatch::kPrefix;
     switch (path.path_type) {
@@ -277,19 +280,120 @@ class Translator {
     auto key = std::make_pair(conflict_key(text, match), match);
     auto it = routes.find(key);
     if (it == routes.end()) {
-      routes.emplace(std::move(key), Claim{*upstream, name_of(ingress), text});
+      routes.emplace(std::move(key), Claim{*upstream, name_of(ingress), text, substitution});
       return;
     }
-    // The same backend twice (two Ingresses, or two rules for one host) is not a conflict.
-    if (it->second.upstream == *upstream) return;
+    // The same backend twice (two Ingresses, or two rules for one host) is not a conflict, unless
+    // the two would transform the responses differently.
     std::string same = it->second.path == text ? "" : " (as " + quote(it->second.path) + ")";
+    if (it->second.upstream == *upstream) {
+      if (same_substitution(it->second.substitution, substitution)) return;
+      report(object, Severity::kError,
+             where + ": host " + quote(host) + " " + model::to_string(match) + " path " +
+                 quote(text) + " is already routed" + same + " to " + it->second.upstream +
+                 " by Ingress " + it->second.ingress +
+                 " with other substitutions (the older one wins); path dropped");
+      return;
+    }
     report(object, Severity::kError,
            where + ": host " + quote(host) + " " + model::to_string(match) + " path " +
                quote(text) + " is already routed" + same + " to " + it->second.upstream +
                " by Ingress " + it->second.ingress + " (the older one wins); path dropped");
   }
 
-  void add_default_backend(const Ingress& ingress, const std::string& object) {
+  // Whether two claims' substitutions (names in substitutions_, empty for none) do the same.
+  bool same_substitution(const std::string& a, const std::string& b) const {
+    if (a.empty() || b.empty()) return a == b;
+    model::Substitution x = substitutions_.at(a);
+    x.name = b;
+    return x == substitutions_.at(b);
+  }
+
+  // The tidegate.io/substitution* annotations and the SubstitutionRuleSet they name, as a
+  // model::Substitution in substitutions_; returns its name, or "" when no valid rule remains.
+  // Invalid rules are dropped one by one with an error; the Ingress keeps routing either way.
+  std::string add_substitution(const Ingress& ingress, const std::string& object) {
+    using annotations::kSubstitutionRuleSetAnnotation;
+    using annotations::kSubstitutionsAnnotation;
+    const annotations::SubstitutionAnnotations parsed =
+        annotations::parse_substitution_annotations(ingress.metadata.annotations);
+    if (!parsed.present) return {};
+    for (const auto& message : parsed.errors) report(object, Severity::kError, message);
+
+    // Where each rule of the combined list came from, for messages.
+    std::vector<substitution::Rule> rules;
+    std::vector<std::string> origin;
+    if (!parsed.rule_set.empty()) {
+      const std::string key = store::object_key(ingress.metadata.namespace_, parsed.rule_set);
+      auto set = store_.substitution_rule_sets().find(key);
+      if (set == store_.substitution_rule_sets().end()) {
+        report(object, Severity::kError,
+               std::string(kSubstitutionRuleSetAnnotation) + ": SubstitutionRuleSet " + key +
+                   " not found; only the Ingress's own rules apply");
+      } else {
+        const auto& set_rules = set->second.rules;
+        for (size_t i = 0; i < set_rules.size(); ++i) {
+          rules.push_back({set_rules[i].match, set_rules[i].replace, set_rules[i].flags});
+          origin.push_back(std::string(kSubstitutionRuleSetAnnotation) + ": SubstitutionRuleSet " +
+                           key + " " + index_path("spec.rules", i));
+        }
+      }
+    }
+    for (const auto& r : parsed.rules) {
+      rules.push_back(r.rule);
+      origin.push_back(std::string(kSubstitutionsAnnotation) + ": rule " + std::to_string(r.index));
+    }
+    if (rules.empty()) {
+      if (parsed.rule_set.empty() &&
+          !ingress.metadata.annotations.contains(std::string(kSubstitutionsAnnotation))) {
+        report(object, Severity::kWarning,
+               "substitution annotations without tidegate.io/substitutions or "
+               "tidegate.io/substitution-rule-set have no effect");
+      }
+      return {};
+    }
+
+    std::vector<bool> dropped(rules.size(), false);
+    bool whole_list = false;
+    for (const auto& error : substitution::validate_rules(rules)) {
+      if (error.message == error.reason) {  // about the list, not one rule
+        report(object, Severity::kError,
+               std::string(kSubstitutionsAnnotation) + ": " + error.reason + "; no substitution");
+        whole_list = true;
+        continue;
+      }
+      dropped[error.index] = true;
+      std::string reason = error.reason;
+      if (reason.starts_with("more than ") && !parsed.rule_set.empty()) {
+        reason += " (counting the rule set's)";
+      }
+      report(object, Severity::kError,
+             origin[error.index] + " (match " + quote_pattern(rules[error.index].match) +
+                 "): " + reason + "; rule dropped");
+    }
+    if (whole_list) return {};
+
+    model::Substitution sub;
+    sub.name = name_of(ingress);
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (!dropped[i]) sub.rules.push_back(std::move(rules[i]));
+    }
+    if (sub.rules.empty()) return {};
+    sub.mime_types = parsed.mime_types;
+    sub.max_buffer = parsed.max_buffer;
+    substitutions_.emplace(sub.name, sub);
+    return sub.name;
+  }
+
+  static std::string quote_pattern(std::string_view s) {
+    std::string out = "\"";
+    out.append(s.substr(0, 80));
+    if (s.size() > 80) out += "...";
+    return out + "\"";
+  }
+
+  void add_default_backend(const Ingress& ingress, const std::string& object,
+                           const std::string& substitution) {
     std::string error;
     auto upstream = resolve(ingress, *ingress.spec.default_backend, &error);
     if (!upstream) {
@@ -297,13 +401,18 @@ class Translator {
       return;
     }
     if (!default_claim_) {
-      default_claim_ = Claim{*upstream, name_of(ingress)};
+      default_claim_ = Claim{*upstream, name_of(ingress), "/", substitution};
       return;
     }
-    if (default_claim_->upstream == *upstream) return;
+    if (default_claim_->upstream == *upstream &&
+        same_substitution(default_claim_->substitution, substitution)) {
+      return;
+    }
     report(object, Severity::kError,
            "spec.defaultBackend: the default backend is already " + default_claim_->upstream +
-               " from Ingress " + default_claim_->ingress + " (the older one wins); ignored");
+               " from Ingress " + default_claim_->ingress +
+               (default_claim_->upstream == *upstream ? " with other substitutions" : "") +
+               " (the older one wins); ignored");
   }
 
   // The upstream name for a backend, or nullopt with *error set.
@@ -370,16 +479,19 @@ class Translator {
       model::VirtualHost vh{host, {}};
       vh.ssl_redirect = host != "*" && has_tls(host) && !no_redirect_hosts_.contains(host);
       for (auto& [key, claim] : claims) {
-        vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress});
+        vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
+                                         claim.substitution});
         referenced.insert(claim.upstream);
+        use_substitution(claim.substitution);
       }
       model::sort_routes(vh.routes);
       config.virtual_hosts.emplace(host, std::move(vh));
     }
     if (default_claim_) {
       config.default_route = model::Route{"/", model::PathMatch::kPrefix, default_claim_->upstream,
-                                          default_claim_->ingress};
+                                          default_claim_->ingress, default_claim_->substitution};
       referenced.insert(default_claim_->upstream);
+      use_substitution(default_claim_->substitution);
     }
     for (const auto& name : referenced) {
       const UpstreamSource& source = upstream_sources_.at(name);
@@ -392,8 +504,15 @@ class Translator {
     }
   }
 
+  // Emits a substitution that an emitted route names (a losing Ingress's stays out).
+  void use_substitution(const std::string& name) {
+    if (name.empty()) return;
+    result_.config.substitutions.emplace(name, substitutions_.at(name));
+  }
+
   const store::Store& store_;
   const TranslateOptions& options_;
+  std::map<std::string, model::Substitution> substitutions_;  // by Ingress "namespace/name"
   TranslateResult result_;
   // host -> (conflict_key, match) -> claim. Ordered maps: the output order never depends on input
   // order.

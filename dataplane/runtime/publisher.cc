@@ -7,7 +7,7 @@ namespace tidegate::dataplane::runtime {
 
 std::string Publisher::publish(uint64_t version, model::Config config) {
   std::string error;
-  auto snap = build_snapshot(version, std::move(config), workers_, &error);
+  auto snap = build_snapshot(version, std::move(config), workers_, &error, current_.get());
   if (!snap) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return error;

@@ -79,6 +79,77 @@ bool is_valid_host(const std::string& host) {
 
 namespace {
 
+bool is_token_char(char c) {
+  // RFC 9110 tchar, lower case only (types are compared case-insensitively, stored lower-case),
+  // and without '*': "text/*" would read as a wildcard, which the data plane does not implement.
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("!#$%&'+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+void fnv1a(uint64_t& h, std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+}
+
+// Length-prefixed, so that ("ab", "c") and ("a", "bc") hash differently.
+void fnv1a_field(uint64_t& h, std::string_view field) {
+  const std::string length = std::to_string(field.size()) + ":";
+  fnv1a(h, length);
+  fnv1a(h, field);
+}
+
+}  // namespace
+
+bool is_valid_mime_type(std::string_view type) {
+  const size_t slash = type.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == type.size()) return false;
+  if (type.size() > 255) return false;
+  std::string_view main = type.substr(0, slash);
+  std::string_view sub = type.substr(slash + 1);
+  return std::all_of(main.begin(), main.end(), is_token_char) &&
+         std::all_of(sub.begin(), sub.end(), is_token_char);
+}
+
+uint64_t Substitution::rules_version() const {
+  uint64_t h = 14695981039346656037ull;
+  for (const auto& rule : rules) {
+    fnv1a_field(h, rule.match);
+    fnv1a_field(h, rule.replace);
+    fnv1a_field(h, rule.flags);
+  }
+  return h;
+}
+
+namespace {
+
+void validate_substitution(const Substitution& s, std::vector<std::string>& errors) {
+  const std::string where = "substitution " + s.name;
+  if (s.rules.empty()) errors.push_back(where + ": no rules");
+  if (s.rules.size() > substitution::kMaxRules) {
+    errors.push_back(where + ": more than " + std::to_string(substitution::kMaxRules) + " rules");
+  }
+  for (size_t i = 0; i < s.rules.size() && i < substitution::kMaxRules; ++i) {
+    if (auto reason = substitution::validate_rule(s.rules[i])) {
+      errors.push_back(where + ": " + substitution::describe_rule(i, s.rules[i]) + ": " + *reason);
+    }
+  }
+  if (s.mime_types.empty()) errors.push_back(where + ": no MIME types");
+  for (const auto& type : s.mime_types) {
+    if (!is_valid_mime_type(type)) errors.push_back(where + ": invalid MIME type \"" + type + "\"");
+  }
+  if (!std::is_sorted(s.mime_types.begin(), s.mime_types.end()) ||
+      std::adjacent_find(s.mime_types.begin(), s.mime_types.end()) != s.mime_types.end()) {
+    errors.push_back(where + ": MIME types not sorted and unique");
+  }
+  if (s.max_buffer < kMinSubstitutionMaxBuffer || s.max_buffer > kMaxSubstitutionMaxBuffer) {
+    errors.push_back(where + ": max_buffer " + std::to_string(s.max_buffer) + " out of range [" +
+                     std::to_string(kMinSubstitutionMaxBuffer) + ", " +
+                     std::to_string(kMaxSubstitutionMaxBuffer) + "]");
+  }
+}
+
 void validate_route(const Config& config, const Route& r, const std::string& where,
                     std::vector<std::string>& errors) {
   if (r.match != PathMatch::kRegex && (r.path.empty() || r.path.front() != '/')) {
@@ -92,6 +163,9 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
   }
   if (!config.upstreams.contains(r.upstream)) {
     errors.push_back(where + ": unknown upstream \"" + r.upstream + "\"");
+  }
+  if (!r.substitution.empty() && !config.substitutions.contains(r.substitution)) {
+    errors.push_back(where + ": unknown substitution \"" + r.substitution + "\"");
   }
 }
 
@@ -123,6 +197,11 @@ std::vector<std::string> validate(const Config& config) {
       errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
     }
   }
+  for (const auto& [key, sub] : config.substitutions) {
+    if (key != sub.name)
+      errors.push_back("substitution key \"" + key + "\" != name \"" + sub.name + "\"");
+    validate_substitution(sub, errors);
+  }
   for (const auto& [key, up] : config.upstreams) {
     if (key != up.name)
       errors.push_back("upstream key \"" + key + "\" != name \"" + up.name + "\"");
@@ -148,7 +227,8 @@ std::vector<std::string> validate(const Config& config) {
 bool Delta::empty() const {
   return upsert_virtual_hosts.empty() && remove_virtual_hosts.empty() && upsert_upstreams.empty() &&
          remove_upstreams.empty() && upsert_certificates.empty() && remove_certificates.empty() &&
-         upsert_tls_hosts.empty() && remove_tls_hosts.empty() && !default_route_changed;
+         upsert_tls_hosts.empty() && remove_tls_hosts.empty() && upsert_substitutions.empty() &&
+         remove_substitutions.empty() && !default_route_changed;
 }
 
 namespace {
@@ -172,6 +252,7 @@ Delta diff(const Config& from, const Config& to) {
   diff_maps(from.upstreams, to.upstreams, d.upsert_upstreams, d.remove_upstreams);
   diff_maps(from.certificates, to.certificates, d.upsert_certificates, d.remove_certificates);
   diff_maps(from.tls_hosts, to.tls_hosts, d.upsert_tls_hosts, d.remove_tls_hosts);
+  diff_maps(from.substitutions, to.substitutions, d.upsert_substitutions, d.remove_substitutions);
   if (from.default_route != to.default_route) {
     d.default_route_changed = true;
     d.default_route = to.default_route;
@@ -206,7 +287,14 @@ ApplyResult apply(const Config& base, const Delta& delta) {
       return result;
     }
   }
+  for (const auto& name : delta.remove_substitutions) {
+    if (c.substitutions.erase(name) == 0) {
+      result.error = "remove of unknown substitution \"" + name + "\"";
+      return result;
+    }
+  }
   for (const auto& vh : delta.upsert_virtual_hosts) c.virtual_hosts[vh.host] = vh;
+  for (const auto& sub : delta.upsert_substitutions) c.substitutions[sub.name] = sub;
   for (const auto& th : delta.upsert_tls_hosts) c.tls_hosts[th.host] = th;
   for (const auto& cert : delta.upsert_certificates) c.certificates[cert.name] = cert;
   for (const auto& up : delta.upsert_upstreams) c.upstreams[up.name] = up;

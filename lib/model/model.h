@@ -7,7 +7,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "substitution/rule.h"
 
 namespace tidegate::model {
 
@@ -50,6 +53,8 @@ struct Route {
   PathMatch match = PathMatch::kPrefix;
   std::string upstream;  // Upstream::name
   std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
+  // Substitution::name of the body substitution for this route's responses; empty: none.
+  std::string substitution{};
   bool operator==(const Route&) const = default;
 };
 
@@ -81,12 +86,43 @@ struct TlsHost {
   bool operator==(const TlsHost&) const = default;
 };
 
+// Body substitution (issue #5, docs/substitutions.md) for the routes of one Ingress: its
+// tidegate.io/substitution* annotations, with the rules of the SubstitutionRuleSet it names.
+inline constexpr uint64_t kDefaultSubstitutionMaxBuffer = 64 * 1024;
+inline constexpr uint64_t kMinSubstitutionMaxBuffer = 1024;
+inline constexpr uint64_t kMaxSubstitutionMaxBuffer = 16 * 1024 * 1024;
+inline constexpr std::string_view kDefaultSubstitutionType = "text/html";
+
+struct Substitution {
+  std::string name;  // "namespace/name" of the Ingress it comes from
+  // Applied together in one pass; on ties the earlier rule wins, so the rule set's come first.
+  // At least one, at most substitution::kMaxRules, each passing substitution::validate_rule.
+  std::vector<substitution::Rule> rules;
+  // Responses whose Content-Type (parameters left out, compared case-insensitively) is one of
+  // these are processed; others pass untouched. Lower-case "type/subtype", sorted, unique.
+  std::vector<std::string> mime_types{std::string(kDefaultSubstitutionType)};
+  // Most bytes held back per response waiting to learn whether they start a match.
+  uint64_t max_buffer = kDefaultSubstitutionMaxBuffer;
+
+  // A hash of `rules` (64-bit FNV-1a over their length-prefixed fields, so the same in every
+  // process and after restarts): the version of the rule list, the key of the data plane's memo
+  // of rules that never matched a resource. Derived rather than carried, so that it cannot
+  // disagree with the rules it names.
+  uint64_t rules_version() const;
+  bool operator==(const Substitution&) const = default;
+};
+
+// "type/subtype" in lower case, each an RFC 9110 token without '*' (no wildcards):
+// "text/html", "application/xhtml+xml".
+bool is_valid_mime_type(std::string_view type);
+
 struct Config {
   std::map<std::string, VirtualHost> virtual_hosts;  // key == VirtualHost::host
   std::map<std::string, Upstream> upstreams;         // key == Upstream::name
   std::optional<Route> default_route;  // Ingress defaultBackend: used when nothing else matches
-  std::map<std::string, Certificate> certificates;  // key == Certificate::name
-  std::map<std::string, TlsHost> tls_hosts;         // key == TlsHost::host
+  std::map<std::string, Certificate> certificates;    // key == Certificate::name
+  std::map<std::string, TlsHost> tls_hosts;           // key == TlsHost::host
+  std::map<std::string, Substitution> substitutions;  // key == Substitution::name
   bool operator==(const Config&) const = default;
 };
 
@@ -96,7 +132,7 @@ void sort_routes(std::vector<Route>& routes);
 
 // Returns every problem found (empty == valid): dangling upstream references, bad hosts, paths
 // that do not start with '/', regexes that RE2 rejects, duplicate endpoints, keys that do not match
-// names.
+// names, substitutions with invalid rules, MIME types or buffer sizes.
 std::vector<std::string> validate(const Config& config);
 
 bool is_valid_host(const std::string& host);  // "*", or an exact or "*.suffix" lower-case DNS name
@@ -113,6 +149,8 @@ struct Delta {
   std::vector<std::string> remove_certificates;
   std::vector<TlsHost> upsert_tls_hosts;
   std::vector<std::string> remove_tls_hosts;
+  std::vector<Substitution> upsert_substitutions;
+  std::vector<std::string> remove_substitutions;
   bool empty() const;
   bool operator==(const Delta&) const = default;
 };

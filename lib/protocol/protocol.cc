@@ -20,10 +20,25 @@ json to_json(const model::Upstream& u) {
 }
 
 json to_json(const model::Route& r) {
-  return json{{"path", r.path},
-              {"match", model::to_string(r.match)},
-              {"upstream", r.upstream},
-              {"ingress", r.ingress}};
+  json j{{"path", r.path},
+         {"match", model::to_string(r.match)},
+         {"upstream", r.upstream},
+         {"ingress", r.ingress}};
+  if (!r.substitution.empty()) j["substitution"] = r.substitution;
+  return j;
+}
+
+json to_json(const model::Substitution& s) {
+  json rules = json::array();
+  for (const auto& r : s.rules) {
+    json rule{{"match", r.match}, {"replace", r.replace}};
+    if (!r.flags.empty()) rule["flags"] = r.flags;
+    rules.push_back(std::move(rule));
+  }
+  return json{{"name", s.name},
+              {"rules", std::move(rules)},
+              {"mime_types", s.mime_types},
+              {"max_buffer", s.max_buffer}};
 }
 
 json to_json(const model::VirtualHost& v) {
@@ -59,6 +74,11 @@ json to_json(const model::Config& c) {
     for (const auto& [_, th] : c.tls_hosts) hosts.push_back(to_json(th));
     j["tls_hosts"] = std::move(hosts);
   }
+  if (!c.substitutions.empty()) {
+    json subs = json::array();
+    for (const auto& [_, sub] : c.substitutions) subs.push_back(to_json(sub));
+    j["substitutions"] = std::move(subs);
+  }
   return j;
 }
 
@@ -83,6 +103,12 @@ json to_json(const model::Delta& d) {
     for (const auto& t : d.upsert_tls_hosts) hosts.push_back(to_json(t));
     j["upsert_tls_hosts"] = std::move(hosts);
     j["remove_tls_hosts"] = d.remove_tls_hosts;
+  }
+  if (!d.upsert_substitutions.empty() || !d.remove_substitutions.empty()) {
+    json subs = json::array();
+    for (const auto& sub : d.upsert_substitutions) subs.push_back(to_json(sub));
+    j["upsert_substitutions"] = std::move(subs);
+    j["remove_substitutions"] = d.remove_substitutions;
   }
   if (d.default_route_changed) {
     j["default_route_changed"] = true;
@@ -132,7 +158,20 @@ model::Route route_from(const json& j) {
   r.match = *m;
   r.upstream = j.at("upstream").get<std::string>();
   r.ingress = j.value("ingress", "");
+  r.substitution = j.value("substitution", "");
   return r;
+}
+
+model::Substitution substitution_from(const json& j) {
+  model::Substitution s;
+  s.name = j.at("name").get<std::string>();
+  for (const auto& r : j.at("rules")) {
+    s.rules.push_back(substitution::Rule{r.at("match").get<std::string>(),
+                                         r.at("replace").get<std::string>(), r.value("flags", "")});
+  }
+  s.mime_types = j.at("mime_types").get<std::vector<std::string>>();
+  s.max_buffer = get_u64(j, "max_buffer");
+  return s;
 }
 
 model::VirtualHost vhost_from(const json& j) {
@@ -192,6 +231,15 @@ model::Config config_from(const json& j) {
       }
     }
   }
+  if (j.contains("substitutions")) {
+    for (const auto& item : j["substitutions"]) {
+      auto sub = substitution_from(item);
+      std::string key = sub.name;
+      if (!c.substitutions.emplace(key, std::move(sub)).second) {
+        throw std::runtime_error("duplicate substitution \"" + key + "\"");
+      }
+    }
+  }
   return c;
 }
 
@@ -214,6 +262,13 @@ model::Delta delta_from(const json& j) {
   }
   if (j.contains("remove_tls_hosts")) {
     d.remove_tls_hosts = j["remove_tls_hosts"].get<std::vector<std::string>>();
+  }
+  if (j.contains("upsert_substitutions")) {
+    for (const auto& s : j["upsert_substitutions"])
+      d.upsert_substitutions.push_back(substitution_from(s));
+  }
+  if (j.contains("remove_substitutions")) {
+    d.remove_substitutions = j["remove_substitutions"].get<std::vector<std::string>>();
   }
   if (j.value("default_route_changed", false)) {
     d.default_route_changed = true;

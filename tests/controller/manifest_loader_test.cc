@@ -410,6 +410,72 @@ stringData:
                                                         {"plain", "text"}}));
 }
 
+TEST(ManifestLoaderTest, SubstitutionRuleSets) {
+  LoadResult r = load_manifest_text(R"(apiVersion: tidegate.io/v1alpha1
+kind: SubstitutionRuleSet
+metadata: {name: common, namespace: shop}
+spec:
+  rules:
+  - {match: 'example\.com', replace: clone.test}
+  - match: tracker
+    replace: ""
+    flags: i
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SubstitutionRuleSet
+metadata: {name: empty}
+---
+apiVersion: tidegate.io/v1
+kind: SubstitutionRuleSet
+metadata: {name: future}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SubstitutionRuleSet
+metadata: {name: no-replace}
+spec:
+  rules:
+  - match: a
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SubstitutionRuleSetList
+items:
+- metadata: {name: listed}
+  spec: {rules: [{match: x, replace: y}]}
+- metadata: {name: common, namespace: shop}
+  spec: {rules: "not a list"}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SubstitutionRuleSet
+metadata: {name: common, namespace: shop}
+)",
+                                    "sets.yaml");
+  EXPECT_TRUE(r.objects.empty());  // not an objects::Kind: kept apart
+  ASSERT_EQ(r.substitution_rule_sets.size(), 3u);
+  const auto& common = r.substitution_rule_sets[0];
+  EXPECT_EQ(common.rule_set.metadata.namespace_, "shop");
+  EXPECT_EQ(common.rule_set.metadata.name, "common");
+  EXPECT_EQ(common.document, 1);
+  EXPECT_EQ(common.rule_set.rules, (std::vector<objects::SubstitutionRuleSetRule>{
+                                       {"example\\.com", "clone.test", ""}, {"tracker", "", "i"}}));
+  EXPECT_EQ(r.substitution_rule_sets[1].rule_set.metadata.namespace_, "default");
+  EXPECT_TRUE(r.substitution_rule_sets[1].rule_set.rules.empty());
+  EXPECT_EQ(r.substitution_rule_sets[2].rule_set.metadata.name, "listed");
+  EXPECT_EQ(r.substitution_rule_sets[2].item, 0);
+  std::vector<std::string> errors;
+  for (const auto& e : r.errors) errors.push_back(e.message);
+  EXPECT_EQ(errors,
+            (std::vector<std::string>{
+                "sets.yaml: document 3 (SubstitutionRuleSet default/future): apiVersion: "
+                "unsupported apiVersion \"tidegate.io/v1\" for kind SubstitutionRuleSet (want "
+                "tidegate.io/v1alpha1)",
+                "sets.yaml: document 4 (SubstitutionRuleSet default/no-replace): "
+                "spec.rules[0].replace: required field missing",
+                "sets.yaml: document 5, item 1 (SubstitutionRuleSet shop/common): spec.rules: "
+                "expected a sequence, got a scalar",
+                "sets.yaml: document 6 (SubstitutionRuleSet shop/common): duplicate of the object "
+                "in sets.yaml: document 1; ignored"}));
+}
+
 TEST(ManifestLoaderTest, DecodeBase64) {
   struct {
     std::string in;
@@ -445,6 +511,7 @@ TEST(ManifestLoaderTest, ParseFunctionsDoNotThrowOnAnyNode) {
     YAML::Node node = YAML::Load(text);
     EXPECT_FALSE(objects::parse_ingress(node).ok()) << text;
     EXPECT_FALSE(objects::parse_service(node).ok()) << text;
+    EXPECT_FALSE(objects::parse_substitution_rule_set(node).ok()) << text;
     EXPECT_FALSE(objects::parse_object(node).ok()) << text;
     EXPECT_FALSE(objects::parse_ingress(node).error.empty()) << text;
   }

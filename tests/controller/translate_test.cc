@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "objects/objects.h"
 #include "source/manifest_loader.h"
 #include "store/store.h"
@@ -97,7 +99,16 @@ class IngressYaml {
     if (!created_.empty()) o << "  creationTimestamp: \"" << created_ << "\"\n";
     if (!annotations_.empty()) {
       o << "  annotations:\n";
-      for (const auto& [k, v] : annotations_) o << "    " << k << ": " << maybe_quote(v) << "\n";
+      for (const auto& [k, v] : annotations_) {
+        if (v.find('\n') == std::string::npos) {
+          o << "    " << k << ": " << maybe_quote(v) << "\n";
+          continue;
+        }
+        // A literal block keeps line breaks (a YAML list in block style, say).
+        o << "    " << k << ": |\n";
+        std::istringstream lines(v);
+        for (std::string line; std::getline(lines, line);) o << "      " << line << "\n";
+      }
     }
     o << "spec:\n";
     if (class_) o << "  ingressClassName: " << *class_ << "\n";
@@ -287,7 +298,9 @@ std::string dump(const model::Config& c) {
     o << "host " << host << "\n";
     for (const auto& r : vh.routes) {
       o << "  " << model::to_string(r.match) << " " << r.path << " -> " << r.upstream << " ("
-        << r.ingress << ")\n";
+        << r.ingress << ")";
+      if (!r.substitution.empty()) o << " substitution " << r.substitution;
+      o << "\n";
     }
   }
   for (const auto& [name, u] : c.upstreams) {
@@ -296,7 +309,19 @@ std::string dump(const model::Config& c) {
     o << "\n";
   }
   if (c.default_route) {
-    o << "default -> " << c.default_route->upstream << " (" << c.default_route->ingress << ")\n";
+    o << "default -> " << c.default_route->upstream << " (" << c.default_route->ingress << ")";
+    if (!c.default_route->substitution.empty()) {
+      o << " substitution " << c.default_route->substitution;
+    }
+    o << "\n";
+  }
+  for (const auto& [name, sub] : c.substitutions) {
+    o << "substitution " << name << " max_buffer " << sub.max_buffer << " types";
+    for (const auto& t : sub.mime_types) o << " " << t;
+    o << "\n";
+    for (const auto& r : sub.rules) {
+      o << "  {" << r.match << "} -> {" << r.replace << "} flags {" << r.flags << "}\n";
+    }
   }
   return o.str();
 }
@@ -808,6 +833,300 @@ TEST(TranslateTest, DefaultBackend) {
   });
 }
 
+// ---- Body substitutions (tidegate.io/substitution* annotations, SubstitutionRuleSet) ----
+
+struct RuleYaml {
+  std::string match;
+  std::string replace;
+  std::string flags;  // empty: omitted
+};
+
+// The annotation's YAML list, in flow style on one line.
+std::string rules_annotation(const std::vector<RuleYaml>& rules) {
+  std::string out = "[";
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += "{match: " + maybe_quote(rules[i].match) + ", replace: " + maybe_quote(rules[i].replace);
+    if (!rules[i].flags.empty()) out += ", flags: " + maybe_quote(rules[i].flags);
+    out += "}";
+  }
+  return out + "]";
+}
+
+std::string rule_set(const std::string& name, const std::vector<RuleYaml>& rules,
+                     const std::string& ns = "default") {
+  std::ostringstream o;
+  o << "apiVersion: tidegate.io/v1alpha1\nkind: SubstitutionRuleSet\nmetadata:\n  name: " << name
+    << "\n  namespace: " << ns << "\nspec:\n  rules:\n";
+  for (const auto& r : rules) {
+    o << "  - match: " << maybe_quote(r.match) << "\n    replace: " << maybe_quote(r.replace)
+      << "\n";
+    if (!r.flags.empty()) o << "    flags: " << maybe_quote(r.flags) << "\n";
+  }
+  return o.str();
+}
+
+model::Substitution subst(std::string name, std::vector<substitution::Rule> rules,
+                          std::vector<std::string> types = {"text/html"},
+                          uint64_t max_buffer = 64 * 1024) {
+  model::Substitution s;
+  s.name = std::move(name);
+  s.rules = std::move(rules);
+  s.mime_types = std::move(types);
+  s.max_buffer = max_buffer;
+  return s;
+}
+
+model::Route substituted(model::Route r, std::string name) {
+  r.substitution = std::move(name);
+  return r;
+}
+
+model::Config with_substitutions(model::Config c, std::vector<model::Substitution> subs) {
+  for (auto& s : subs) c.substitutions.emplace(s.name, std::move(s));
+  return c;
+}
+
+TEST(TranslateTest, Substitutions) {
+  const std::vector<std::string> backends = {web_service("web"), web_slice({{"10.0.0.1"}}, "web"),
+                                             web_service("api"), web_slice({{"10.0.0.2"}}, "api")};
+  auto with = [&](std::vector<std::string> objects) {
+    objects.insert(objects.end(), backends.begin(), backends.end());
+    return objects;
+  };
+  const model::Upstream web = upstream("default/web:80", {"10.0.0.1:8080"});
+  const model::Upstream api = upstream("default/api:80", {"10.0.0.2:8080"});
+  const std::string kSubs = "tidegate.io/substitutions";
+  const std::string kTypes = "tidegate.io/substitution-types";
+  const std::string kBuffer = "tidegate.io/substitution-max-buffer";
+  const std::string kSet = "tidegate.io/substitution-rule-set";
+  // One Ingress "a" routing foo.com / and /api, with the given annotations.
+  auto ing = [](std::vector<std::pair<std::string, std::string>> annotations) {
+    IngressYaml i = ingress("a");
+    for (const auto& [k, v] : annotations) i.annotation(k, v);
+    return std::string(
+        i.rule("foo.com", {path("/", "Prefix", "web", "80"), path("/api", "Prefix", "api", "80")}));
+  };
+  // foo.com's two routes, with or without the substitution "default/a".
+  auto routes = [&](std::string sub) {
+    return config(
+        {vhost("foo.com",
+               {substituted(route("/", PathMatch::kPrefix, web.name, "default/a"), sub),
+                substituted(route("/api", PathMatch::kPrefix, api.name, "default/a"), sub)})},
+        {web, api});
+  };
+  const std::vector<substitution::Rule> two = {{"example\\.com", "clone.test", ""},
+                                               {"(UA-)[0-9]+", "$1-0", "i"}};
+  const std::string two_yaml =
+      rules_annotation({{"example\\.com", "clone.test", ""}, {"(UA-)[0-9]+", "$1-0", "i"}});
+  std::vector<RuleYaml> seventy;
+  for (int i = 0; i < 70; ++i) seventy.push_back({"word" + std::to_string(i), "x", ""});
+
+  run_cases({
+      {"no annotation: no substitution", with({ing({})}), routes("")},
+      {"the Ingress's rules apply to every path, in order, with the defaults",
+       with({ing({{kSubs, two_yaml}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", two)})},
+      {"an empty replacement deletes; flags may be left out",
+       with({ing({{kSubs, "[{match: tracker, replace: ''}]"}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", {{"tracker", "", ""}})})},
+      {"block-style YAML list",
+       with({ing({{kSubs, "- match: a\n  replace: b\n- match: c\n  replace: d\n  flags: i\n"}})}),
+       with_substitutions(routes("default/a"),
+                          {subst("default/a", {{"a", "b", ""}, {"c", "d", "i"}})})},
+      {"types and buffer size",
+       with({ing({{kSubs, two_yaml},
+                  {kTypes, "text/html, APPLICATION/XHTML+XML text/html"},
+                  {kBuffer, "1m"}})}),
+       with_substitutions(
+           routes("default/a"),
+           {subst("default/a", two, {"application/xhtml+xml", "text/html"}, 1 << 20)})},
+      {"an invalid type is skipped",
+       with({ing({{kSubs, two_yaml}, {kTypes, "text/plain,html"}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", two, {"text/plain"})}),
+       {error("Ingress default/a",
+              "tidegate.io/substitution-types: \"html\" is not a MIME type (type/subtype, no "
+              "parameters); skipped")}},
+      {"no valid type: text/html",
+       with({ing({{kSubs, two_yaml}, {kTypes, "text/*"}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", two)}),
+       {error("Ingress default/a", "\"text/*\" is not a MIME type"),
+        error("Ingress default/a",
+              "tidegate.io/substitution-types: no valid MIME type in \"text/*\"; using "
+              "text/html")}},
+      {"buffer size out of bounds: the default",
+       with({ing({{kSubs, two_yaml}, {kBuffer, "32m"}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", two)}),
+       {error("Ingress default/a",
+              "tidegate.io/substitution-max-buffer: \"32m\" is not a size between 1k and 16m "
+              "(such as 64k or 1m); using 64k")}},
+      {"invalid rules are dropped one by one, naming each; the rest apply and routing stays",
+       with({ing({{kSubs, rules_annotation({{"ok", "fine", ""},
+                                            {"(a", "x", ""},
+                                            {"a*", "x", ""},
+                                            {"(?=x)y", "x", ""},
+                                            {"(a)\\1", "x", ""},
+                                            {"b", "x", "g"},
+                                            {"c", "$1", ""}})}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", {{"ok", "fine", ""}})}),
+       {error("Ingress default/a",
+              "tidegate.io/substitutions: rule 1 (match \"(a\"): invalid regex: missing ): (a; "
+              "rule dropped"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 2 (match \"a*\"): match can match the empty "
+              "string"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 3 (match \"(?=x)y\"): invalid regex: invalid perl "
+              "operator: (?= (lookahead and lookbehind are not supported"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 4 (match \"(a)\\1\"): invalid regex: invalid "
+              "escape sequence: \\1 (backreferences such as \\1 are not supported"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 5 (match \"b\"): unknown flags \"g\" (the only "
+              "flag is \"i\"); rule dropped"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 6 (match \"c\"): replacement uses $1 but the "
+              "pattern has 0 capture groups; rule dropped")}},
+      {"no valid rule: no substitution, routing unchanged",
+       with({ing({{kSubs, rules_annotation({{"a*", "x", ""}})}})}),
+       routes(""),
+       {error("Ingress default/a", "rule 0 (match \"a*\"): match can match the empty string")}},
+      {"a rule of the wrong shape is dropped, the others kept",
+       with({ing({{kSubs,
+                   "[{match: a, replace: b}, {match: c}, {match: d, replace: e, flag: i}, "
+                   "x, {match: [f], replace: g}, {match: h, replace: i}]"}})}),
+       with_substitutions(routes("default/a"),
+                          {subst("default/a", {{"a", "b", ""}, {"h", "i", ""}})}),
+       {error("Ingress default/a",
+              "tidegate.io/substitutions: rule 1: replace: required field missing; rule dropped"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 2: unknown field \"flag\" (a rule has match, "
+              "replace and flags); rule dropped"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 3: expected a mapping {match, replace, flags}, got "
+              "a scalar; rule dropped"),
+        error("Ingress default/a",
+              "tidegate.io/substitutions: rule 4: match: expected a string, got a sequence; rule "
+              "dropped")}},
+      {"annotation that is not YAML: no rules, routing unchanged",
+       with({ing({{kSubs, "[{match: a, replace: b}"}})}),
+       routes(""),
+       {error("Ingress default/a", "tidegate.io/substitutions: invalid YAML at line 1")}},
+      {"annotation that is not a list",
+       with({ing({{kSubs, "match: a"}})}),
+       routes(""),
+       {error("Ingress default/a",
+              "tidegate.io/substitutions: expected a YAML list of {match, replace, flags}, got a "
+              "mapping; no rules from it")}},
+      {"types without rules have no effect",
+       with({ing({{kTypes, "text/plain"}})}),
+       routes(""),
+       {warning("Ingress default/a",
+                "substitution annotations without tidegate.io/substitutions or "
+                "tidegate.io/substitution-rule-set have no effect")}},
+      {"the rule set's rules come before the Ingress's own",
+       with({ing({{kSet, "common"}, {kSubs, rules_annotation({{"own", "x", ""}})}}),
+             rule_set("common", {{"first", "1", ""}, {"second", "2", "i"}})}),
+       with_substitutions(
+           routes("default/a"),
+           {subst("default/a", {{"first", "1", ""}, {"second", "2", "i"}, {"own", "x", ""}})})},
+      {"a rule set alone",
+       with({ing({{kSet, "common"}, {kTypes, "text/plain"}}),
+             rule_set("common", {{"first", "1", ""}})}),
+       with_substitutions(routes("default/a"),
+                          {subst("default/a", {{"first", "1", ""}}, {"text/plain"})})},
+      {"a missing rule set: the Ingress's own rules still apply",
+       with({ing({{kSet, "nope"}, {kSubs, rules_annotation({{"own", "x", ""}})}})}),
+       with_substitutions(routes("default/a"), {subst("default/a", {{"own", "x", ""}})}),
+       {error("Ingress default/a",
+              "tidegate.io/substitution-rule-set: SubstitutionRuleSet default/nope not found; "
+              "only the Ingress's own rules apply")}},
+      {"a rule set in another namespace is not found",
+       with({ing({{kSet, "common"}}), rule_set("common", {{"first", "1", ""}}, "other")}),
+       routes(""),
+       {error("Ingress default/a", "SubstitutionRuleSet default/common not found")}},
+      {"an invalid rule of the rule set is dropped, naming the set, the rule and the Ingress",
+       with({ing({{kSet, "common"}, {kSubs, rules_annotation({{"own", "x", ""}})}}),
+             rule_set("common", {{"first", "1", ""}, {"(?<!a)b", "2", ""}, {"c", "3", "I"}})}),
+       with_substitutions(routes("default/a"),
+                          {subst("default/a", {{"first", "1", ""}, {"own", "x", ""}})}),
+       {error("Ingress default/a",
+              "tidegate.io/substitution-rule-set: SubstitutionRuleSet default/common "
+              "spec.rules[1] (match \"(?<!a)b\"): invalid regex"),
+        error("Ingress default/a",
+              "tidegate.io/substitution-rule-set: SubstitutionRuleSet default/common "
+              "spec.rules[2] (match \"c\"): unknown flags \"I\"")}},
+      {"more than 64 rules with the rule set's: the last ones are dropped",
+       with({ing({{kSet, "big"},
+                  {kSubs,
+                   rules_annotation(std::vector<RuleYaml>(seventy.begin() + 60, seventy.end()))}}),
+             rule_set("big", std::vector<RuleYaml>(seventy.begin(), seventy.begin() + 60))}),
+       [&] {
+         std::vector<substitution::Rule> kept;
+         for (int i = 0; i < 64; ++i) kept.push_back({"word" + std::to_string(i), "x", ""});
+         return with_substitutions(routes("default/a"), {subst("default/a", kept)});
+       }(),
+       {error("Ingress default/a",
+              "tidegate.io/substitutions: rule 4 (match \"word64\"): more than 64 rules "
+              "(counting the rule set's); rule dropped"),
+        error("Ingress default/a", "rule 5 (match \"word65\")"),
+        error("Ingress default/a", "rule 6 (match \"word66\")"),
+        error("Ingress default/a", "rule 7 (match \"word67\")"),
+        error("Ingress default/a", "rule 8 (match \"word68\")"),
+        error("Ingress default/a", "rule 9 (match \"word69\")")}},
+      {"the default backend gets the Ingress's substitution",
+       with({ingress("a")
+                 .annotation(kSubs, rules_annotation({{"x", "y", ""}}))
+                 .default_backend("web", "80")}),
+       with_substitutions(
+           config({}, {web},
+                  substituted(route("/", PathMatch::kPrefix, web.name, "default/a"), "default/a")),
+           {subst("default/a", {{"x", "y", ""}})})},
+      {"same path and backend with other substitutions: a conflict, the older wins",
+       with({ingress("a")
+                 .created("2024-01-01T00:00:00Z")
+                 .annotation(kSubs, rules_annotation({{"x", "y", ""}}))
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b")
+                 .created("2024-02-01T00:00:00Z")
+                 .annotation(kSubs, rules_annotation({{"x", "z", ""}}))
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       with_substitutions(config({vhost("foo.com", {substituted(route("/", PathMatch::kPrefix,
+                                                                      web.name, "default/a"),
+                                                                "default/a")})},
+                                 {web}),
+                          {subst("default/a", {{"x", "y", ""}})}),
+       {error("Ingress default/b",
+              "spec.rules[0].http.paths[0]: host \"foo.com\" Prefix path \"/\" is already "
+              "routed to default/web:80 by Ingress default/a with other substitutions (the older "
+              "one wins); path dropped")}},
+      {"same path and backend with equal substitutions: no conflict",
+       with({ingress("a")
+                 .created("2024-01-01T00:00:00Z")
+                 .annotation(kSubs, rules_annotation({{"x", "y", ""}}))
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b")
+                 .created("2024-02-01T00:00:00Z")
+                 .annotation(kSubs, rules_annotation({{"x", "y", ""}}))
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       with_substitutions(config({vhost("foo.com", {substituted(route("/", PathMatch::kPrefix,
+                                                                      web.name, "default/a"),
+                                                                "default/a")})},
+                                 {web}),
+                          {subst("default/a", {{"x", "y", ""}})})},
+      {"same path and backend, one without substitutions: a conflict",
+       with({ingress("a")
+                 .created("2024-01-01T00:00:00Z")
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+             ingress("b")
+                 .created("2024-02-01T00:00:00Z")
+                 .annotation(kSubs, rules_annotation({{"x", "y", ""}}))
+                 .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, web.name, "default/a")})}, {web}),
+       {error("Ingress default/b", "with other substitutions (the older one wins); path dropped")}},
+  });
+}
+
 // ---- Determinism and purity ----
 
 TEST(TranslateTest, DeterministicWhateverTheInsertionOrder) {
@@ -910,6 +1229,37 @@ TEST(TranslateStoreTest, InsertAndRemoveSayWhetherTheObjectMatters) {
   EXPECT_TRUE(s.remove(Kind::kEndpointSlice, "default", "web-abc"));
   EXPECT_TRUE(s.remove(Kind::kIngress, "default", "web"));
   EXPECT_FALSE(s.remove(Kind::kService, "default", "web")) << "no longer referenced";
+}
+
+objects::SubstitutionRuleSet parse_rule_set(const std::string& yaml) {
+  auto r = objects::parse_substitution_rule_set(YAML::Load(yaml));
+  EXPECT_TRUE(r.ok()) << r.error;
+  return r.value.value_or(objects::SubstitutionRuleSet{});
+}
+
+TEST(TranslateStoreTest, RuleSetsMatterWhenOneOfOurIngressesNamesThem) {
+  store::Store s;
+  const std::string set = rule_set("common", {{"a", "b", ""}});
+  const std::string changed = rule_set("common", {{"a", "c", ""}});
+  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(set))) << "no Ingress names it";
+  ASSERT_EQ(s.substitution_rule_sets().count("default/common"), 1u);
+  s.insert(parse(ingress("web")
+                     .annotation("tidegate.io/substitution-rule-set", "common")
+                     .rule("foo.com", {path("/", "Prefix", "web", "80")})));
+  s.insert(parse(ingress("theirs")
+                     .class_name("nginx")
+                     .annotation("tidegate.io/substitution-rule-set", "other")
+                     .rule("foo.com", {path("/", "Prefix", "web", "80")})));
+  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(set))) << "identical";
+  EXPECT_TRUE(s.insert_rule_set(parse_rule_set(changed)));
+  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(rule_set("common", {{"a", "b", ""}}, "team"))))
+      << "other namespace";
+  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(rule_set("other", {{"a", "b", ""}}))))
+      << "named only by another class's Ingress";
+  EXPECT_TRUE(s.remove_rule_set("default", "common"));
+  EXPECT_FALSE(s.remove_rule_set("default", "common")) << "already gone";
+  EXPECT_FALSE(s.remove_rule_set("team", "common"));
+  EXPECT_EQ(s.substitution_rule_sets().size(), 1u);  // default/other
 }
 
 TEST(TranslateStoreTest, KeysAreNamespaceSlashName) {

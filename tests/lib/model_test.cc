@@ -43,6 +43,13 @@ TlsHost tls_host(std::string host, std::string certificate) {
   return TlsHost{std::move(host), std::move(certificate)};
 }
 
+Substitution subst(std::string name, std::vector<substitution::Rule> rules = {{"a", "b", ""}}) {
+  Substitution s;
+  s.name = std::move(name);
+  s.rules = std::move(rules);
+  return s;
+}
+
 // A Delta with the fields `change` sets; named fields keep the cases readable as Delta grows.
 Delta delta(auto change) {
   Delta d;
@@ -67,6 +74,8 @@ Config valid_config() {
   c.certificates["default/foo-cert"] = cert("default/foo-cert");
   c.tls_hosts["foo.com"] = tls_host("foo.com", "default/foo-cert");
   c.tls_hosts["*.bar.com"] = tls_host("*.bar.com", "default/foo-cert");
+  c.substitutions["default/web"] = subst("default/web");
+  c.virtual_hosts["foo.com"].routes[1].substitution = "default/web";
   return c;
 }
 
@@ -334,6 +343,67 @@ TEST(ValidateTest, Table) {
               c.tls_hosts["tls-only.com"] = tls_host("tls-only.com", "default/foo-cert");
             }),
        {}},
+      {"route with an unknown substitution",
+       with(valid_config(), [](Config& c) { c.virtual_hosts["*"].routes[0].substitution = "x/y"; }),
+       {"host *: unknown substitution \"x/y\""}},
+      {"default route with an unknown substitution",
+       with(valid_config(), [](Config& c) { c.default_route->substitution = "x/y"; }),
+       {"default route: unknown substitution \"x/y\""}},
+      {"substitution key differs from name",
+       with(valid_config(), [](Config& c) { c.substitutions["default/web"].name = "other"; }),
+       {"substitution key \"default/web\" != name \"other\""}},
+      {"substitution without rules",
+       with(valid_config(), [](Config& c) { c.substitutions["default/web"].rules.clear(); }),
+       {"substitution default/web: no rules"}},
+      {"substitution with an invalid rule",
+       with(valid_config(),
+            [](Config& c) {
+              c.substitutions["default/web"].rules.push_back({"(a", "x", ""});
+              c.substitutions["default/web"].rules.push_back({"a*", "x", ""});
+            }),
+       {"substitution default/web: rule 1 (match \"(a\"): invalid regex",
+        "substitution default/web: rule 2 (match \"a*\"): match can match the empty string"}},
+      {"substitution with too many rules",
+       with(valid_config(),
+            [](Config& c) {
+              c.substitutions["default/web"].rules.assign(substitution::kMaxRules + 1,
+                                                          {"a", "b", ""});
+            }),
+       {"substitution default/web: more than 64 rules"}},
+      {"substitution without MIME types",
+       with(valid_config(), [](Config& c) { c.substitutions["default/web"].mime_types.clear(); }),
+       {"substitution default/web: no MIME types"}},
+      {"substitution with a bad MIME type",
+       with(valid_config(),
+            [](Config& c) { c.substitutions["default/web"].mime_types = {"Text/HTML"}; }),
+       {"substitution default/web: invalid MIME type \"Text/HTML\""}},
+      {"substitution with unsorted MIME types",
+       with(valid_config(),
+            [](Config& c) {
+              c.substitutions["default/web"].mime_types = {"text/html", "application/xml"};
+            }),
+       {"MIME types not sorted and unique"}},
+      {"substitution with duplicate MIME types",
+       with(valid_config(),
+            [](Config& c) {
+              c.substitutions["default/web"].mime_types = {"text/html", "text/html"};
+            }),
+       {"MIME types not sorted and unique"}},
+      {"substitution buffer too small",
+       with(valid_config(), [](Config& c) { c.substitutions["default/web"].max_buffer = 1023; }),
+       {"substitution default/web: max_buffer 1023 out of range [1024, 16777216]"}},
+      {"substitution buffer too large",
+       with(valid_config(),
+            [](Config& c) { c.substitutions["default/web"].max_buffer = (16 << 20) + 1; }),
+       {"max_buffer 16777217 out of range"}},
+      {"substitution buffer at both bounds",
+       with(valid_config(),
+            [](Config& c) {
+              c.substitutions["default/web"].max_buffer = kMinSubstitutionMaxBuffer;
+              c.substitutions["other/x"] = subst("other/x");
+              c.substitutions["other/x"].max_buffer = kMaxSubstitutionMaxBuffer;
+            }),
+       {}},
       {"every problem is reported, not just the first",
        with(valid_config(),
             [](Config& c) {
@@ -354,6 +424,60 @@ TEST(ValidateTest, Table) {
   }
 }
 
+// ---- Substitution ----
+
+TEST(SubstitutionTest, DefaultsAreHtmlAnd64KiB) {
+  Substitution s;
+  EXPECT_EQ(s.mime_types, std::vector<std::string>{"text/html"});
+  EXPECT_EQ(s.max_buffer, 65536u);
+}
+
+TEST(SubstitutionTest, RulesVersionFollowsTheRulesOnly) {
+  Substitution a = subst("ns/a", {{"ab", "c", ""}});
+  Substitution b = subst("ns/b", {{"ab", "c", ""}});
+  b.mime_types = {"text/plain"};
+  b.max_buffer = 4096;
+  EXPECT_EQ(a.rules_version(), b.rules_version());  // same rules: the memo can be shared
+  const uint64_t v = a.rules_version();
+  // Fixed across processes and builds (the memo outlives nothing, but logs compare it).
+  EXPECT_EQ(v, subst("x", {{"ab", "c", ""}}).rules_version());
+  EXPECT_NE(v, subst("x", {{"a", "bc", ""}}).rules_version());  // fields are length-prefixed
+  EXPECT_NE(v, subst("x", {{"ab", "c", "i"}}).rules_version());
+  EXPECT_NE(v, subst("x", {{"ab", "c", ""}, {"ab", "c", ""}}).rules_version());
+  EXPECT_NE(subst("x", {{"a", "b", ""}, {"c", "d", ""}}).rules_version(),
+            subst("x", {{"c", "d", ""}, {"a", "b", ""}}).rules_version());  // order matters
+}
+
+TEST(SubstitutionTest, MimeTypeSyntax) {
+  for (const char* ok : {"text/html", "application/xhtml+xml", "image/svg+xml", "text/x-c++"}) {
+    EXPECT_TRUE(is_valid_mime_type(ok)) << ok;
+  }
+  for (const char* bad : {"", "text", "text/", "/html", "Text/html", "text/html; charset=utf-8",
+                          "text/html ", "text/ht/ml", "text/*", "*/*", "text/h\"tml"}) {
+    EXPECT_FALSE(is_valid_mime_type(bad)) << bad;
+  }
+}
+
+TEST(DiffTest, SubstitutionChangeSendsOnlyTheSubstitution) {
+  Config a = valid_config();
+  Config b = with(a, [](Config& c) { c.substitutions["default/web"].rules[0].replace = "new"; });
+  Delta d = diff(a, b);
+  ASSERT_EQ(d.upsert_substitutions.size(), 1u);
+  EXPECT_EQ(d.upsert_substitutions[0].rules[0].replace, "new");
+  EXPECT_TRUE(d.upsert_virtual_hosts.empty());
+  auto applied = apply(a, d);
+  ASSERT_EQ(applied.error, "");
+  EXPECT_EQ(applied.config, b);
+  Config c = with(a, [](Config& c) {
+    c.virtual_hosts["foo.com"].routes[1].substitution.clear();
+    c.substitutions.clear();
+  });
+  d = diff(a, c);
+  EXPECT_EQ(d.remove_substitutions, std::vector<std::string>{"default/web"});
+  ASSERT_EQ(d.upsert_virtual_hosts.size(), 1u);  // the route no longer names it
+  EXPECT_EQ(apply(a, d).config, c);
+}
+
 // ---- diff and apply ----
 
 TEST(DiffTest, IdenticalConfigsGiveAnEmptyDelta) {
@@ -372,6 +496,8 @@ TEST(DiffTest, EachKindOfChangeIsNotEmpty) {
       {"remove certificate", delta([](Delta& d) { d.remove_certificates = {"c"}; })},
       {"upsert TLS host", delta([](Delta& d) { d.upsert_tls_hosts = {tls_host("a.com", "c")}; })},
       {"remove TLS host", delta([](Delta& d) { d.remove_tls_hosts = {"a.com"}; })},
+      {"upsert substitution", delta([](Delta& d) { d.upsert_substitutions = {subst("ns/a")}; })},
+      {"remove substitution", delta([](Delta& d) { d.remove_substitutions = {"ns/a"}; })},
       // A change to "no default route" is still a change.
       {"default route cleared", delta([](Delta& d) { d.default_route_changed = true; })},
   };
@@ -432,6 +558,8 @@ TEST(ApplyTest, RemovingUnknownKeysIsAnError) {
        "remove of unknown certificate \"default/nope\""},
       {"unknown TLS host", delta([](Delta& d) { d.remove_tls_hosts = {"bar.com"}; }),
        "remove of unknown TLS host \"bar.com\""},
+      {"unknown substitution", delta([](Delta& d) { d.remove_substitutions = {"default/nope"}; }),
+       "remove of unknown substitution \"default/nope\""},
       {"a virtual host's name is not a TLS host",
        delta([](Delta& d) { d.remove_tls_hosts = {"*"}; }), "remove of unknown TLS host \"*\""},
       {"the same host removed twice", delta([](Delta& d) {
@@ -506,6 +634,15 @@ class RandomConfigs {
       if (chance(2)) continue;
       c.tls_hosts[host] = TlsHost{host, kCertificates[pick(2)]};
     }
+    for (const auto& name : kSubstitutionNames) {
+      if (chance(2)) continue;
+      Substitution s;
+      s.name = name;
+      s.rules = {{kMatches[pick(2)], "x", chance(2) ? "i" : ""}};
+      if (chance(2)) s.mime_types = {"application/xhtml+xml", "text/html"};
+      if (chance(3)) s.max_buffer = 4096;
+      c.substitutions[name] = std::move(s);
+    }
     return c;
   }
 
@@ -516,13 +653,15 @@ class RandomConfigs {
   static constexpr const char* kCertificates[] = {"ns/a-cert", "ns/b-cert"};
   static constexpr const char* kPems[] = {"PEM 1", "PEM 2"};
   static constexpr const char* kTlsHosts[] = {"a.com", "*.c.com", "tls-only.com"};
+  static constexpr const char* kSubstitutionNames[] = {"ns/one", "ns/two"};
+  static constexpr const char* kMatches[] = {"foo", "ba[rz]"};
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   bool chance(int one_in) { return pick(one_in) == 0; }
 
   Route random_route() {
     return Route{kPaths[pick(4)], static_cast<PathMatch>(pick(3)), kUpstreams[pick(3)],
-                 chance(2) ? "ns/one" : "ns/two"};
+                 chance(2) ? "ns/one" : "ns/two", chance(2) ? "" : kSubstitutionNames[pick(2)]};
   }
 
   std::mt19937 rng_;
@@ -554,6 +693,10 @@ TEST(DiffApplyPropertyTest, ApplyingTheDiffYieldsTheTarget) {
     for (const auto& t : d.upsert_tls_hosts) {
       auto it = a.tls_hosts.find(t.host);
       ASSERT_TRUE(it == a.tls_hosts.end() || !(it->second == t)) << "iteration " << i;
+    }
+    for (const auto& s : d.upsert_substitutions) {
+      auto it = a.substitutions.find(s.name);
+      ASSERT_TRUE(it == a.substitutions.end() || !(it->second == s)) << "iteration " << i;
     }
     ASSERT_EQ(d.empty(), a == b) << "iteration " << i;
     ASSERT_TRUE(diff(b, result.config).empty()) << "iteration " << i;

@@ -39,6 +39,14 @@ model::Config sample_config() {
       "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n"};
   c.tls_hosts["foo.com"] = {"foo.com", "default/foo-cert"};
   c.tls_hosts["*.bar.com"] = {"*.bar.com", "default/foo-cert"};
+  model::Substitution sub;
+  sub.name = "default/web";
+  sub.rules = {{"example\\.com", "clone.test", ""}, {"(hello) \"x\"", "$1 $$", "i"}};
+  sub.mime_types = {"application/xhtml+xml", "text/html"};
+  sub.max_buffer = 1 << 20;
+  c.substitutions["default/web"] = sub;
+  c.virtual_hosts["foo.com"].routes[0].substitution = "default/web";
+  c.default_route->substitution = "default/web";
   return c;
 }
 
@@ -52,6 +60,12 @@ model::Delta sample_delta() {
   d.remove_certificates = {"default/old-cert"};
   d.upsert_tls_hosts = {{"new.com", "default/new-cert"}};
   d.remove_tls_hosts = {"old.com"};
+  model::Substitution sub;
+  sub.name = "default/new";
+  sub.rules = {{"a", "b", ""}};
+  d.upsert_substitutions = {sub};
+  d.remove_substitutions = {"default/old"};
+  d.upsert_virtual_hosts[0].routes[0].substitution = "default/new";
   return d;
 }
 
@@ -111,6 +125,8 @@ std::vector<RoundTripCase> round_trip_cases() {
   only_cert_removal.remove_certificates = {"default/old-cert"};
   model::Delta only_tls_upsert;
   only_tls_upsert.upsert_tls_hosts = {{"a.com", "default/cert"}};
+  model::Delta only_substitution_removal;
+  only_substitution_removal.remove_substitutions = {"default/web"};
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   return {
       {"hello", Hello{kProtocolVersion, "controller-0"}, "hello"},
@@ -124,6 +140,7 @@ std::vector<RoundTripCase> round_trip_cases() {
       {"delta with every list", DeltaMsg{kMax, kMax - 1, sample_delta()}, "delta"},
       {"delta with only certificate removals", DeltaMsg{5, 4, only_cert_removal}, "delta"},
       {"delta with only TLS host upserts", DeltaMsg{6, 5, only_tls_upsert}, "delta"},
+      {"delta with only substitution removals", DeltaMsg{7, 6, only_substitution_removal}, "delta"},
       {"delta clearing the default route", DeltaMsg{3, 2, clears_default}, "delta"},
       {"delta setting the default route", DeltaMsg{4, 3, sets_default}, "delta"},
       {"ack", Ack{42}, "ack"},
@@ -378,6 +395,51 @@ TEST(ProtocolDecodeTest, OptionalFieldsHaveDefaults) {
   auto ack = decode_json(R"({"type":"ack","version":5,"extra":{"a":[1,2]}})");
   ASSERT_TRUE(ack.message) << ack.error;
   EXPECT_EQ(std::get<Ack>(*ack.message).version, 5u);
+}
+
+TEST(ProtocolDecodeTest, SubstitutionsOnTheWire) {
+  // The documented shape (docs/control-protocol.md): flags may be left out, the rest is required.
+  auto snap = decode_json(R"({"type":"snapshot","version":1,"config":{
+      "virtual_hosts":[{"host":"a.com","routes":[
+        {"path":"/","match":"Prefix","upstream":"u","substitution":"ns/web"}]}],
+      "upstreams":[{"name":"u","endpoints":[]}],
+      "substitutions":[{"name":"ns/web","rules":[{"match":"a","replace":"b"},
+                                                 {"match":"c","replace":"","flags":"i"}],
+                        "mime_types":["text/html"],"max_buffer":65536}]}})");
+  ASSERT_TRUE(snap.message) << snap.error;
+  const auto& config = std::get<Snapshot>(*snap.message).config;
+  EXPECT_EQ(config.virtual_hosts.at("a.com").routes[0].substitution, "ns/web");
+  const auto& sub = config.substitutions.at("ns/web");
+  ASSERT_EQ(sub.rules.size(), 2u);
+  EXPECT_EQ(sub.rules[0], (substitution::Rule{"a", "b", ""}));
+  EXPECT_EQ(sub.rules[1], (substitution::Rule{"c", "", "i"}));
+  EXPECT_EQ(sub.mime_types, std::vector<std::string>{"text/html"});
+  EXPECT_EQ(sub.max_buffer, 65536u);
+  EXPECT_TRUE(model::validate(config).empty());
+
+  // A route without a substitution carries no field.
+  model::Route plain = route(PathMatch::kPrefix, "/", "u");
+  model::Config c;
+  c.virtual_hosts["a.com"] = {"a.com", {plain}};
+  EXPECT_EQ(config_to_json(c).find("substitution"), std::string::npos) << config_to_json(c);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"([{"name":"n","rules":[{"replace":"b"}],"mime_types":[],"max_buffer":1}])", "match"},
+      {R"([{"name":"n","rules":[{"match":"a"}],"mime_types":[],"max_buffer":1}])", "replace"},
+      {R"([{"name":"n","rules":[],"max_buffer":1}])", "mime_types"},
+      {R"([{"name":"n","rules":[],"mime_types":[]}])", "max_buffer"},
+      {R"([{"name":"n","rules":[],"mime_types":[],"max_buffer":-1}])", "max_buffer"},
+      {R"([{"name":"n","rules":[],"mime_types":[],"max_buffer":1},
+          {"name":"n","rules":[],"mime_types":[],"max_buffer":1}])",
+       "duplicate substitution \"n\""},
+  };
+  for (const auto& [subs, want] : bad) {
+    auto r = decode_json(R"({"type":"snapshot","version":1,"config":{"virtual_hosts":[],
+        "upstreams":[],"substitutions":)" +
+                         subs + "}}");
+    EXPECT_FALSE(r.message.has_value()) << subs;
+    EXPECT_NE(r.error.find(want), std::string::npos) << subs << ": " << r.error;
+  }
 }
 
 // ---- FrameReader ----

@@ -15,25 +15,18 @@
 #include <string_view>
 #include <vector>
 
+#include "substitution/rule.h"
+
 namespace tidegate::dataplane::filters {
 
-// One rule as written in the annotation or the SubstitutionRuleSet resource.
-struct SubstitutionRule {
-  std::string match;    // RE2 syntax
-  std::string replace;  // text with $& (whole match), $1..$9 (groups), $$ (a dollar)
-  std::string flags;    // "" or "i" (case-insensitive)
-};
-
-// Why the rule at `index` (position in the list given to compile()) was rejected.
-struct RuleError {
-  size_t index = 0;
-  std::string message;
-};
-
-// Limits on a rule set; beyond them compile() rejects rules rather than slowing every response.
-inline constexpr size_t kMaxSubstitutionRules = 64;
-inline constexpr size_t kMaxPatternBytes = 4096;
-inline constexpr size_t kMaxReplacementBytes = 16384;
+// Rules, their limits and their validation live in lib/substitution/rule.h, shared with the
+// controller so that both sides agree on which rules are valid.
+using SubstitutionRule = substitution::Rule;
+using RuleError = substitution::RuleError;
+using substitution::validate_rule;
+inline constexpr size_t kMaxSubstitutionRules = substitution::kMaxRules;
+inline constexpr size_t kMaxPatternBytes = substitution::kMaxPatternBytes;
+inline constexpr size_t kMaxReplacementBytes = substitution::kMaxReplacementBytes;
 
 class RuleSet;
 
@@ -44,25 +37,12 @@ struct CompileResult {
   std::vector<RuleError> errors;
 };
 
-// Checks one rule on its own; returns the reason it would be rejected, or nullopt when valid.
-std::optional<std::string> validate_rule(const SubstitutionRule& rule);
-
 class RuleSet {
  public:
   static CompileResult compile(const std::vector<SubstitutionRule>& rules);
 
-  // A piece of a replacement: literal text, or a group (0 is the whole match).
-  struct Piece {
-    std::string literal;
-    int group = -1;  // -1: literal
-  };
-
-  struct Rule {
-    size_t source_index = 0;  // index in the list given to compile()
-    std::unique_ptr<RE2> re;  // longest-match, the rule's own flags
-    std::vector<Piece> replacement;
-    int max_group = 0;  // highest $n used; 0 means no capture groups are computed
-  };
+  using Piece = substitution::Piece;
+  using Rule = substitution::CompiledRule;
 
   size_t size() const { return rules_.size(); }
   const Rule& rule(size_t i) const { return rules_[i]; }

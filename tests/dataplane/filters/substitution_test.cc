@@ -13,14 +13,16 @@
 #include <vector>
 
 #include "../../../fuzz/targets/substitution.h"
-#include "filters/substitution/prefix_regex.h"
 #include "filters/substitution/rule_set.h"
 #include "filters/substitution/stream.h"
+#include "substitution/prefix_regex.h"
 
 namespace tidegate::dataplane::filters {
 namespace {
 
 using Rules = std::vector<SubstitutionRule>;
+using substitution::literal_prefix;
+using substitution::prefix_pattern;
 
 std::shared_ptr<const RuleSet> compile_ok(const Rules& rules) {
   CompileResult r = RuleSet::compile(rules);

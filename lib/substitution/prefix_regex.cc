@@ -1,4 +1,4 @@
-#include "filters/substitution/prefix_regex.h"
+#include "substitution/prefix_regex.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace tidegate::dataplane::filters {
+namespace tidegate::substitution {
 namespace {
 
 // Only as much structure as the rewrite needs; atoms stay as the user wrote them.
@@ -535,4 +535,4 @@ std::optional<std::string> prefix_pattern(std::string_view pattern) {
   return prefix(*root);
 }
 
-}  // namespace tidegate::dataplane::filters
+}  // namespace tidegate::substitution

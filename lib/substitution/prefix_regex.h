@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace tidegate::dataplane::filters {
+namespace tidegate::substitution {
 
 // Returns the prefix pattern of `pattern` (which must already compile with RE2), or nullopt when
 // the pattern uses syntax this rewrite does not understand (the caller then holds conservatively).
@@ -43,4 +43,4 @@ struct LiteralPrefix {
 };
 LiteralPrefix literal_prefix(std::string_view pattern, bool fold);
 
-}  // namespace tidegate::dataplane::filters
+}  // namespace tidegate::substitution
