@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -444,9 +445,22 @@ int connect_socket(int family, const sockaddr* sa, socklen_t len,
 
 }  // namespace
 
+void AccessLog::open_stdout() {
+  fd_ = options_.stdout_fd;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return;
+  if (S_ISSOCK(st.st_mode)) {
+    fd_is_socket_ = true;  // send(MSG_DONTWAIT)
+  } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    const std::string self = "/proc/self/fd/" + std::to_string(options_.stdout_fd);
+    int fd = ::open(self.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) fd_ = owned_stdout_fd_ = fd;  // else: blocking writes to stdout_fd
+  }
+}
+
 bool AccessLog::ensure_connected(Clock::time_point now) {
   if (options_.destination.kind == LogDestination::Kind::kStdout) {
-    fd_ = options_.stdout_fd;
+    if (fd_ < 0) open_stdout();
     return true;
   }
   if (fd_ >= 0) return true;
@@ -480,6 +494,7 @@ bool AccessLog::ensure_connected(Clock::time_point now) {
     return false;
   }
   fd_ = fd;
+  fd_is_socket_ = true;
   backoff_ = std::chrono::milliseconds(0);
   bump(connects_);
   connected_.store(true, std::memory_order_relaxed);
@@ -507,7 +522,6 @@ void AccessLog::disconnect() {
 }
 
 bool AccessLog::write_frame() {
-  const bool is_socket = options_.destination.kind != LogDestination::Kind::kStdout;
   size_t off = 0;
   auto last_progress = Clock::now();
   auto give_up = [&] {
@@ -523,8 +537,9 @@ bool AccessLog::write_frame() {
     return false;
   };
   while (off < frame_.size()) {
-    ssize_t n = is_socket ? ::send(fd_, frame_.data() + off, frame_.size() - off, MSG_NOSIGNAL)
-                          : ::write(fd_, frame_.data() + off, frame_.size() - off);
+    ssize_t n = fd_is_socket_ ? ::send(fd_, frame_.data() + off, frame_.size() - off,
+                                       MSG_NOSIGNAL | MSG_DONTWAIT)
+                              : ::write(fd_, frame_.data() + off, frame_.size() - off);
     if (n > 0) {
       off += static_cast<size_t>(n);
       last_progress = Clock::now();
@@ -604,6 +619,8 @@ void AccessLog::run() {
   }
   bump(dropped_at_stop_, left);
   disconnect();
+  if (owned_stdout_fd_ >= 0) ::close(owned_stdout_fd_);
+  owned_stdout_fd_ = fd_ = -1;
 }
 
 AccessLog::Stats AccessLog::stats() const {

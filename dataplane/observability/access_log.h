@@ -153,7 +153,11 @@ struct AccessLogOptions {
   std::chrono::milliseconds write_timeout{30'000};
   // stop(): how long the writer keeps flushing what is queued before it gives up.
   std::chrono::milliseconds stop_timeout{2'000};
-  // Where kStdout writes (tests use a pipe).
+  // Where kStdout writes (tests use a pipe). A pipe or terminal is reopened through
+  // /proc/self/fd with O_NONBLOCK (a file description of our own: the process's fd 1, perhaps
+  // shared with stderr, stays blocking); a socket is written with MSG_DONTWAIT; a regular file
+  // is written as is. So a stalled reader of stdout cannot hold the writer past write_timeout
+  // or stop() past stop_timeout either.
   int stdout_fd = 1;
 };
 
@@ -215,6 +219,7 @@ class AccessLog {
   // Writes frame_ out; false when the connection broke (frame_ then counted lost).
   bool write_frame();
   bool ensure_connected(std::chrono::steady_clock::time_point now);
+  void open_stdout();
   bool peer_closed();
   void disconnect();
   bool stopping() const { return stop_.load(std::memory_order_acquire); }
@@ -234,6 +239,8 @@ class AccessLog {
   size_t frame_lines_ = 0;
   int fd_ = -1;
   std::chrono::milliseconds backoff_{0};
+  bool fd_is_socket_ = false;
+  int owned_stdout_fd_ = -1;  // the non-blocking reopening of stdout_fd, if any
   std::chrono::steady_clock::time_point next_connect_{};
   std::optional<std::chrono::steady_clock::time_point> stop_deadline_;
 

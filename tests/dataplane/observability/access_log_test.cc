@@ -466,6 +466,39 @@ TEST(AccessLogShipperTest, StdoutDestinationWritesToTheGivenDescriptor) {
   EXPECT_NE(got.find("\"request_id\":\"s2\""), std::string::npos);
 }
 
+TEST(AccessLogShipperTest, AStalledStdoutPipeHoldsNeitherTheWorkerNorStop) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);  // nobody reads fds[0]: a container runtime that stopped reading
+  AccessLogOptions o;
+  o.stdout_fd = fds[1];
+  o.queue_bytes = 128 * 1024;
+  o.write_timeout = 0ms;
+  o.stop_timeout = 200ms;
+  {
+    AccessLog log(1, o);
+    log.start();
+    constexpr uint64_t kLines = 50'000;  // ~18 MB, the pipe holds 64 KiB
+    for (uint64_t i = 0; i < kLines; ++i) log.producer(0).log(sample("p"));
+    auto s = log.stats();
+    EXPECT_EQ(s.lines_queued + s.dropped_queue_full, kLines);
+    EXPECT_GT(s.dropped_queue_full, 0u);
+    // stop() returns although the pipe stays full (a blocking write would never return), and
+    // every queued line is accounted for.
+    auto stopped = std::async(std::launch::async, [&log] { log.stop(); });
+    if (stopped.wait_for(60s) != std::future_status::ready) {
+      std::fprintf(stderr, "FAILED: AccessLog::stop() blocked on a stalled stdout pipe\n");
+      std::abort();
+    }
+    s = log.stats();
+    EXPECT_EQ(s.lines_written + s.dropped_connection_lost + s.dropped_at_stop, s.lines_queued);
+    EXPECT_GT(s.dropped_connection_lost + s.dropped_at_stop, 0u);
+  }
+  // The process's own descriptor was left blocking: only the writer's reopening is not.
+  EXPECT_EQ(::fcntl(fds[1], F_GETFL) & O_NONBLOCK, 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
 TEST(AccessLogShipperTest, OffLogsNothingAndStartsNoWriter) {
   AccessLogOptions o;
   o.format = AccessLogFormat::kOff;
