@@ -20,6 +20,8 @@
 #include "cli/flags.h"
 #include "control/control_server.h"
 #include "log/log.h"
+#include "observability/access_log.h"
+#include "observability/metrics.h"
 #include "runtime/publisher.h"
 #include "server/worker.h"
 #include "tls/tls_context.h"
@@ -62,7 +64,13 @@ int main(int argc, char** argv) {
                "PEM certificate chain for names without a certificate (default: self-signed)");
   flags.define("default-ssl-key", "", "PEM private key of --default-ssl-certificate");
   flags.define("drain-timeout", "30", "seconds SIGTERM waits for requests and tunnels to finish");
-  flags.define("admin-listen", "127.0.0.1:10254", "admin listener: /healthz, /readyz, /version");
+  flags.define("admin-listen", "127.0.0.1:10254",
+               "admin listener: /healthz, /readyz, /version, /metrics");
+  flags.define("access-log", "json", "access log format: json or off");
+  flags.define("access-log-socket", "stdout",
+               "where access log lines go: stdout, unix:/path or tcp:HOST:PORT (a collector)");
+  flags.define("access-log-queue-bytes", "1048576",
+               "per-worker access log queue; lines that find it full are dropped and counted");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -80,6 +88,29 @@ int main(int argc, char** argv) {
       !resolve("https-listen", flags.get("https-listen"), &https_at) ||
       !resolve("admin-listen", flags.get("admin-listen"), &admin_at)) {
     return 2;
+  }
+
+  dataplane::observability::AccessLogOptions log_options;
+  {
+    auto format = dataplane::observability::parse_access_log_format(flags.get("access-log"));
+    if (!format) {
+      std::cerr << "tidegate-dataplane: --access-log must be json or off\n";
+      return 2;
+    }
+    log_options.format = *format;
+    auto destination =
+        dataplane::observability::parse_log_destination(flags.get("access-log-socket"), &error);
+    if (!destination) {
+      std::cerr << "tidegate-dataplane: --access-log-socket: " << error << "\n";
+      return 2;
+    }
+    log_options.destination = *destination;
+    long long queue = std::atoll(flags.get("access-log-queue-bytes").c_str());
+    if (queue < 1 || queue > (1LL << 30)) {
+      std::cerr << "tidegate-dataplane: --access-log-queue-bytes must be between 1 and 2^30\n";
+      return 2;
+    }
+    log_options.queue_bytes = static_cast<size_t>(queue);
   }
 
   int drain_seconds = std::atoi(flags.get("drain-timeout").c_str());
@@ -119,6 +150,14 @@ int main(int argc, char** argv) {
 
   asio::io_context control_io{1};
   dataplane::runtime::Publisher publisher(static_cast<size_t>(workers));
+  // Per-worker shards and queues; the request path reaches them through the worker's id
+  // (metrics.worker(id), access_log.producer(id)). Scrapes run on the control thread.
+  dataplane::observability::Metrics metrics(static_cast<size_t>(workers));
+  dataplane::observability::AccessLog access_log(static_cast<size_t>(workers), log_options);
+  metrics.add_source([&access_log](auto& out) { access_log.append_metrics(out); });
+  metrics.add_source([&publisher](auto& out) {
+    dataplane::observability::append_snapshot_metrics(publisher.current().get(), out);
+  });
   dataplane::server::Limits limits;
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
   tcp::endpoint bound = http_at, bound_tls = https_at;
@@ -142,7 +181,7 @@ int main(int argc, char** argv) {
   TG_INFO("dataplane", "http listening on " << bound << ", https on " << bound_tls << " with "
                                             << workers << " workers");
 
-  dataplane::admin::AdminServer admin(control_io, publisher);
+  dataplane::admin::AdminServer admin(control_io, publisher, &metrics);
   {
     boost::system::error_code ec;
     auto at = admin.listen(admin_at, ec);
@@ -152,13 +191,15 @@ int main(int argc, char** argv) {
     }
     TG_INFO("dataplane", "admin listening on " << at);
   }
-  dataplane::control::ControlServer control(control_io, flags.get("control-socket"), publisher);
+  dataplane::control::ControlServer control(control_io, flags.get("control-socket"), publisher,
+                                            &metrics.config());
   if (!control.listen(&error)) {
     TG_ERROR("dataplane", error);
     return 1;
   }
   TG_INFO("dataplane", "control socket " << flags.get("control-socket"));
 
+  access_log.start();
   for (auto& w : pool) w->start();
 
   asio::signal_set signals(control_io, SIGINT, SIGTERM);
@@ -180,6 +221,7 @@ int main(int argc, char** argv) {
   });
   control_io.run();
   for (auto& w : pool) w->join();
+  access_log.stop();  // after the workers: flushes their last lines
   TG_INFO("dataplane", "stopped");
   return 0;
 }

@@ -14,8 +14,9 @@ namespace {
 
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
  public:
-  AdminSession(tcp::socket socket, const runtime::Publisher& publisher)
-      : stream_(std::move(socket)), publisher_(publisher) {}
+  AdminSession(tcp::socket socket, const runtime::Publisher& publisher,
+               const observability::Metrics* metrics)
+      : stream_(std::move(socket)), publisher_(publisher), metrics_(metrics) {}
 
   void start() { do_read(); }
 
@@ -49,6 +50,10 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     } else if (target == "/version") {
       response_.result(http::status::ok);
       response_.body() = std::to_string(publisher_.version()) + "\n";
+    } else if (target == "/metrics" && metrics_ != nullptr) {
+      response_.result(http::status::ok);
+      response_.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      response_.body() = metrics_->scrape();
     } else {
       response_.result(http::status::not_found);
       response_.body() = "not found\n";
@@ -70,12 +75,14 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   http::request<http::empty_body> request_;
   http::response<http::string_body> response_;
   const runtime::Publisher& publisher_;
+  const observability::Metrics* metrics_;
 };
 
 }  // namespace
 
-AdminServer::AdminServer(asio::io_context& io, const runtime::Publisher& publisher)
-    : io_(io), publisher_(publisher), acceptor_(io) {}
+AdminServer::AdminServer(asio::io_context& io, const runtime::Publisher& publisher,
+                         const observability::Metrics* metrics)
+    : io_(io), publisher_(publisher), metrics_(metrics), acceptor_(io) {}
 
 tcp::endpoint AdminServer::listen(const tcp::endpoint& at, boost::system::error_code& ec) {
   acceptor_.open(at.protocol(), ec);
@@ -95,7 +102,7 @@ void AdminServer::stop() {
 void AdminServer::do_accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<AdminSession>(std::move(socket), publisher_)->start();
+    if (!ec) std::make_shared<AdminSession>(std::move(socket), publisher_, metrics_)->start();
     do_accept();
   });
 }

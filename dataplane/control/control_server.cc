@@ -20,8 +20,9 @@ namespace {
 
 class ControlSession : public std::enable_shared_from_this<ControlSession> {
  public:
-  ControlSession(local::socket socket, runtime::Publisher& publisher)
-      : socket_(std::move(socket)), publisher_(publisher) {}
+  ControlSession(local::socket socket, runtime::Publisher& publisher,
+                 observability::ConfigMetrics* metrics)
+      : socket_(std::move(socket)), publisher_(publisher), metrics_(metrics) {}
 
   void start() { do_read(); }
 
@@ -84,6 +85,13 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   }
 
   void send(const protocol::Message& m) {
+    if (metrics_ != nullptr) {
+      if (const auto* ack = std::get_if<protocol::Ack>(&m)) {
+        metrics_->applied(ack->version);
+      } else if (std::holds_alternative<protocol::Nack>(m)) {
+        metrics_->rejected();
+      }
+    }
     bool idle = out_.empty();
     out_.push_back(protocol::encode_frame(m));
     if (idle) do_write();
@@ -100,6 +108,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
 
   local::socket socket_;
   runtime::Publisher& publisher_;
+  observability::ConfigMetrics* metrics_;
   protocol::FrameReader reader_;
   std::array<char, 64 * 1024> buffer_;
   std::deque<std::string> out_;
@@ -107,8 +116,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
 
 }  // namespace
 
-ControlServer::ControlServer(asio::io_context& io, std::string path, runtime::Publisher& publisher)
-    : io_(io), path_(std::move(path)), publisher_(publisher), acceptor_(io) {}
+ControlServer::ControlServer(asio::io_context& io, std::string path, runtime::Publisher& publisher,
+                             observability::ConfigMetrics* metrics)
+    : io_(io), path_(std::move(path)), publisher_(publisher), metrics_(metrics), acceptor_(io) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -139,7 +149,7 @@ void ControlServer::stop() {
 void ControlServer::do_accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, local::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<ControlSession>(std::move(socket), publisher_)->start();
+    if (!ec) std::make_shared<ControlSession>(std::move(socket), publisher_, metrics_)->start();
     do_accept();
   });
 }

@@ -9,13 +9,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 
+#include "observability/metrics.h"
 #include "runtime/publisher.h"
 
 namespace tidegate::dataplane::control {
 
 class ControlServer {
  public:
-  ControlServer(boost::asio::io_context& io, std::string path, runtime::Publisher& publisher);
+  // `metrics` (may be null) counts ACKs and NACKs and records the generation and apply time.
+  ControlServer(boost::asio::io_context& io, std::string path, runtime::Publisher& publisher,
+                observability::ConfigMetrics* metrics = nullptr);
   ~ControlServer();
   bool listen(std::string* error);
   void stop();
@@ -26,6 +29,7 @@ class ControlServer {
   boost::asio::io_context& io_;
   std::string path_;
   runtime::Publisher& publisher_;
+  observability::ConfigMetrics* metrics_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
 };
 

@@ -193,4 +193,12 @@ Match Router::match(std::string_view raw_host, std::string_view path) const {
   return result;
 }
 
+void Router::for_each_route(
+    const std::function<void(std::string_view virtual_host, const model::Route&)>& visit) const {
+  for (const VirtualHostTable& table : virtual_hosts_) {
+    for (const CompiledRoute& route : table.routes) visit(table.host, route.route);
+  }
+  if (default_route_) visit({}, *default_route_);
+}
+
 }  // namespace tidegate::dataplane::router

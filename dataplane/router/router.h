@@ -78,6 +78,12 @@ class Router {
   // `host`: the raw Host header value; `path`: the request path without the query string.
   Match match(std::string_view host, std::string_view path) const;
 
+  // Calls `visit` once per route a Match can return, with the virtual host that owns it
+  // ("" for Config::default_route). The Route references are the same objects match() points
+  // to, so callers can key per-snapshot tables (e.g. metric label sets) on them.
+  void for_each_route(
+      const std::function<void(std::string_view virtual_host, const model::Route&)>& visit) const;
+
  private:
   struct CompiledRoute;
   struct VirtualHostTable;

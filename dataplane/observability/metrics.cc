@@ -1,0 +1,459 @@
+#include "observability/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <sstream>
+
+#include "router/router.h"
+#include "runtime/snapshot.h"
+
+namespace tidegate::dataplane::observability {
+
+namespace http = boost::beast::http;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+namespace {
+
+constexpr std::array<const char*, kStatusClassCount> kStatusClassNames = {"other", "1xx", "2xx",
+                                                                          "3xx",   "4xx", "5xx"};
+
+uint64_t to_us(std::chrono::nanoseconds d) {
+  return d.count() <= 0 ? 0 : static_cast<uint64_t>(d.count()) / 1000;
+}
+
+// Bucket bounds in microseconds, computed once from the seconds tables.
+struct BoundsUs {
+  uint64_t v[kFiniteBuckets];
+  explicit constexpr BoundsUs(const double (&seconds)[kFiniteBuckets]) : v{} {
+    for (size_t i = 0; i < kFiniteBuckets; ++i)
+      v[i] = static_cast<uint64_t>(seconds[i] * 1e6 + 0.5);
+  }
+};
+constexpr BoundsUs kDurationBoundsUs(kDurationBuckets);
+constexpr BoundsUs kConnectBoundsUs(kConnectBuckets);
+
+void observe(HistogramSlots& h, const BoundsUs& bounds, uint64_t us) noexcept {
+  size_t i = 0;
+  while (i < kFiniteBuckets && us > bounds.v[i]) ++i;
+  h.bucket[i].add(1);
+  h.sum_us.add(us);
+}
+
+// The folded (summed over shards) value of one label set.
+struct Folded {
+  uint64_t requests[kMethodCount][kStatusClassCount] = {};
+  struct Histogram {
+    uint64_t bucket[kBuckets] = {};
+    uint64_t sum_us = 0;
+    uint64_t count() const {
+      uint64_t n = 0;
+      for (uint64_t b : bucket) n += b;
+      return n;
+    }
+  } request_duration, upstream_duration, upstream_connect;
+  uint64_t bytes_in = 0, bytes_out = 0, rate_limited = 0;
+  uint64_t substitution_bytes_in = 0, substitution_bytes_out = 0, substitution_skipped = 0;
+
+  void add(const RouteSlots& s) {
+    for (size_t m = 0; m < kMethodCount; ++m) {
+      for (size_t c = 0; c < kStatusClassCount; ++c) requests[m][c] += s.requests[m][c].get();
+    }
+    add(request_duration, s.request_duration);
+    add(upstream_duration, s.upstream_duration);
+    add(upstream_connect, s.upstream_connect);
+    bytes_in += s.bytes_in.get();
+    bytes_out += s.bytes_out.get();
+    rate_limited += s.rate_limited.get();
+    substitution_bytes_in += s.substitution_bytes_in.get();
+    substitution_bytes_out += s.substitution_bytes_out.get();
+    substitution_skipped += s.substitution_skipped_by_memo.get();
+  }
+  static void add(Histogram& to, const HistogramSlots& from) {
+    for (size_t i = 0; i < kBuckets; ++i) to.bucket[i] += from.bucket[i].get();
+    to.sum_us += from.sum_us.get();
+  }
+  uint64_t total_requests() const {
+    uint64_t n = 0;
+    for (const auto& row : requests) {
+      for (uint64_t v : row) n += v;
+    }
+    return n;
+  }
+};
+
+MetricFamily family(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+std::vector<ClientMetric::Label> labels_of(const RouteLabels& l) {
+  return {{"ingress", l.ingress},
+          {"namespace", l.namespace_},
+          {"host", l.host},
+          {"service", l.service}};
+}
+
+ClientMetric counter(std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = value;
+  return m;
+}
+
+ClientMetric gauge(std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  return m;
+}
+
+ClientMetric histogram(std::vector<ClientMetric::Label> labels, const Folded::Histogram& h,
+                       const double (&bounds)[kFiniteBuckets]) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kBuckets; ++i) {
+    cumulative += h.bucket[i];
+    ClientMetric::Bucket b;
+    b.cumulative_count = cumulative;
+    b.upper_bound = i < kFiniteBuckets ? bounds[i] : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back(b);
+  }
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = static_cast<double>(h.sum_us) / 1e6;
+  return m;
+}
+
+}  // namespace
+
+// ---- Method ----
+
+Method method_of(http::verb verb) noexcept {
+  switch (verb) {
+    case http::verb::get:
+      return Method::kGet;
+    case http::verb::head:
+      return Method::kHead;
+    case http::verb::post:
+      return Method::kPost;
+    case http::verb::put:
+      return Method::kPut;
+    case http::verb::delete_:
+      return Method::kDelete;
+    case http::verb::patch:
+      return Method::kPatch;
+    case http::verb::options:
+      return Method::kOptions;
+    case http::verb::connect:
+      return Method::kConnect;
+    case http::verb::trace:
+      return Method::kTrace;
+    default:
+      return Method::kOther;
+  }
+}
+
+const char* to_string(Method m) noexcept {
+  static constexpr const char* kNames[kMethodCount] = {
+      "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "OTHER"};
+  auto i = static_cast<size_t>(m);
+  return i < kMethodCount ? kNames[i] : "OTHER";
+}
+
+// ---- WorkerMetrics ----
+
+WorkerMetrics::WorkerMetrics(size_t max_label_sets)
+    : page_count_((max_label_sets + kPageSlots - 1) / kPageSlots),
+      pages_(new std::atomic<Page*>[page_count_]) {
+  for (size_t i = 0; i < page_count_; ++i) pages_[i].store(nullptr, std::memory_order_relaxed);
+  pages_[0].store(new Page(), std::memory_order_release);  // the reserved label sets
+}
+
+WorkerMetrics::~WorkerMetrics() {
+  for (size_t i = 0; i < page_count_; ++i) delete pages_[i].load(std::memory_order_acquire);
+}
+
+const RouteSlots* WorkerMetrics::route_if_allocated(LabelSetId id) const noexcept {
+  size_t page = id / kPageSlots;
+  if (page >= page_count_) return nullptr;
+  const Page* p = pages_[page].load(std::memory_order_acquire);
+  return p == nullptr ? nullptr : &p->slots[id % kPageSlots];
+}
+
+void WorkerMetrics::record_request(const RequestObservation& r) noexcept {
+  RouteSlots& s = route(r.labels);
+  s.requests[static_cast<size_t>(method_of(r.method))][status_class(r.status)].add(1);
+  observe(s.request_duration, kDurationBoundsUs, to_us(r.duration));
+  if (r.upstream_duration.count() >= 0) {
+    observe(s.upstream_duration, kDurationBoundsUs, to_us(r.upstream_duration));
+  }
+  s.bytes_in.add(r.bytes_in);
+  s.bytes_out.add(r.bytes_out);
+}
+
+void WorkerMetrics::record_upstream_connect(LabelSetId labels,
+                                            std::chrono::nanoseconds took) noexcept {
+  observe(route(labels).upstream_connect, kConnectBoundsUs, to_us(took));
+}
+
+void WorkerMetrics::record_rate_limited(LabelSetId labels) noexcept {
+  route(labels).rate_limited.add(1);
+}
+
+void WorkerMetrics::record_substitution(LabelSetId labels, uint64_t bytes_in, uint64_t bytes_out,
+                                        uint64_t skipped_by_memo) noexcept {
+  RouteSlots& s = route(labels);
+  s.substitution_bytes_in.add(bytes_in);
+  s.substitution_bytes_out.add(bytes_out);
+  s.substitution_skipped_by_memo.add(skipped_by_memo);
+}
+
+// ---- Labels ----
+
+RouteLabels route_labels(std::string_view virtual_host, const model::Route& route) {
+  RouteLabels l;
+  l.host = std::string(virtual_host);
+  std::string_view ingress = route.ingress;
+  if (auto slash = ingress.find('/'); slash != std::string_view::npos) {
+    l.namespace_ = std::string(ingress.substr(0, slash));
+    l.ingress = std::string(ingress.substr(slash + 1));
+  } else {
+    l.ingress = std::string(ingress);
+  }
+  // "namespace/service:port" -> "service".
+  std::string_view service = route.upstream;
+  if (auto slash = service.find('/'); slash != std::string_view::npos) {
+    service.remove_prefix(slash + 1);
+  }
+  l.service = std::string(service.substr(0, service.rfind(':')));
+  return l;
+}
+
+size_t Metrics::LabelsHash::operator()(const RouteLabels& l) const noexcept {
+  std::hash<std::string> h;
+  size_t seed = h(l.ingress);
+  for (const std::string* s : {&l.namespace_, &l.host, &l.service}) {
+    seed ^= h(*s) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+  }
+  return seed;
+}
+
+// ---- Metrics ----
+
+Metrics::Metrics(size_t workers, MetricsOptions options) : options_(options) {
+  options_.max_label_sets = std::max<size_t>(options_.max_label_sets, 2);
+  for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) {
+    workers_.push_back(std::unique_ptr<WorkerMetrics>(new WorkerMetrics(options_.max_label_sets)));
+  }
+  labels_.push_back(RouteLabels{});  // kNoRouteLabels
+  labels_.push_back(RouteLabels{"_overflow_", "_overflow_", "_overflow_", "_overflow_"});
+  ids_.emplace(labels_[kNoRouteLabels], kNoRouteLabels);
+  ids_.emplace(labels_[kOverflowLabels], kOverflowLabels);
+}
+
+Metrics::~Metrics() = default;
+
+LabelSetId Metrics::intern(const RouteLabels& labels) {
+  std::lock_guard lock(mutex_);
+  if (auto it = ids_.find(labels); it != ids_.end()) return it->second;
+  if (labels_.size() >= options_.max_label_sets) {
+    ++overflows_;
+    return kOverflowLabels;
+  }
+  auto id = static_cast<LabelSetId>(labels_.size());
+  const size_t page = id / WorkerMetrics::kPageSlots;
+  for (auto& w : workers_) {
+    if (w->pages_[page].load(std::memory_order_relaxed) == nullptr) {
+      w->pages_[page].store(new WorkerMetrics::Page(), std::memory_order_release);
+    }
+  }
+  labels_.push_back(labels);
+  ids_.emplace(labels, id);
+  return id;
+}
+
+size_t Metrics::label_sets() const {
+  std::lock_guard lock(mutex_);
+  return labels_.size();
+}
+
+std::vector<MetricFamily> Metrics::Collect() const {
+  std::vector<RouteLabels> labels;
+  uint64_t overflows;
+  {
+    std::lock_guard lock(mutex_);
+    labels = labels_;
+    overflows = overflows_;
+  }
+
+  auto requests =
+      family("tidegate_requests_total",
+             "Requests answered, by route labels, method and status class.", MetricType::Counter);
+  auto request_duration =
+      family("tidegate_request_duration_seconds",
+             "Time from the first request byte to the last response byte.", MetricType::Histogram);
+  auto upstream_duration =
+      family("tidegate_upstream_response_duration_seconds",
+             "Time from sending the request upstream to the last byte of its response.",
+             MetricType::Histogram);
+  auto upstream_connect =
+      family("tidegate_upstream_connect_duration_seconds",
+             "Time to establish a new upstream connection.", MetricType::Histogram);
+  auto bytes_in =
+      family("tidegate_request_bytes_total", "Request bytes read from clients (headers and body).",
+             MetricType::Counter);
+  auto bytes_out =
+      family("tidegate_response_bytes_total",
+             "Response bytes written to clients (headers and body).", MetricType::Counter);
+  auto rate_limited = family("tidegate_rate_limited_requests_total",
+                             "Requests refused by a rate limit.", MetricType::Counter);
+  auto subst_in = family("tidegate_substitution_input_bytes_total",
+                         "Response body bytes fed to body substitution.", MetricType::Counter);
+  auto subst_out =
+      family("tidegate_substitution_output_bytes_total",
+             "Response body bytes produced by body substitution.", MetricType::Counter);
+  auto subst_skipped = family("tidegate_substitution_skipped_by_memo_total",
+                              "Substitution work skipped because a memoised result was reused.",
+                              MetricType::Counter);
+
+  for (LabelSetId id = 0; id < labels.size(); ++id) {
+    Folded f;
+    bool any = false;
+    for (const auto& w : workers_) {
+      if (const RouteSlots* s = w->route_if_allocated(id)) {
+        f.add(*s);
+        any = true;
+      }
+    }
+    if (!any) continue;
+    const auto route = labels_of(labels[id]);
+    for (size_t m = 0; m < kMethodCount; ++m) {
+      for (size_t c = 0; c < kStatusClassCount; ++c) {
+        if (f.requests[m][c] == 0) continue;
+        auto l = route;
+        l.push_back({"method", to_string(static_cast<Method>(m))});
+        l.push_back({"status", kStatusClassNames[c]});
+        requests.metric.push_back(counter(std::move(l), static_cast<double>(f.requests[m][c])));
+      }
+    }
+    // Series appear at their first observation, so that label sets never used cost nothing.
+    if (f.request_duration.count() > 0) {
+      request_duration.metric.push_back(histogram(route, f.request_duration, kDurationBuckets));
+    }
+    if (f.upstream_duration.count() > 0) {
+      upstream_duration.metric.push_back(histogram(route, f.upstream_duration, kDurationBuckets));
+    }
+    if (f.upstream_connect.count() > 0) {
+      upstream_connect.metric.push_back(histogram(route, f.upstream_connect, kConnectBuckets));
+    }
+    if (f.total_requests() > 0) {
+      bytes_in.metric.push_back(counter(route, static_cast<double>(f.bytes_in)));
+      bytes_out.metric.push_back(counter(route, static_cast<double>(f.bytes_out)));
+    }
+    if (f.rate_limited > 0) {
+      rate_limited.metric.push_back(counter(route, static_cast<double>(f.rate_limited)));
+    }
+    if (f.substitution_bytes_in + f.substitution_bytes_out + f.substitution_skipped > 0) {
+      subst_in.metric.push_back(counter(route, static_cast<double>(f.substitution_bytes_in)));
+      subst_out.metric.push_back(counter(route, static_cast<double>(f.substitution_bytes_out)));
+      subst_skipped.metric.push_back(counter(route, static_cast<double>(f.substitution_skipped)));
+    }
+  }
+
+  uint64_t open = 0, total = 0, tls_ok = 0, tls_failed = 0, tunnels = 0, tunnels_total = 0;
+  for (const auto& w : workers_) {
+    open += w->connections_open_.get();  // opened and closed on the same worker: sums exactly
+    total += w->connections_total_.get();
+    tls_ok += w->tls_handshakes_.get();
+    tls_failed += w->tls_handshake_failures_.get();
+    tunnels += w->tunnels_open_.get();
+    tunnels_total += w->tunnels_total_.get();
+  }
+  auto as_gauge = [](uint64_t v) { return static_cast<double>(static_cast<int64_t>(v)); };
+
+  std::vector<MetricFamily> out;
+  for (auto* f : {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in,
+                  &bytes_out, &rate_limited, &subst_in, &subst_out, &subst_skipped}) {
+    out.push_back(std::move(*f));
+  }
+  auto one = [&out](std::string name, std::string help, MetricType type, double value) {
+    auto f = family(std::move(name), std::move(help), type);
+    f.metric.push_back(type == MetricType::Gauge ? gauge({}, value) : counter({}, value));
+    out.push_back(std::move(f));
+  };
+  one("tidegate_connections_active", "Client connections open now.", MetricType::Gauge,
+      as_gauge(open));
+  one("tidegate_connections_total", "Client connections accepted.", MetricType::Counter,
+      static_cast<double>(total));
+  one("tidegate_tls_handshakes_total", "Client TLS handshakes completed.", MetricType::Counter,
+      static_cast<double>(tls_ok));
+  one("tidegate_tls_handshake_failures_total", "Client TLS handshakes that failed.",
+      MetricType::Counter, static_cast<double>(tls_failed));
+  one("tidegate_websocket_tunnels_open",
+      "Upgraded connections (WebSocket and other 101 upgrades) tunnelling now.", MetricType::Gauge,
+      as_gauge(tunnels));
+  one("tidegate_websocket_tunnels_total", "Upgraded connections opened.", MetricType::Counter,
+      static_cast<double>(tunnels_total));
+  one("tidegate_config_generation", "Configuration version being served.", MetricType::Gauge,
+      static_cast<double>(config_.generation()));
+  one("tidegate_config_last_apply_timestamp_seconds",
+      "Unix time at which the last configuration was applied (0: never).", MetricType::Gauge,
+      static_cast<double>(config_.last_apply_ms()) / 1000.0);
+  one("tidegate_config_acks_total", "Configuration updates accepted (ACK).", MetricType::Counter,
+      static_cast<double>(config_.acks()));
+  one("tidegate_config_nacks_total", "Configuration messages refused (NACK).", MetricType::Counter,
+      static_cast<double>(config_.nacks()));
+  one("tidegate_metrics_label_sets", "Route label sets interned (bounded).", MetricType::Gauge,
+      static_cast<double>(labels.size()));
+  one("tidegate_metrics_label_set_overflows_total",
+      "Route label sets that found the bound reached and share the \"_overflow_\" labels.",
+      MetricType::Counter, static_cast<double>(overflows));
+
+  for (const auto& source : sources_) source(out);
+  return out;
+}
+
+std::string Metrics::scrape() const {
+  std::ostringstream os;
+  prometheus::TextSerializer().Serialize(os, Collect());
+  return os.str();
+}
+
+// ---- RouteMetricIds ----
+
+RouteMetricIds::RouteMetricIds(const router::Router& router, Metrics& metrics) {
+  router.for_each_route([&](std::string_view host, const model::Route& route) {
+    ids_.emplace(&route, metrics.intern(route_labels(host, route)));
+  });
+}
+
+LabelSetId RouteMetricIds::find(const router::Match& match) const noexcept {
+  return find(match.route);
+}
+
+// ---- Snapshot ----
+
+void append_snapshot_metrics(const runtime::Snapshot* snapshot, std::vector<MetricFamily>& out) {
+  auto f =
+      family("tidegate_upstream_endpoints",
+             "Endpoints of each upstream in the configuration being served.", MetricType::Gauge);
+  if (snapshot != nullptr) {
+    for (const auto& [name, state] : snapshot->upstreams) {
+      f.metric.push_back(gauge({{"upstream", name}}, static_cast<double>(state->endpoints.size())));
+    }
+    std::sort(f.metric.begin(), f.metric.end(), [](const ClientMetric& a, const ClientMetric& b) {
+      return a.label[0].value < b.label[0].value;
+    });
+  }
+  out.push_back(std::move(f));
+}
+
+}  // namespace tidegate::dataplane::observability
