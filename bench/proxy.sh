@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proxy benchmark: the same backend (nginx serving a 1 KiB file), the same load (wrk, keep-alive,
 # 50 connections), through tidegate (1 worker), nginx (1 worker) and HAProxy (1 thread), measured
-# in one run. Prints requests/s and p99 of each and tidegate's ratios.
+# in one run, plus tidegate with --metrics off (what per-request metrics cost). Prints
+# requests/s, p99 and CPU time per request of each, and tidegate's ratios.
 #
 # Environment: DURATION (seconds per run, default 10), ROUNDS (default 3; each peer is measured
 # once per round, interleaved, and the median round is reported), CONNECTIONS (50),
@@ -26,6 +27,7 @@ for tool in nginx haproxy wrk; do
 done
 
 BACKEND_PORT=19100 NGINX_PORT=19101 HAPROXY_PORT=19102 TIDEGATE_PORT=19103 ADMIN_PORT=19104
+BARE_PORT=19105 BARE_ADMIN_PORT=19106
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 bench_setup tidegate-bench
@@ -120,22 +122,29 @@ CONF
 "${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 & PIDS+=($!)
-"${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/control.sock" \
-  --http-listen "127.0.0.1:$TIDEGATE_PORT" --https-listen 127.0.0.1:0 \
-  --admin-listen "127.0.0.1:$ADMIN_PORT" --workers 1 --log-level warn >"$WORK/dataplane.log" 2>&1 &
-PIDS+=($!)
-"$BIN/tidegate-controller" --dataplane-socket "$WORK/control.sock" --manifests "$WORK/manifests" \
-  --log-level warn >"$WORK/controller.log" 2>&1 & PIDS+=($!)
+# Access logs off, as for the peers. "tidegate" records per-request metrics (the default);
+# "tidegate-bare" runs with --metrics off, to show what metrics cost (issue: within 5%).
+start_tidegate() {  # name http_port admin_port metrics
+  "${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/$1.sock" \
+    --http-listen "127.0.0.1:$2" --https-listen 127.0.0.1:0 --admin-listen "127.0.0.1:$3" \
+    --workers 1 --access-log off --metrics "$4" --log-level warn >"$WORK/$1-dataplane.log" 2>&1 &
+  PIDS+=($!)
+  "$BIN/tidegate-controller" --dataplane-socket "$WORK/$1.sock" --manifests "$WORK/manifests" \
+    --log-level warn >"$WORK/$1-controller.log" 2>&1 & PIDS+=($!)
+}
+start_tidegate tidegate "$TIDEGATE_PORT" "$ADMIN_PORT" on
+start_tidegate tidegate-bare "$BARE_PORT" "$BARE_ADMIN_PORT" off
 
 wait_ok "http://127.0.0.1:$BACKEND_PORT/1k.html"
 wait_ok "http://127.0.0.1:$NGINX_PORT/1k.html"
 wait_ok "http://127.0.0.1:$HAPROXY_PORT/1k.html"
 wait_ok "http://127.0.0.1:$TIDEGATE_PORT/1k.html"
+wait_ok "http://127.0.0.1:$BARE_PORT/1k.html"
 
 # The processes doing a proxy's work (nginx: its workers, not the master).
 proxy_pids() {  # name
   case $1 in
-    tidegate) pgrep -f "tidegate-dataplane --control-socket $WORK/" ;;
+    tidegate | tidegate-bare) pgrep -f "tidegate-dataplane --control-socket $WORK/$1.sock" ;;
     nginx) pgrep -P "$(cat "$WORK/nginx.pid")" ;;
     haproxy) pgrep -f "haproxy -f $WORK/" ;;
   esac
@@ -163,12 +172,14 @@ measure() {  # name port
 }
 
 declare -A RPS P99
-for name in tidegate nginx haproxy; do RPS[$name]="" P99[$name]=""; done
+PEERS=(tidegate tidegate-bare nginx haproxy)
+for name in "${PEERS[@]}"; do RPS[$name]="" P99[$name]=""; done
 echo "bench: $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections, 1 KiB responses" >&2
 for round in $(seq 1 "$ROUNDS"); do
-  for name in tidegate nginx haproxy; do
+  for name in "${PEERS[@]}"; do
     case $name in
       tidegate) port=$TIDEGATE_PORT ;;
+      tidegate-bare) port=$BARE_PORT ;;
       nginx) port=$NGINX_PORT ;;
       haproxy) port=$HAPROXY_PORT ;;
     esac
@@ -180,17 +191,19 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-printf '\n%-10s %12s %10s\n' proxy "requests/s" "p99 (ms)"
-for name in tidegate nginx haproxy; do
-  printf '%-10s %12.0f %10.2f\n' "$name" "$(echo "${RPS[$name]}" | median)" \
+printf '\n%-14s %12s %10s\n' proxy "requests/s" "p99 (ms)"
+for name in "${PEERS[@]}"; do
+  printf '%-14s %12.0f %10.2f\n' "$name" "$(echo "${RPS[$name]}" | median)" \
     "$(echo "${P99[$name]}" | median)"
 done
 t_rps=$(echo "${RPS[tidegate]}" | median) n_rps=$(echo "${RPS[nginx]}" | median)
-h_rps=$(echo "${RPS[haproxy]}" | median)
+h_rps=$(echo "${RPS[haproxy]}" | median) b_rps=$(echo "${RPS[tidegate-bare]}" | median)
 t_p99=$(echo "${P99[tidegate]}" | median) n_p99=$(echo "${P99[nginx]}" | median)
 h_p99=$(echo "${P99[haproxy]}" | median)
 echo
-awk -v t="$t_rps" -v n="$n_rps" -v h="$h_rps" -v tp="$t_p99" -v np="$n_p99" -v hp="$h_p99" 'BEGIN {
+awk -v t="$t_rps" -v n="$n_rps" -v h="$h_rps" -v b="$b_rps" -v tp="$t_p99" -v np="$n_p99" \
+  -v hp="$h_p99" 'BEGIN {
   printf "ratio tidegate/nginx:   requests/s %.2f, p99 %.2f\n", t / n, tp / np
   printf "ratio tidegate/haproxy: requests/s %.2f, p99 %.2f\n", t / h, tp / hp
+  printf "metrics on/off:         requests/s %.2f\n", t / b
 }'

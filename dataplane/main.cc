@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   flags.define("admin-listen", "127.0.0.1:10254",
                "admin listener: /healthz, /readyz, /version, /metrics");
   flags.define("access-log", "json", "access log format: json or off");
+  flags.define("metrics", "on",
+               "per-request metrics on /metrics: on or off (off: only configuration series)");
   flags.define("access-log-socket", "stdout",
                "where access log lines go: stdout, unix:/path or tcp:HOST:PORT (a collector)");
   flags.define("access-log-queue-bytes", "1048576",
@@ -112,6 +114,12 @@ int main(int argc, char** argv) {
     }
     log_options.queue_bytes = static_cast<size_t>(queue);
   }
+
+  if (flags.get("metrics") != "on" && flags.get("metrics") != "off") {
+    std::cerr << "tidegate-dataplane: --metrics must be on or off\n";
+    return 2;
+  }
+  const bool request_metrics = flags.get("metrics") == "on";
 
   int drain_seconds = std::atoi(flags.get("drain-timeout").c_str());
   if (drain_seconds < 0) {
@@ -160,6 +168,21 @@ int main(int argc, char** argv) {
   });
   dataplane::server::Limits limits;
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
+  // Metric label ids of the served routes, computed once per routing table on the control thread
+  // and handed to every worker with the snapshot. The snapshot they came from is kept, so that
+  // its router's address cannot be reused by a new router while the ids are cached.
+  struct RouteIdsCache {
+    std::shared_ptr<const dataplane::runtime::Snapshot> from;
+    std::shared_ptr<const dataplane::observability::RouteMetricIds> ids;
+  };
+  auto route_ids = std::make_shared<RouteIdsCache>();
+  publisher.add_sink([route_ids, &metrics, request_metrics](const auto& snap) {
+    if (!request_metrics || !snap) return;
+    if (route_ids->from && route_ids->from->router.get() == snap->router.get()) return;
+    route_ids->ids =
+        std::make_shared<dataplane::observability::RouteMetricIds>(*snap->router, metrics);
+    route_ids->from = snap;
+  });
   tcp::endpoint bound = http_at, bound_tls = https_at;
   for (int i = 0; i < workers; ++i) {
     auto w = std::make_unique<dataplane::server::Worker>(static_cast<size_t>(i), limits,
@@ -175,7 +198,10 @@ int main(int argc, char** argv) {
       TG_ERROR("dataplane", "cannot listen on " << https_at << ": " << ec.message());
       return 1;
     }
-    publisher.add_sink([wp = w.get()](auto snap) { wp->publish(std::move(snap)); });
+    w->observe(request_metrics ? &metrics.worker(static_cast<size_t>(i)) : nullptr,
+               access_log.enabled() ? &access_log.producer(static_cast<size_t>(i)) : nullptr);
+    publisher.add_sink(
+        [wp = w.get(), route_ids](auto snap) { wp->publish(std::move(snap), route_ids->ids); });
     pool.push_back(std::move(w));
   }
   TG_INFO("dataplane", "http listening on " << bound << ", https on " << bound_tls << " with "

@@ -37,12 +37,14 @@ HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket, asio::ssl::c
   auto remote = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_address_ = remote.address().to_string();
   worker_.active_connections.fetch_add(1, std::memory_order_relaxed);
+  if (auto* m = worker_.metrics()) m->connection_opened();
   worker_.add_session(this);
 }
 
 template <class S>
 HttpSession<S>::~HttpSession() {
   worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
+  if (auto* m = worker_.metrics()) m->connection_closed();
   worker_.remove_session(this);
 }
 
@@ -64,11 +66,13 @@ template <class S>
 void HttpSession<S>::on_handshake(error_code ec) {
   if (ec) {
     worker_.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+    if (auto* m = worker_.metrics()) m->tls_handshake(false);
     TG_DEBUG("tls", "handshake with " << peer_address_ << " failed: " << ec.message());
     close_client();
     return;
   }
   worker_.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
+  if (auto* m = worker_.metrics()) m->tls_handshake(true);
   do_read_header();
 }
 
@@ -111,13 +115,14 @@ void HttpSession<S>::do_read_header() {
   expect_continue_ = false;
   upgrade_ = false;
   lowest().expires_after(worker_.limits().client_header_timeout);
-  http::async_read_header(
-      client_, client_buffer_, *request_,
-      [self = this->shared_from_this()](error_code ec, std::size_t) { self->on_read_header(ec); });
+  http::async_read_header(client_, client_buffer_, *request_,
+                          [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                            self->on_read_header(ec, n);
+                          });
 }
 
 template <class S>
-void HttpSession<S>::on_read_header(error_code ec) {
+void HttpSession<S>::on_read_header(error_code ec, std::size_t header_bytes) {
   if (ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == asio::error::connection_reset || ec == asio::error::eof ||
@@ -138,6 +143,7 @@ void HttpSession<S>::on_read_header(error_code ec) {
   }
   state_ = State::kBusy;
   worker_.total_requests.fetch_add(1, std::memory_order_relaxed);
+  begin_observation(header_bytes);
   handle_request();
 }
 
@@ -183,6 +189,7 @@ void HttpSession<S>::handle_request() {
     }
   }
   const model::Route* route = match.route;
+  route_ = route;
   if (route == nullptr) {
     send_error(404, "no route\n", !request_->is_done());
     return;
@@ -221,6 +228,7 @@ void HttpSession<S>::prepare_upstream_request() {
 template <class S>
 void HttpSession<S>::pick_and_connect() {
   ++attempts_;
+  if (attempts_ == 1 && observing()) upstream_started_ = std::chrono::steady_clock::now();
   const auto& eps = upstream_->endpoints;
   const auto& ep = eps[next_endpoint_ % eps.size()];
   ++next_endpoint_;
@@ -232,6 +240,7 @@ void HttpSession<S>::pick_and_connect() {
   }
   connection_ = std::make_unique<upstream::Connection>(
       lowest().get_executor(), ep, upstream_->tls_key, Limits::kUpstreamReadBufferBytes);
+  if (worker_.metrics()) connect_started_ = std::chrono::steady_clock::now();
   connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
@@ -242,6 +251,10 @@ void HttpSession<S>::on_connect(error_code ec) {
   if (ec) {
     upstream_failed(ec, "connect");
     return;
+  }
+  if (auto* m = worker_.metrics()) {
+    m->record_upstream_connect(worker_.route_labels(route_),
+                               std::chrono::steady_clock::now() - connect_started_);
   }
   error_code opt_ec;
   connection_->stream.socket().set_option(asio::ip::tcp::no_delay(true), opt_ec);
@@ -338,6 +351,7 @@ void HttpSession<S>::on_read_request_body(error_code ec) {
     read_request_body();
     return;
   }
+  bytes_in_ += n;
   write_request(relay_buffer_.data(), n, request_->is_done());
 }
 
@@ -391,6 +405,11 @@ void HttpSession<S>::on_response_header(error_code ec) {
   }
   auto& res = response_->get();
   unsigned status = res.result_int();
+  if (status < 100 || status >= 200 || status == 101) {
+    status_sent_ = status;
+    upstream_endpoint_ = connection_->endpoint;
+    if (observing()) upstream_answered_ = std::chrono::steady_clock::now();
+  }
   if (status == 101) {
     if (!upgrade_) {
       connection_.reset();
@@ -406,12 +425,14 @@ void HttpSession<S>::on_response_header(error_code ec) {
     response_started_ = true;
     lowest().expires_after(worker_.limits().client_send_timeout);
     asio::async_write(client_, client_out_.head_only(),
-                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                      [self = this->shared_from_this()](error_code ec, std::size_t n) {
                         self->client_out_.written();
+                        self->bytes_out_ += n;
                         if (ec) {
                           self->close_now();
                           return;
                         }
+                        self->end_observation();  // the exchange is the 101
                         self->start_tunnel();
                       });
     return;
@@ -448,8 +469,9 @@ void HttpSession<S>::on_response_header(error_code ec) {
     response_started_ = true;
     lowest().expires_after(worker_.limits().client_send_timeout);
     asio::async_write(client_, client_out_.head_only(),
-                      [self = this->shared_from_this()](error_code ec, std::size_t) {
+                      [self = this->shared_from_this()](error_code ec, std::size_t n) {
                         self->client_out_.written();
+                        self->bytes_out_ += n;
                         if (ec) {
                           self->connection_.reset();
                           self->close_client();
@@ -512,8 +534,9 @@ void HttpSession<S>::write_response(const char* data, std::size_t n, bool last) 
   response_started_ = true;
   lowest().expires_after(worker_.limits().client_send_timeout);
   asio::async_write(client_, client_out_.next(data, n, last),
-                    [self = this->shared_from_this()](error_code ec, std::size_t) {
+                    [self = this->shared_from_this()](error_code ec, std::size_t n) {
                       self->client_out_.written();
+                      self->bytes_out_ += n;
                       self->on_write_response(ec);
                     });
 }
@@ -534,6 +557,7 @@ void HttpSession<S>::on_write_response(error_code ec) {
 
 template <class S>
 void HttpSession<S>::finish_exchange() {
+  end_observation();
   // The upstream connection goes back to the pool only if it is clean and its endpoint is still
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
   const auto& current = worker_.snapshot();
@@ -593,7 +617,10 @@ void HttpSession<S>::send_error(unsigned status, std::string_view text, bool clo
   if (head_request_) res.body().clear();
   response_started_ = true;
   lowest().expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t) {
+  status_sent_ = status;
+  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
+    self->bytes_out_ += n;
+    self->end_observation();
     self->on_error_written(ec, !self->client_keep_alive_);
   });
 }
@@ -610,6 +637,7 @@ void HttpSession<S>::on_error_written(error_code ec, bool close) {
 template <class S>
 void HttpSession<S>::close_client() {
   if (state_ == State::kClosed) return;
+  end_observation();  // an exchange cut short is still recorded
   state_ = State::kClosed;
   error_code ec;
   lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
@@ -627,6 +655,7 @@ void HttpSession<S>::start_tunnel() {
   snapshot_.reset();
   upstream_ = nullptr;
   worker_.open_tunnels.fetch_add(1, std::memory_order_relaxed);
+  if (auto* m = worker_.metrics()) m->tunnel_opened();
   tunnel_buffer_ = std::make_unique<std::array<char, Limits::kRelayBufferBytes>>();
   auto idle = worker_.limits().tunnel_idle_timeout;
   lowest().expires_after(idle);
@@ -696,12 +725,75 @@ template <class S>
 void HttpSession<S>::end_tunnel() {
   if (state_ != State::kTunnel) return;
   worker_.open_tunnels.fetch_sub(1, std::memory_order_relaxed);
+  if (auto* m = worker_.metrics()) m->tunnel_closed();
   if (connection_) {
     error_code ec;
     connection_->lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
     connection_->lowest().close();
   }
   close_client();
+}
+
+// --- Observation: metrics and the access log ---------------------------------------------
+
+template <class S>
+bool HttpSession<S>::observing() const {
+  return worker_.metrics() != nullptr || worker_.access_log() != nullptr;
+}
+
+template <class S>
+void HttpSession<S>::begin_observation(std::size_t header_bytes) {
+  exchange_open_ = true;
+  route_ = nullptr;
+  status_sent_ = 0;
+  bytes_in_ = header_bytes;
+  bytes_out_ = 0;
+  upstream_endpoint_ = {};
+  if (observing()) {
+    started_ = std::chrono::steady_clock::now();
+    upstream_started_ = upstream_answered_ = {};
+  }
+  if (worker_.access_log()) started_wall_ = std::chrono::system_clock::now();
+}
+
+template <class S>
+void HttpSession<S>::end_observation() {
+  if (!exchange_open_) return;
+  exchange_open_ = false;
+  if (!observing()) return;
+  auto now = std::chrono::steady_clock::now();
+  auto upstream_duration = upstream_answered_ == std::chrono::steady_clock::time_point{}
+                               ? std::chrono::nanoseconds(-1)
+                               : std::chrono::nanoseconds(upstream_answered_ - upstream_started_);
+  const auto& req = request_->get();
+  if (auto* m = worker_.metrics()) {
+    m->record_request({worker_.route_labels(route_), req.method(), status_sent_, bytes_in_,
+                       bytes_out_, now - started_, upstream_duration});
+  }
+  auto* log = worker_.access_log();
+  if (log == nullptr) return;
+  observability::AccessLogRecord r;
+  r.time = started_wall_;
+  r.request_id = req["X-Request-ID"];
+  r.client = peer_address_;
+  r.method = req.method_string();
+  r.host = req[http::field::host];
+  auto target = req.target();
+  r.path = target.substr(0, target.find('?'));
+  r.status = status_sent_;
+  r.bytes_in = bytes_in_;
+  r.bytes_out = bytes_out_;
+  r.duration = now - started_;
+  r.upstream_duration = upstream_duration;
+  char upstream[64];
+  if (upstream_endpoint_.port() != 0) {
+    r.upstream = observability::format_endpoint(upstream_endpoint_, upstream);
+  }
+  if (route_ != nullptr) {
+    r.ingress = route_->ingress;
+    r.service = route_->upstream;
+  }
+  log->log(r);
 }
 
 template class HttpSession<runtime::Stream>;

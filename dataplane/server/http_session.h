@@ -72,7 +72,7 @@ class HttpSession : public SessionBase,
   }
   void on_handshake(error_code ec);
   void do_read_header();
-  void on_read_header(error_code ec);
+  void on_read_header(error_code ec, std::size_t header_bytes);
   void handle_request();
   void redirect_to_https(const RequestTarget& target);
   void prepare_upstream_request();
@@ -103,6 +103,10 @@ class HttpSession : public SessionBase,
   void tunnel_client_to_upstream();
   void tunnel_upstream_to_client();
   void end_tunnel();
+  // Metrics and the access log: one record per exchange, whichever way it ends.
+  bool observing() const;
+  void begin_observation(std::size_t header_bytes);
+  void end_observation();
 
   Worker& worker_;
   ClientStream client_;
@@ -141,6 +145,19 @@ class HttpSession : public SessionBase,
   // The upstream-to-client direction of a tunnel needs its own buffer.
   std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
   bool tunnel_half_closed_ = false;
+
+  // Observation of the current exchange.
+  bool exchange_open_ = false;
+  const model::Route* route_ = nullptr;
+  unsigned status_sent_ = 0;  // 0: nothing sent
+  uint64_t bytes_in_ = 0;     // request header block and body
+  uint64_t bytes_out_ = 0;    // everything written to the client
+  runtime::Endpoint upstream_endpoint_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point upstream_started_;   // first attempt
+  std::chrono::steady_clock::time_point upstream_answered_;  // final response header read
+  std::chrono::steady_clock::time_point connect_started_;
+  std::chrono::system_clock::time_point started_wall_;
 };
 
 extern template class HttpSession<runtime::Stream>;

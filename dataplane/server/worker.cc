@@ -129,9 +129,11 @@ void Worker::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot) {
-  asio::post(io_, [this, snapshot = std::move(snapshot)]() mutable {
+void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot,
+                     std::shared_ptr<const observability::RouteMetricIds> route_ids) {
+  asio::post(io_, [this, snapshot = std::move(snapshot), ids = std::move(route_ids)]() mutable {
     snapshot_ = std::move(snapshot);
+    route_ids_ = std::move(ids);
     // Idle connections to endpoints that left close now; busy ones finish their exchange and are
     // closed instead of being returned to the pool (see HttpSession::finish_exchange).
     pool_.retain_only(snapshot_->all_endpoints);

@@ -16,6 +16,8 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "observability/access_log.h"
+#include "observability/metrics.h"
 #include "runtime/snapshot.h"
 #include "server/limits.h"
 #include "tls/certificate_cache.h"
@@ -47,11 +49,27 @@ class Worker {
   void drain(std::chrono::steady_clock::time_point deadline);
   void join();
 
-  // Called from the control thread: the new snapshot reaches this worker through its own queue.
-  void publish(std::shared_ptr<const runtime::Snapshot> snapshot);
+  // Before start(): where this worker records metrics and access log lines (its own shard and
+  // queue; either may be null: nothing recorded).
+  void observe(observability::WorkerMetrics* metrics, observability::AccessLogProducer* log) {
+    metrics_ = metrics;
+    access_log_ = log;
+  }
+
+  // Called from the control thread: the new snapshot reaches this worker through its own queue,
+  // with the metric label ids of its routes (may be null).
+  void publish(std::shared_ptr<const runtime::Snapshot> snapshot,
+               std::shared_ptr<const observability::RouteMetricIds> route_ids = nullptr);
 
   // Worker-thread only.
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
+  // Null when metrics are off; otherwise this worker's shard.
+  observability::WorkerMetrics* metrics() const { return metrics_; }
+  // Null when access logs are off.
+  observability::AccessLogProducer* access_log() const { return access_log_; }
+  observability::LabelSetId route_labels(const model::Route* route) const {
+    return route_ids_ ? route_ids_->find(route) : observability::kNoRouteLabels;
+  }
   upstream::Pool& pool() { return pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
   size_t id() const { return id_; }
@@ -98,6 +116,9 @@ class Worker {
   boost::asio::steady_timer sweep_timer_;
   boost::asio::steady_timer drain_timer_;
   std::shared_ptr<const runtime::Snapshot> snapshot_;
+  std::shared_ptr<const observability::RouteMetricIds> route_ids_;
+  observability::WorkerMetrics* metrics_ = nullptr;
+  observability::AccessLogProducer* access_log_ = nullptr;
   upstream::Pool pool_;
   tls::CertificateCache certificates_;
   uint64_t rng_state_;
