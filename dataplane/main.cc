@@ -168,20 +168,21 @@ int main(int argc, char** argv) {
   });
   dataplane::server::Limits limits;
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
-  // Metric label ids of the served routes, computed once per routing table on the control thread
-  // and handed to every worker with the snapshot. The snapshot they came from is kept, so that
-  // its router's address cannot be reused by a new router while the ids are cached.
-  struct RouteIdsCache {
+  // Per-route data of the served routing table (metric label ids, compiled policy parts),
+  // computed once per routing table on the control thread and handed to every worker with the
+  // snapshot. The snapshot it came from is kept, so that its router's address cannot be reused
+  // by a new router while the table is cached.
+  struct RouteTableCache {
     std::shared_ptr<const dataplane::runtime::Snapshot> from;
-    std::shared_ptr<const dataplane::observability::RouteMetricIds> ids;
+    std::shared_ptr<const dataplane::server::RouteTable> table;
   };
-  auto route_ids = std::make_shared<RouteIdsCache>();
-  publisher.add_sink([route_ids, &metrics, request_metrics](const auto& snap) {
-    if (!request_metrics || !snap) return;
-    if (route_ids->from && route_ids->from->router.get() == snap->router.get()) return;
-    route_ids->ids =
-        std::make_shared<dataplane::observability::RouteMetricIds>(*snap->router, metrics);
-    route_ids->from = snap;
+  auto route_tables = std::make_shared<RouteTableCache>();
+  publisher.add_sink([route_tables, &metrics, request_metrics](const auto& snap) {
+    if (!snap) return;
+    if (route_tables->from && route_tables->from->router.get() == snap->router.get()) return;
+    route_tables->table = std::make_shared<dataplane::server::RouteTable>(
+        *snap->router, request_metrics ? &metrics : nullptr);
+    route_tables->from = snap;
   });
   tcp::endpoint bound = http_at, bound_tls = https_at;
   for (int i = 0; i < workers; ++i) {
@@ -200,8 +201,9 @@ int main(int argc, char** argv) {
     }
     w->observe(request_metrics ? &metrics.worker(static_cast<size_t>(i)) : nullptr,
                access_log.enabled() ? &access_log.producer(static_cast<size_t>(i)) : nullptr);
-    publisher.add_sink(
-        [wp = w.get(), route_ids](auto snap) { wp->publish(std::move(snap), route_ids->ids); });
+    publisher.add_sink([wp = w.get(), route_tables](auto snap) {
+      wp->publish(std::move(snap), route_tables->table);
+    });
     pool.push_back(std::move(w));
   }
   TG_INFO("dataplane", "http listening on " << bound << ", https on " << bound_tls << " with "

@@ -130,10 +130,10 @@ void Worker::join() {
 }
 
 void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot,
-                     std::shared_ptr<const observability::RouteMetricIds> route_ids) {
-  asio::post(io_, [this, snapshot = std::move(snapshot), ids = std::move(route_ids)]() mutable {
+                     std::shared_ptr<const RouteTable> routes) {
+  asio::post(io_, [this, snapshot = std::move(snapshot), routes = std::move(routes)]() mutable {
     snapshot_ = std::move(snapshot);
-    route_ids_ = std::move(ids);
+    routes_ = std::move(routes);
     // Idle connections to endpoints that left close now; busy ones finish their exchange and are
     // closed instead of being returned to the pool (see HttpSession::finish_exchange).
     pool_.retain_only(snapshot_->all_endpoints);

@@ -20,6 +20,7 @@
 #include "observability/metrics.h"
 #include "runtime/snapshot.h"
 #include "server/limits.h"
+#include "server/route_table.h"
 #include "tls/certificate_cache.h"
 #include "upstream/pool.h"
 
@@ -57,9 +58,9 @@ class Worker {
   }
 
   // Called from the control thread: the new snapshot reaches this worker through its own queue,
-  // with the metric label ids of its routes (may be null).
+  // with the compiled per-route data of its routing table (may be null; see route_table.h).
   void publish(std::shared_ptr<const runtime::Snapshot> snapshot,
-               std::shared_ptr<const observability::RouteMetricIds> route_ids = nullptr);
+               std::shared_ptr<const RouteTable> routes = nullptr);
 
   // Worker-thread only.
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
@@ -67,8 +68,12 @@ class Worker {
   observability::WorkerMetrics* metrics() const { return metrics_; }
   // Null when access logs are off.
   observability::AccessLogProducer* access_log() const { return access_log_; }
+  const CompiledRoute* compiled(const model::Route* route) const {
+    return routes_ ? routes_->find(route) : nullptr;
+  }
   observability::LabelSetId route_labels(const model::Route* route) const {
-    return route_ids_ ? route_ids_->find(route) : observability::kNoRouteLabels;
+    const CompiledRoute* c = compiled(route);
+    return c ? c->labels : observability::kNoRouteLabels;
   }
   upstream::Pool& pool() { return pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
@@ -116,7 +121,7 @@ class Worker {
   boost::asio::steady_timer sweep_timer_;
   boost::asio::steady_timer drain_timer_;
   std::shared_ptr<const runtime::Snapshot> snapshot_;
-  std::shared_ptr<const observability::RouteMetricIds> route_ids_;
+  std::shared_ptr<const RouteTable> routes_;
   observability::WorkerMetrics* metrics_ = nullptr;
   observability::AccessLogProducer* access_log_ = nullptr;
   upstream::Pool pool_;

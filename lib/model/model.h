@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/policy.h"
 #include "substitution/rule.h"
 
 namespace tidegate::model {
@@ -40,6 +41,7 @@ struct Upstream {
   std::string name;
   std::vector<Endpoint> endpoints;  // sorted, unique
   UpstreamTls tls = {};
+  UpstreamPolicy policy = {};
   bool operator==(const Upstream&) const = default;
 };
 
@@ -55,6 +57,8 @@ struct Route {
   std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
   // Substitution::name of the body substitution for this route's responses; empty: none.
   std::string substitution{};
+  RoutePolicy policy = {};
+  std::optional<Canary> canary = {};
   bool operator==(const Route&) const = default;
 };
 

@@ -1,0 +1,67 @@
+#include "server/route_table.h"
+
+namespace tidegate::dataplane::server {
+
+RouteTable::RouteTable(const router::Router& router, observability::Metrics* metrics) {
+  std::optional<observability::RouteMetricIds> ids;
+  if (metrics != nullptr) ids.emplace(router, *metrics);
+  router.for_each_route([&](std::string_view, const model::Route& route) {
+    CompiledRoute& c = routes_[&route];
+    if (ids) c.labels = ids->find(&route);
+    const model::RoutePolicy& policy = route.policy;
+    if (policy.source_ranges) {
+      std::string joined;
+      for (const auto& cidr : policy.source_ranges->cidrs) {
+        if (!joined.empty()) joined += ',';
+        joined += cidr;
+      }
+      std::string error;
+      auto set = joined.empty() ? std::nullopt : ratelimit::CidrSet::parse(joined, &error);
+      // Validated by the controller and model::validate; a set that still fails to compile
+      // denies everyone rather than opening the route.
+      c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
+    }
+    if (!policy.rewrite_target.empty() && route.match == model::PathMatch::kRegex &&
+        model::max_capture_reference(policy.rewrite_target) > 0) {
+      re2::RE2::Options options;
+      options.set_log_errors(false);
+      auto regex = std::make_unique<re2::RE2>(route.path, options);
+      if (regex->ok()) c.rewrite_regex = std::move(regex);
+    }
+  });
+}
+
+std::string rewrite_path(std::string_view rewrite_target, const re2::RE2* regex,
+                         std::string_view path, std::string_view query) {
+  constexpr int kMaxGroups = 9;
+  re2::StringPiece groups[kMaxGroups + 1];
+  int ngroups = 0;
+  if (regex != nullptr) {
+    ngroups = std::min(kMaxGroups, regex->NumberOfCapturingGroups());
+    re2::StringPiece input(path.data(), path.size());
+    if (!regex->Match(input, 0, input.size(), re2::RE2::ANCHOR_START, groups, ngroups + 1)) {
+      ngroups = -1;  // no match: every $N is empty
+    }
+  }
+  std::string out;
+  out.reserve(rewrite_target.size() + path.size() + query.size() + 1);
+  for (size_t i = 0; i < rewrite_target.size(); ++i) {
+    char c = rewrite_target[i];
+    if (c == '$' && i + 1 < rewrite_target.size() && rewrite_target[i + 1] >= '1' &&
+        rewrite_target[i + 1] <= '9') {
+      int n = rewrite_target[i + 1] - '0';
+      if (n <= ngroups) out.append(groups[n].data(), groups[n].size());
+      ++i;
+      continue;
+    }
+    out += c;
+  }
+  if (out.empty() || out.front() != '/') out.insert(out.begin(), '/');
+  if (!query.empty()) {
+    out += '?';
+    out.append(query.data(), query.size());
+  }
+  return out;
+}
+
+}  // namespace tidegate::dataplane::server

@@ -1,0 +1,52 @@
+#pragma once
+// What the request path needs per route beyond the routing model, computed once per routing
+// table on the control thread (never per request) and handed to every worker with the snapshot:
+// the route's metric label ids and the compiled parts of its policy (source ranges, the regex
+// that yields rewrite-target's capture groups). Keyed by the model::Route's address in the
+// snapshot the table was built from; the builder keeps that snapshot alive (main.cc).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include <re2/re2.h>
+
+#include "model/model.h"
+#include "observability/metrics.h"
+#include "ratelimit/cidr_set.h"
+#include "router/router.h"
+
+namespace tidegate::dataplane::server {
+
+struct CompiledRoute {
+  observability::LabelSetId labels = observability::kNoRouteLabels;
+  // whitelist-source-range; an entry that did not compile leaves an empty set: nobody allowed.
+  std::optional<ratelimit::CidrSet> source_ranges;
+  // For rewrite-target with $N on a regex route: the route's pattern, anchored at the start.
+  std::unique_ptr<re2::RE2> rewrite_regex;
+};
+
+class RouteTable {
+ public:
+  // `metrics` may be null (no label ids).
+  RouteTable(const router::Router& router, observability::Metrics* metrics);
+  // Null for routes the table does not know (none when the table matches the snapshot).
+  const CompiledRoute* find(const model::Route* route) const {
+    if (route == nullptr) return nullptr;
+    auto it = routes_.find(route);
+    return it == routes_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::unordered_map<const model::Route*, CompiledRoute> routes_;
+};
+
+// The request path after rewrite-target: the target with $1..$9 taken from `regex` matched at the
+// start of `path` (a group that did not take part is empty), then the original query string.
+// Without a regex, or when it does not match, "$N" expands to nothing.
+std::string rewrite_path(std::string_view rewrite_target, const re2::RE2* regex,
+                         std::string_view path, std::string_view query);
+
+}  // namespace tidegate::dataplane::server
