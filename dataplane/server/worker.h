@@ -18,6 +18,7 @@
 
 #include "runtime/snapshot.h"
 #include "server/limits.h"
+#include "server/substitution.h"
 #include "tls/certificate_cache.h"
 #include "upstream/pool.h"
 
@@ -54,6 +55,8 @@ class Worker {
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
   upstream::Pool& pool() { return pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
+  // Body substitution: the memo and the counters (docs/substitutions.md).
+  SubstitutionWorkerState& substitution() { return substitution_; }
   size_t id() const { return id_; }
   const Limits& limits() const { return limits_; }
   boost::asio::io_context& io() { return io_; }
@@ -100,6 +103,7 @@ class Worker {
   std::shared_ptr<const runtime::Snapshot> snapshot_;
   upstream::Pool pool_;
   tls::CertificateCache certificates_;
+  SubstitutionWorkerState substitution_;
   uint64_t rng_state_;
   std::thread thread_;
 };
