@@ -1,11 +1,15 @@
 #include "server/http_session.h"
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <limits>
 
 #include <boost/asio/write.hpp>
 
 #include "log/log.h"
 #include "server/headers.h"
+#include "server/substitution.h"
 #include "server/worker.h"
 
 namespace tidegate::dataplane::server {
@@ -114,6 +118,8 @@ void HttpSession<S>::do_read_header() {
   response_started_ = false;
   expect_continue_ = false;
   upgrade_ = false;
+  substitution_ = nullptr;
+  sub_stream_.reset();
   lowest().expires_after(worker_.limits().client_header_timeout);
   http::async_read_header(client_, client_buffer_, *request_,
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
@@ -199,6 +205,15 @@ void HttpSession<S>::handle_request() {
     send_error(503, "no endpoints available\n", !request_->is_done());
     return;
   }
+  substitution_ = snapshot_->substitution_for(route);
+  if (substitution_ != nullptr) {
+    // The memo's resource: the host as the client sent it (port and case ignored) and the target.
+    auto host = host_without_port(target.host);
+    memo_resource_.assign(host.data(), host.size());
+    for (auto& c : memo_resource_)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    memo_resource_.append(target.path_and_query.data(), target.path_and_query.size());
+  }
   prepare_upstream_request();
   next_endpoint_ = upstream_->round_robin[worker_.id()].value++;
   pick_and_connect();
@@ -221,6 +236,10 @@ void HttpSession<S>::prepare_upstream_request() {
   } else {
     req.keep_alive(true);
   }
+  // Rules apply to bodies as sent: ask for identity so that they arrive uncompressed (no
+  // Accept-Encoding means any coding is acceptable in theory, identity in practice; nginx's
+  // sub_filter setups clear it the same way).
+  if (substitution_ != nullptr) req.erase(http::field::accept_encoding);
   add_forwarded_headers(req, peer_address_, kTls ? "https" : "http");
   ensure_request_id(req, worker_);
 }
@@ -446,7 +465,10 @@ void HttpSession<S>::on_response_header(error_code ec) {
   res.version(client_version_);
   bool body_expected = !head_request_ && status != 204 && status != 304;
   bool framed = response_->chunked() || response_->content_length().has_value();
-  if (body_expected && !framed) {
+  if (substitution_ != nullptr && begin_substitution(body_expected, status)) {
+    // The header is rewritten (chunked or close-delimited); the body goes through the engine.
+    if (client_version_ < 11) client_keep_alive_ = false;
+  } else if (body_expected && !framed) {
     // A close-delimited upstream body: chunk it for HTTP/1.1 clients so the client connection
     // can stay open; HTTP/1.0 clients get it close-delimited too.
     if (client_version_ >= 11) {
@@ -486,6 +508,15 @@ void HttpSession<S>::on_response_header(error_code ec) {
 
 template <class S>
 void HttpSession<S>::relay_response() {
+  if (sub_stream_) {
+    if (!response_->is_done()) {
+      read_response_body();
+      return;
+    }
+    sub_stream_->finish();  // the whole body came with the header
+    pump_substitution();
+    return;
+  }
   if (response_->is_done()) {
     write_response(nullptr, 0, true);
     return;
@@ -526,6 +557,12 @@ void HttpSession<S>::on_read_response_body(error_code ec) {
     read_response_body();
     return;
   }
+  if (sub_stream_) {
+    sub_stream_->write(std::string_view(relay_buffer_.data(), n));
+    if (response_->is_done()) sub_stream_->finish();
+    pump_substitution();
+    return;
+  }
   write_response(relay_buffer_.data(), n, response_->is_done());
 }
 
@@ -553,6 +590,130 @@ void HttpSession<S>::on_write_response(error_code ec) {
     return;
   }
   finish_exchange();
+}
+
+// --- Body substitution -------------------------------------------------------------------
+// A processed body flows: upstream read (at most one relay buffer) -> stream.write() -> slices of
+// process(sub_slice_) -> each slice's output written to the client before the next slice. Between
+// two slices that produced nothing to write, the session yields to the worker's io_context with
+// asio::post, so other connections on the worker run between any two slices; a write or a read
+// yields by itself. Memory per response: the held bytes (<= max_buffer), the queued input (at most
+// one relay buffer) and the output of one slice.
+
+template <class S>
+bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
+  auto& res = response_->get();
+  auto& state = worker_.substitution();
+  ResponseFacts facts{body_expected, status, res[http::field::content_type],
+                      res[http::field::content_encoding], std::nullopt};
+  if (auto length = response_->content_length()) facts.content_length = *length;
+  switch (decide_substitution(*substitution_, facts)) {
+    case SubstitutionAction::kPass:
+      return false;
+    case SubstitutionAction::kPassCompressed:
+      ++state.counters.compressed_passthrough;
+      TG_DEBUG("substitution", memo_resource_ << ": Content-Encoding " << facts.content_encoding
+                                              << ", relayed untouched (worker " << worker_.id()
+                                              << " compressed_passthrough="
+                                              << state.counters.compressed_passthrough << ")");
+      return false;
+    case SubstitutionAction::kSubstitute:
+      break;
+  }
+  memo_validator(res, &memo_validator_);
+  if (state.memo.contains(substitution_->rules_version, memo_resource_, memo_validator_)) {
+    // The same representation matched no rule last time: relay it as it is (its bytes are the
+    // upstream's, so Content-Length and a strong ETag stay right).
+    ++state.counters.memo_skips;
+    TG_DEBUG("substitution", memo_resource_ << ": memo skip (worker " << worker_.id()
+                                            << " memo_skips=" << state.counters.memo_skips << ")");
+    return false;
+  }
+  rewrite_substituted_header(res, client_version_);
+  sub_out_.clear();
+  sub_slice_ = kSubstitutionSliceBytes;
+  sub_stream_.emplace(substitution_->rules, &sub_out_,
+                      filters::SubstitutionStreamOptions{substitution_->max_buffer});
+  ++state.counters.responses;
+  return true;
+}
+
+template <class S>
+void HttpSession<S>::pump_substitution() {
+  const auto started = std::chrono::steady_clock::now();
+  bool more = sub_stream_->process(sub_slice_);
+  const auto spent = std::chrono::steady_clock::now() - started;
+  // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
+  if (spent > kSubstitutionSliceTime || sub_out_.size() > 2 * kSubstitutionSliceBytes) {
+    sub_slice_ = std::max(kSubstitutionMinSliceBytes, sub_slice_ / 2);
+  } else if (sub_slice_ < kSubstitutionSliceBytes && spent < kSubstitutionSliceTime / 2 &&
+             sub_out_.size() < kSubstitutionSliceBytes) {
+    sub_slice_ = std::min(kSubstitutionSliceBytes, sub_slice_ * 2);
+  }
+  if (!sub_out_.empty() || sub_stream_->done()) {
+    write_substituted(more);
+    return;
+  }
+  if (more) {
+    ++worker_.substitution().counters.yields;
+    asio::post(lowest().get_executor(),
+               [self = this->shared_from_this()] { self->pump_substitution(); });
+    return;
+  }
+  read_response_body();  // everything queued is processed; the rest is held for more input
+}
+
+template <class S>
+void HttpSession<S>::write_substituted(bool more) {
+  response_started_ = true;
+  const bool last = sub_stream_->done();
+  lowest().expires_after(worker_.limits().client_send_timeout);
+  asio::async_write(client_, client_out_.next(sub_out_.data(), sub_out_.size(), last),
+                    [self = this->shared_from_this(), more](error_code ec, std::size_t) {
+                      self->client_out_.written();
+                      if (ec) {
+                        self->connection_.reset();  // the upstream response is unfinished
+                        self->close_client();
+                        return;
+                      }
+                      self->sub_out_.clear();
+                      if (self->client_out_.done()) {
+                        self->end_substitution();
+                        self->finish_exchange();
+                      } else if (more) {
+                        self->pump_substitution();
+                      } else {
+                        self->read_response_body();
+                      }
+                    });
+}
+
+template <class S>
+void HttpSession<S>::end_substitution() {
+  auto& state = worker_.substitution();
+  auto& c = state.counters;
+  const auto& st = sub_stream_->stats();
+  ++c.completed;
+  c.bytes_in += st.bytes_in;
+  c.bytes_out += st.bytes_out;
+  c.replacements += st.replacements;
+  c.forced_releases += st.forced_releases;
+  // Remember only a complete scan that found nothing: a forced release skipped part of the body.
+  const bool remember =
+      st.replacements == 0 && st.forced_releases == 0 && response_->get().result_int() == 200 &&
+      state.memo.remember(substitution_->rules_version, memo_resource_, memo_validator_);
+  if (remember) ++c.memo_stores;
+  TG_DEBUG("substitution", memo_resource_
+                               << ": " << st.bytes_in << " -> " << st.bytes_out << " bytes, "
+                               << st.replacements << " replacements, " << st.forced_releases
+                               << " forced releases" << (remember ? ", remembered" : "")
+                               << " (worker " << worker_.id() << " responses=" << c.responses
+                               << " replacements=" << c.replacements << " forced_releases="
+                               << c.forced_releases << " memo_stores=" << c.memo_stores
+                               << " memo_skips=" << c.memo_skips << " yields=" << c.yields << ")");
+  sub_stream_.reset();
+  // One slice of output is the usual high-water mark; give back what an expanding body grew.
+  if (sub_out_.capacity() > 4 * kSubstitutionSliceBytes) std::string().swap(sub_out_);
 }
 
 template <class S>

@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "filters/substitution/stream.h"
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
 #include "server/headers.h"
@@ -91,6 +92,11 @@ class HttpSession : public SessionBase,
   void on_read_response_body(error_code ec);
   void write_response(const char* data, std::size_t n, bool last);
   void on_write_response(error_code ec);
+  // Body substitution (docs/substitutions.md, "In the proxy").
+  bool begin_substitution(bool body_expected, unsigned status);
+  void pump_substitution();
+  void write_substituted(bool more);
+  void end_substitution();
   void finish_exchange();
   void upstream_failed(error_code ec, const char* stage);
   // A short plain-text answer from the proxy itself (errors, redirects).
@@ -140,6 +146,17 @@ class HttpSession : public SessionBase,
   bool upgrade_ = false;
   std::string upgrade_protocol_;
   unsigned client_version_ = 11;
+
+  // Body substitution of this exchange: the route's rules (null when it has none), the memo key
+  // ("host" + request target, the upstream's validator), the stream while a body is processed
+  // and its output, drained to the client after each slice. sub_out_ keeps its capacity between
+  // exchanges (about one slice).
+  const runtime::CompiledSubstitution* substitution_ = nullptr;
+  std::string memo_resource_;
+  std::string memo_validator_;
+  std::optional<filters::SubstitutionStream> sub_stream_;
+  std::string sub_out_;
+  size_t sub_slice_ = 0;
 
   std::array<char, Limits::kRelayBufferBytes> relay_buffer_;
   // The upstream-to-client direction of a tunnel needs its own buffer.

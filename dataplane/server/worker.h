@@ -21,6 +21,7 @@
 #include "runtime/snapshot.h"
 #include "server/limits.h"
 #include "server/route_table.h"
+#include "server/substitution.h"
 #include "tls/certificate_cache.h"
 #include "upstream/pool.h"
 
@@ -77,6 +78,8 @@ class Worker {
   }
   upstream::Pool& pool() { return pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
+  // Body substitution: the memo and the counters (docs/substitutions.md).
+  SubstitutionWorkerState& substitution() { return substitution_; }
   size_t id() const { return id_; }
   const Limits& limits() const { return limits_; }
   boost::asio::io_context& io() { return io_; }
@@ -126,6 +129,7 @@ class Worker {
   observability::AccessLogProducer* access_log_ = nullptr;
   upstream::Pool pool_;
   tls::CertificateCache certificates_;
+  SubstitutionWorkerState substitution_;
   uint64_t rng_state_;
   std::thread thread_;
 };

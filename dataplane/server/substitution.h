@@ -1,0 +1,88 @@
+#pragma once
+// What the HTTP session needs to apply body substitutions (issue #5; docs/substitutions.md,
+// "In the proxy"): the decision whether a response is processed, the header rewrite that goes
+// with it, and the per-worker state (the memo and the counters).
+//
+// The decision and the rewrite are pure functions of the response header so that a table test
+// can pin them down (tests/dataplane/server/substitution_test.cc).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/message.hpp>
+
+#include "filters/substitution/memo.h"
+#include "runtime/snapshot.h"
+#include "server/headers.h"
+
+namespace tidegate::dataplane::server {
+
+// The most body bytes one turn of a worker feeds the engine before it yields to the io_context
+// (fairness: one large response never holds the worker for long).
+inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
+// The smallest slice. The session halves the slice when one took longer than
+// kSubstitutionSliceTime (dense matches cost far more per byte than a scan: 64 KiB with a
+// replacement every 20 bytes takes about 2 ms) or when replacements made its output larger than
+// two slices, and doubles it again (up to kSubstitutionSliceBytes) when a slice was quick and
+// small; so a turn of the worker stays near the time budget and the output near one slice.
+inline constexpr size_t kSubstitutionMinSliceBytes = 1024;
+inline constexpr std::chrono::microseconds kSubstitutionSliceTime{100};
+
+// Per worker, worker thread only: plain integers (the metrics wiring comes later). Documented in
+// docs/substitutions.md; logged at debug level after each processed response.
+struct SubstitutionCounters {
+  uint64_t responses = 0;               // responses streamed through the engine
+  uint64_t completed = 0;               // ... of which reached their end
+  uint64_t bytes_in = 0;                // body bytes fed to the engine
+  uint64_t bytes_out = 0;               // body bytes it produced
+  uint64_t replacements = 0;            // matches replaced
+  uint64_t forced_releases = 0;         // held bytes released unmodified at max_buffer
+  uint64_t compressed_passthrough = 0;  // bodies with a Content-Encoding, relayed untouched
+  uint64_t memo_skips = 0;              // bodies relayed unscanned because the memo said so
+  uint64_t memo_stores = 0;             // resources remembered as matching no rule
+  uint64_t yields = 0;                  // slices after which the session yielded (asio::post)
+};
+
+struct SubstitutionWorkerState {
+  filters::SubstitutionMemo memo;
+  SubstitutionCounters counters;
+};
+
+enum class SubstitutionAction {
+  kPass,            // not for the engine: relayed as it is
+  kPassCompressed,  // would apply, but the body is compressed: relayed as it is, counted
+  kSubstitute,      // streamed through the engine (unless the memo says no rule matches)
+};
+
+struct ResponseFacts {
+  bool body_expected = true;  // false for HEAD, 204, 304
+  unsigned status = 200;
+  std::string_view content_type;
+  std::string_view content_encoding;
+  std::optional<uint64_t> content_length;  // when the upstream framed the body by length
+};
+
+SubstitutionAction decide_substitution(const runtime::CompiledSubstitution& sub,
+                                       const ResponseFacts& facts);
+
+// "", "identity" (any case, spaces around): the body is not encoded.
+bool is_identity_encoding(std::string_view content_encoding);
+
+// `W/"x"` for `"x"`; a weak tag is kept; an empty value stays empty.
+std::string weak_etag(std::string_view etag);
+
+// The header of a response that goes through the engine: no Content-Length (the length
+// changes), the ETag weak (the bytes differ from the upstream's but mean the same), chunked to
+// HTTP/1.1 clients, close-delimited to HTTP/1.0 ones (the caller must then close the connection).
+void rewrite_substituted_header(boost::beast::http::response_header<Fields>& res,
+                                unsigned client_version);
+
+// The memo's validator: the ETag when there is one, else the Last-Modified date (prefixed so
+// that the two never compare equal), else empty (no memo).
+void memo_validator(const boost::beast::http::response_header<Fields>& res, std::string* out);
+
+}  // namespace tidegate::dataplane::server
