@@ -30,7 +30,7 @@ inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
 // two slices, and doubles it again (up to kSubstitutionSliceBytes) when a slice was quick and
 // small; so a turn of the worker stays near the time budget and the output near one slice.
 inline constexpr size_t kSubstitutionMinSliceBytes = 1024;
-inline constexpr std::chrono::microseconds kSubstitutionSliceTime{100};
+inline constexpr std::chrono::microseconds kSubstitutionSliceTime{50};
 
 // Per worker, worker thread only: plain integers (the metrics wiring comes later). Documented in
 // docs/substitutions.md; logged at debug level after each processed response.
