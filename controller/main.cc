@@ -111,11 +111,15 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   std::unique_ptr<status::EventRecorder> events;
   // Kept across builds: EndpointSlice-only batches take the endpoint fast path.
   translate::IncrementalTranslator translator(translate_options);
+  // The translator keeps its result between builds, so the loop reads it in place (no copy of
+  // the whole Config per change) and learns which upstreams the fast path changed.
   auto build = [&]() {
     auto started = std::chrono::steady_clock::now();
-    auto [config, lines] =
+    const model::Config* config = nullptr;
+    auto lines =
         source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
           const auto& result = translator.update(s, changes);
+          config = &result.config;
           std::set<std::string> diagnostics;
           for (const auto& d : result.diagnostics) diagnostics.insert(translate::to_string(d));
           // The fast path leaves Ingress diagnostics as they were.
@@ -123,7 +127,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
             events->set(status::EventRecorder::Source::kTranslation,
                         status::events_from_diagnostics(result.diagnostics, s));
           }
-          return std::make_pair(result.config, std::move(diagnostics));
+          return diagnostics;
         });
     TG_DEBUG("controller", "translation (" << translate::to_string(translator.last_path()) << ", "
                                            << translator.last_upstreams_updated()
@@ -133,9 +137,11 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
                                                   .count()
                                            << " us");
     problems.report(std::move(lines));
-    return std::move(config);
+    return sync::Build{config, translator.last_path() == translate::UpdatePath::kFull
+                                   ? nullptr
+                                   : &translator.last_changed_upstreams()};
   };
-  sync::SyncLoop loop(build, pusher);
+  sync::SyncLoop loop(sync::SyncLoop::IncrementalBuildFn(build), pusher);
   source = std::make_unique<kube::KubeSource>(
       std::make_unique<kube::RestClient>(*config, client_options), class_options, source_options,
       [&loop, &status_writer](objects::Kind kind) {

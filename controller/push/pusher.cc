@@ -1,6 +1,7 @@
 #include "push/pusher.h"
 
 #include <chrono>
+#include <set>
 
 namespace tidegate::controller::push {
 
@@ -13,7 +14,34 @@ Pusher::Pusher(std::unique_ptr<Transport> transport, std::string node)
                                             .count());
 }
 
-PushResult Pusher::push(const model::Config& desired) {
+model::Delta upstream_delta(const model::Config& from, const model::Config& to,
+                            const std::vector<std::string>& names) {
+  model::Delta d;
+  // Sorted and unique, as model::diff would list them.
+  std::set<std::string> unique(names.begin(), names.end());
+  for (const auto& name : unique) {
+    auto now = to.upstreams.find(name);
+    auto was = from.upstreams.find(name);
+    if (now == to.upstreams.end()) {
+      if (was != from.upstreams.end()) d.remove_upstreams.push_back(name);
+    } else if (was == from.upstreams.end() || !(was->second == now->second)) {
+      d.upsert_upstreams.push_back(now->second);
+    }
+  }
+  return d;
+}
+
+PushResult Pusher::push(const model::Config& desired,
+                        const std::vector<std::string>* changed_upstreams) {
+  const bool hinted = changed_upstreams != nullptr && acked_previous_ && acked_;
+  acked_previous_ = false;
+  PushResult result = push_to(desired, hinted ? changed_upstreams : nullptr);
+  acked_previous_ = result.status == PushStatus::kAcked || result.status == PushStatus::kUnchanged;
+  return result;
+}
+
+PushResult Pusher::push_to(const model::Config& desired,
+                           const std::vector<std::string>* changed_upstreams) {
   PushResult result;
   if (!transport_->connected()) {
     acked_.reset();
@@ -36,19 +64,27 @@ PushResult Pusher::push(const model::Config& desired) {
     return send_snapshot(desired);
   }
   if (!acked_) return send_snapshot(desired);
-  model::Delta delta = model::diff(*acked_, desired);
+  model::Delta delta = changed_upstreams ? upstream_delta(*acked_, desired, *changed_upstreams)
+                                         : model::diff(*acked_, desired);
   if (delta.empty()) {
     result.status = PushStatus::kUnchanged;
     result.version = acked_version_;
     return result;
   }
   uint64_t version = ++next_version_;
-  auto answer = transport_->call(protocol::DeltaMsg{version, acked_version_, std::move(delta)},
-                                 kAnswerTimeout, &result.error);
+  protocol::Message msg = protocol::DeltaMsg{version, acked_version_, std::move(delta)};
+  auto answer = transport_->call(msg, kAnswerTimeout, &result.error);
   if (!answer) return result;  // disconnected: the next push reconnects and resyncs
   result.version = version;
   if (auto* ack = std::get_if<protocol::Ack>(&*answer); ack && ack->version == version) {
-    acked_ = desired;
+    if (changed_upstreams) {
+      // Only upstreams differ: patch them rather than copy the whole Config.
+      const model::Delta& sent = std::get<protocol::DeltaMsg>(msg).delta;
+      for (const auto& name : sent.remove_upstreams) acked_->upstreams.erase(name);
+      for (const auto& up : sent.upsert_upstreams) acked_->upstreams[up.name] = up;
+    } else {
+      acked_ = desired;
+    }
     acked_version_ = version;
     result.status = PushStatus::kAcked;
     return result;

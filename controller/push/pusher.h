@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "push/transport.h"
@@ -33,7 +34,13 @@ struct PushResult {
 class Pusher {
  public:
   explicit Pusher(std::unique_ptr<Transport> transport, std::string node = "tidegate-controller");
-  PushResult push(const model::Config& desired);
+  // `changed_upstreams`, when not null, says that `desired` differs from the Config given to the
+  // previous push() only in these upstreams (changed, added or gone): when the data plane
+  // acknowledged that previous Config, the delta is built from them alone and the acknowledged
+  // Config updated in place, so an endpoint change costs the changed upstreams rather than a diff
+  // and a copy of the whole Config. Otherwise (or with null) the whole Configs are diffed.
+  PushResult push(const model::Config& desired,
+                  const std::vector<std::string>* changed_upstreams = nullptr);
   bool connected() const { return transport_->connected(); }
   // False when the data plane went away since the last push (the next push resyncs).
   bool alive() { return transport_->alive(); }
@@ -43,6 +50,8 @@ class Pusher {
   static constexpr std::chrono::milliseconds kAnswerTimeout{10'000};
 
  private:
+  PushResult push_to(const model::Config& desired,
+                     const std::vector<std::string>* changed_upstreams);
   PushResult send_snapshot(const model::Config& desired);
 
   std::unique_ptr<Transport> transport_;
@@ -50,6 +59,12 @@ class Pusher {
   std::optional<model::Config> acked_;  // what the data plane serves, as far as we know
   uint64_t acked_version_ = 0;
   uint64_t next_version_ = 0;
+  // The previous push() left the data plane serving exactly the Config it was given.
+  bool acked_previous_ = false;
 };
+
+// The delta from `from` to `to` when they can differ only in the upstreams `names`.
+model::Delta upstream_delta(const model::Config& from, const model::Config& to,
+                            const std::vector<std::string>& names);
 
 }  // namespace tidegate::controller::push

@@ -8,9 +8,17 @@ namespace tidegate::controller::sync {
 
 using clock = std::chrono::steady_clock;
 
-SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
+SyncLoop::SyncLoop(IncrementalBuildFn build, push::Pusher& pusher, SyncOptions options)
     : build_(std::move(build)), pusher_(pusher), options_(options) {
   first_change_ = last_change_ = clock::now();
+}
+
+SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
+    : SyncLoop(IncrementalBuildFn(), pusher, options) {
+  build_ = [this, build = std::move(build)] {
+    built_ = build();
+    return Build{&built_, nullptr};
+  };
 }
 
 void SyncLoop::notify() {
@@ -64,16 +72,22 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
 }
 
 void SyncLoop::run() {
-  model::Config desired;
   std::optional<model::Config> nacked;  // last desired Config the data plane refused
+  // Whether the previous build went to the pusher: a build's changed upstreams are relative to
+  // the previous build, so they mean something to the pusher only then.
+  bool previous_pushed = false;
   bool retry_pending = false;
   auto retry_at = clock::now();
   auto backoff = options_.retry_min;
   while (wait_for_work(retry_pending, retry_at)) {
-    desired = build_();
-    if (nacked && *nacked == desired && pusher_.connected())
+    const Build build = build_();
+    const model::Config& desired = *build.config;
+    if (nacked && *nacked == desired && pusher_.connected()) {
+      previous_pushed = false;
       continue;  // refused; wait for a change
-    auto result = pusher_.push(desired);
+    }
+    auto result = pusher_.push(desired, previous_pushed ? build.changed_upstreams : nullptr);
+    previous_pushed = true;
     switch (result.status) {
       case push::PushStatus::kAcked:
         ++acked_;

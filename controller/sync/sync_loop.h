@@ -9,12 +9,27 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "model/model.h"
 #include "push/pusher.h"
 
 namespace tidegate::controller::sync {
 
+// The desired Config as an incremental build function gives it.
+struct Build {
+  // Never null; owned by the build function and left alone until its next call.
+  const model::Config* config = nullptr;
+  // When not null: `config` differs from the previous build's only in these upstreams (the
+  // endpoint fast path), which lets the pusher skip the whole-Config diff. Same lifetime.
+  const std::vector<std::string>* changed_upstreams = nullptr;
+};
+
+// Batching. The hold-off is the latency every change pays (an EndpointSlice change included)
+// before it is translated; it is kept short because a change is cheap once batched, and it only
+// exists to gather bursts (a rollout's slices arrive a few ms apart). max_delay bounds how long a
+// steady stream of changes can postpone a push.
 struct SyncOptions {
   std::chrono::milliseconds hold_off{20};
   std::chrono::milliseconds max_delay{200};
@@ -34,7 +49,9 @@ struct SyncHooks {
 class SyncLoop {
  public:
   using BuildFn = std::function<model::Config()>;
+  using IncrementalBuildFn = std::function<Build()>;
   SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options = {});
+  SyncLoop(IncrementalBuildFn build, push::Pusher& pusher, SyncOptions options = {});
   void set_hooks(SyncHooks hooks) { hooks_ = std::move(hooks); }  // before run()
 
   void notify();  // any thread
@@ -48,7 +65,8 @@ class SyncLoop {
   // stop.
   bool wait_for_work(bool retry_pending, std::chrono::steady_clock::time_point retry_at);
 
-  BuildFn build_;
+  IncrementalBuildFn build_;
+  model::Config built_;  // what a BuildFn returned
   SyncHooks hooks_;
   push::Pusher& pusher_;
   SyncOptions options_;

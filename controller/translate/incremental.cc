@@ -42,6 +42,7 @@ objects::PortRef port_ref(const std::string& text) {
 const TranslateResult& IncrementalTranslator::update(const store::Store& store,
                                                      const store::Changes& changes) {
   last_upstreams_updated_ = 0;
+  last_changed_.clear();
   if (result_ && changes.empty()) {
     last_path_ = UpdatePath::kNone;
   } else if (result_ && changes.endpoints_only()) {
@@ -86,8 +87,12 @@ void IncrementalTranslator::update_endpoints(const store::Store& store,
       const objects::ServicePort* port =
           find_service_port(service->second, port_ref(it->first.substr(prefix.size())));
       if (port == nullptr) continue;
-      it->second.endpoints = endpoints_for(store, service->second, *port, warn);
+      auto endpoints = endpoints_for(store, service->second, *port, warn);
       ++last_upstreams_updated_;
+      if (endpoints != it->second.endpoints) {
+        it->second.endpoints = std::move(endpoints);
+        last_changed_.push_back(it->first);
+      }
     }
   }
 }

@@ -9,6 +9,8 @@
 // differ: a full translation lists endpoint warnings in upstream order, the fast path appends).
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "store/store.h"
 #include "translate/translate.h"
@@ -33,6 +35,9 @@ class IncrementalTranslator {
   UpdatePath last_path() const { return last_path_; }
   // Upstreams recomputed by the last fast-path update.
   size_t last_upstreams_updated() const { return last_upstreams_updated_; }
+  // Names of the upstreams whose endpoints the last update changed (empty after kNone); the rest
+  // of the Config is as the update before left it. Meaningless after kFull.
+  const std::vector<std::string>& last_changed_upstreams() const { return last_changed_; }
 
  private:
   void update_endpoints(const store::Store& store, const store::Changes& changes);
@@ -41,6 +46,7 @@ class IncrementalTranslator {
   std::optional<TranslateResult> result_;
   UpdatePath last_path_ = UpdatePath::kNone;
   size_t last_upstreams_updated_ = 0;
+  std::vector<std::string> last_changed_;
 };
 
 }  // namespace tidegate::controller::translate

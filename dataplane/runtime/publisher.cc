@@ -12,14 +12,23 @@ std::string Publisher::publish(uint64_t version, model::Config config) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return error;
   }
+  return publish(std::move(snap));
+}
+
+std::string Publisher::publish(std::shared_ptr<const Snapshot> snap) {
+  const uint64_t version = snap->version;
+  const std::shared_ptr<const Routing> previous_routing =
+      current_ ? current_->routing : std::shared_ptr<const Routing>();
   current_ = snap;
   for (auto& sink : sinks_) sink(snap);
   version_.store(version, std::memory_order_release);
   ready_.store(true, std::memory_order_release);
   applied_.fetch_add(1, std::memory_order_relaxed);
   TG_INFO("runtime", "serving configuration version "
-                         << version << " (" << snap->config.virtual_hosts.size() << " hosts, "
-                         << snap->upstreams.size() << " upstreams)");
+                         << version << " (" << snap->routing->config.virtual_hosts.size()
+                         << " hosts, " << snap->upstreams.size() << " upstreams"
+                         << (snap->routing == previous_routing ? ", routing unchanged" : "")
+                         << ")");
   return {};
 }
 
@@ -57,7 +66,25 @@ std::string Publisher::apply_delta(const protocol::DeltaMsg& msg) {
   std::vector<const model::Certificate*> certs;
   for (const auto& cert : msg.delta.upsert_certificates) certs.push_back(&cert);
   if (auto error = check_certificates(certs); !error.empty()) return error;
-  auto result = model::apply(current_->config, msg.delta);
+  const model::Delta& d = msg.delta;
+  const bool upstreams_only = d.upsert_virtual_hosts.empty() && d.remove_virtual_hosts.empty() &&
+                              !d.default_route_changed && d.upsert_certificates.empty() &&
+                              d.remove_certificates.empty() && d.upsert_tls_hosts.empty() &&
+                              d.remove_tls_hosts.empty() && d.upsert_substitutions.empty() &&
+                              d.remove_substitutions.empty();
+  if (upstreams_only) {
+    // The EndpointSlice path: the routes are kept as compiled, only the upstreams change.
+    std::string error;
+    auto snap = update_upstreams(msg.version, *current_, d.upsert_upstreams, d.remove_upstreams,
+                                 workers_, &error);
+    if (snap) return publish(std::move(snap));
+    if (!error.empty()) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+      return error;
+    }
+    // A removed upstream that a route names: the full build below names the route.
+  }
+  auto result = model::apply(current_->config(), msg.delta);
   if (!result.error.empty()) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return result.error;

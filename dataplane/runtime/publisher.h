@@ -23,7 +23,9 @@ class Publisher {
   void add_sink(Sink sink) { sinks_.push_back(std::move(sink)); }
 
   // Control thread only. Each returns an empty string on success, else the reason for a NACK;
-  // on failure nothing changes.
+  // on failure nothing changes. A delta that changes upstreams only is applied to the serving
+  // snapshot's upstream table (runtime::update_upstreams: routes not recompiled, unchanged
+  // upstreams shared); any other delta rebuilds the whole snapshot.
   std::string apply_snapshot(const protocol::Snapshot& msg);
   std::string apply_delta(const protocol::DeltaMsg& msg);
 
@@ -38,6 +40,7 @@ class Publisher {
 
  private:
   std::string publish(uint64_t version, model::Config config);
+  std::string publish(std::shared_ptr<const Snapshot> snap);
   // Parses each certificate and checks its key: a bad one refuses the whole update (the
   // controller checks them too, so this is a second line). Expired ones are accepted and counted.
   std::string check_certificates(const std::vector<const model::Certificate*>& certs);

@@ -1,5 +1,6 @@
 #include "runtime/snapshot.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string_view>
@@ -56,9 +57,9 @@ std::string substitution_rules_key(const std::vector<substitution::Rule>& rules)
 
 namespace {
 
-// Compiles each substitution of snap->config, sharing one RuleSet between equal rule lists.
+// Compiles each substitution of routing.config, sharing one RuleSet between equal rule lists.
 // Returns the reason for a NACK, or an empty string.
-std::string compile_substitutions(Snapshot& snap, const Snapshot* previous) {
+std::string compile_substitutions(Routing& snap, const Snapshot* previous) {
   for (const auto& [name, sub] : snap.config.substitutions) {
     std::string key = substitution_rules_key(sub.rules);
     std::shared_ptr<const filters::RuleSet> rules;
@@ -88,6 +89,63 @@ std::string compile_substitutions(Snapshot& snap, const Snapshot* previous) {
   return {};
 }
 
+// The state of one upstream; `reuse` (from the previous snapshot, or null) when its model is the
+// same. Returns null with *error set on a problem.
+std::shared_ptr<const UpstreamState> build_upstream(
+    const model::Upstream& up, size_t workers, const UpstreamState* reuse,
+    const std::shared_ptr<const UpstreamState>& owner, std::string* error) {
+  if (reuse != nullptr && reuse->model == up) return owner;
+  auto state = std::make_shared<UpstreamState>();
+  state->name = up.name;
+  state->model = up;
+  const size_t n = workers == 0 ? 1 : workers;
+  state->round_robin = std::make_unique<PerWorkerCounter[]>(n);
+  // Workers start at different endpoints, so that the first requests of each worker (and few
+  // requests spread over several workers) do not all go to the first endpoint.
+  for (size_t w = 0; w < n; ++w) state->round_robin[w].value = w;
+  for (const auto& ep : up.endpoints) {
+    boost::system::error_code ec;
+    auto addr = boost::asio::ip::make_address(ep.address, ec);
+    if (ec) {
+      *error = "upstream " + up.name + ": bad address \"" + ep.address + "\"";
+      return nullptr;
+    }
+    state->endpoints.emplace_back(addr, ep.port);
+  }
+  if (up.tls.enabled) {
+    std::string tls_error;
+    state->tls_context = tls::upstream_context(up.tls.ca_pem, &tls_error);
+    if (!state->tls_context) {
+      *error = "upstream " + up.name + ": " + tls_error;
+      return nullptr;
+    }
+    state->tls_server_name = up.tls.server_name;
+    state->tls_verify = !up.tls.ca_pem.empty();
+    uint64_t key =
+        std::hash<std::string>{}(up.tls.server_name) * 31 + std::hash<std::string>{}(up.tls.ca_pem);
+    state->tls_key = key == 0 ? 1 : key;
+  }
+  return state;
+}
+
+std::string join(const std::vector<std::string>& problems) {
+  std::string joined;
+  for (const auto& p : problems) {
+    if (!joined.empty()) joined += "; ";
+    joined += p;
+  }
+  return joined;
+}
+
+void collect_endpoints(Snapshot& snap) {
+  size_t n = 0;
+  for (const auto& [_, state] : snap.upstreams) n += state->endpoints.size();
+  snap.all_endpoints.reserve(n);
+  for (const auto& [_, state] : snap.upstreams) {
+    snap.all_endpoints.insert(state->endpoints.begin(), state->endpoints.end());
+  }
+}
+
 }  // namespace
 
 size_t EndpointHash::operator()(const Endpoint& e) const noexcept {
@@ -95,74 +153,114 @@ size_t EndpointHash::operator()(const Endpoint& e) const noexcept {
   return std::hash<std::string_view>{}(std::string_view(data, e.size()));
 }
 
+model::Config Snapshot::config() const {
+  model::Config c = routing->config;
+  for (const auto& [name, state] : upstreams) c.upstreams.emplace(name, state->model);
+  return c;
+}
+
 std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config config,
                                                size_t workers, std::string* error,
                                                const Snapshot* previous) {
   auto problems = model::validate(config);
   if (!problems.empty()) {
-    std::string joined;
-    for (const auto& p : problems) {
-      if (!joined.empty()) joined += "; ";
-      joined += p;
-    }
-    *error = joined;
+    *error = join(problems);
     return nullptr;
   }
-  auto snap = std::make_shared<Snapshot>();
-  snap->version = version;
-  for (const auto& [name, up] : config.upstreams) {
-    auto state = std::make_unique<UpstreamState>();
-    state->name = name;
-    const size_t n = workers == 0 ? 1 : workers;
-    state->round_robin = std::make_unique<PerWorkerCounter[]>(n);
-    // Workers start at different endpoints, so that the first requests of each worker (and few
-    // requests spread over several workers) do not all go to the first endpoint.
-    for (size_t w = 0; w < n; ++w) state->round_robin[w].value = w;
-    for (const auto& ep : up.endpoints) {
-      boost::system::error_code ec;
-      auto addr = boost::asio::ip::make_address(ep.address, ec);
-      if (ec) {
-        *error = "upstream " + name + ": bad address \"" + ep.address + "\"";
-        return nullptr;
+  std::unordered_map<std::string, std::shared_ptr<const UpstreamState>> upstreams;
+  upstreams.reserve(config.upstreams.size());
+  for (auto& [name, up] : config.upstreams) {
+    const UpstreamState* reuse = nullptr;
+    std::shared_ptr<const UpstreamState> owner;
+    if (previous != nullptr) {
+      if (auto it = previous->upstreams.find(name); it != previous->upstreams.end()) {
+        owner = it->second;
+        reuse = owner.get();
       }
-      Endpoint e(addr, ep.port);
-      state->endpoints.push_back(e);
-      snap->all_endpoints.insert(e);
     }
-    if (up.tls.enabled) {
-      std::string tls_error;
-      state->tls_context = tls::upstream_context(up.tls.ca_pem, &tls_error);
-      if (!state->tls_context) {
-        *error = "upstream " + name + ": " + tls_error;
-        return nullptr;
-      }
-      state->tls_server_name = up.tls.server_name;
-      state->tls_verify = !up.tls.ca_pem.empty();
-      uint64_t key = std::hash<std::string>{}(up.tls.server_name) * 31 +
-                     std::hash<std::string>{}(up.tls.ca_pem);
-      state->tls_key = key == 0 ? 1 : key;
-    }
-    snap->upstreams.emplace(name, std::move(state));
+    auto state = build_upstream(up, workers, reuse, owner, error);
+    if (!state) return nullptr;
+    upstreams.emplace(name, std::move(state));
   }
-  // The router may point into the model, so it is built from the snapshot's own copy.
-  snap->config = std::move(config);
-  for (const auto& [host, th] : snap->config.tls_hosts) {
-    const auto& cert = snap->config.certificates.at(th.certificate);  // validated above
-    snap->tls_hosts.emplace(host, TlsEntry{&cert, tls::fingerprint(cert)});
+  config.upstreams.clear();
+
+  // The router may point into the model, so it is built from the Routing's own copy.
+  auto routing = std::make_shared<Routing>();
+  routing->config = std::move(config);
+  for (const auto& [host, th] : routing->config.tls_hosts) {
+    const auto& cert = routing->config.certificates.at(th.certificate);  // validated above
+    routing->tls_hosts.emplace(host, TlsEntry{&cert, tls::fingerprint(cert)});
   }
-  for (const auto& [host, vh] : snap->config.virtual_hosts) {
-    if (vh.ssl_redirect) snap->ssl_redirect_hosts.insert(host);
+  for (const auto& [host, vh] : routing->config.virtual_hosts) {
+    if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
+    for (const auto& r : vh.routes) routing->referenced_upstreams.insert(r.upstream);
   }
-  if (std::string problem = compile_substitutions(*snap, previous); !problem.empty()) {
+  if (routing->config.default_route) {
+    routing->referenced_upstreams.insert(routing->config.default_route->upstream);
+  }
+  if (std::string problem = compile_substitutions(*routing, previous); !problem.empty()) {
     *error = problem;
     return nullptr;
   }
   std::string router_error;
-  snap->router = router::Router::build(snap->config, &router_error);
-  if (!snap->router) {
+  routing->router = router::Router::build(routing->config, &router_error);
+  if (!routing->router) {
     *error = "router: " + router_error;
     return nullptr;
   }
+  auto snap = std::make_shared<Snapshot>(std::move(routing));
+  snap->version = version;
+  snap->upstreams = std::move(upstreams);
+  collect_endpoints(*snap);
+  return snap;
+}
+
+std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapshot& previous,
+                                                 const std::vector<model::Upstream>& upsert,
+                                                 const std::vector<std::string>& remove,
+                                                 size_t workers, std::string* error) {
+  error->clear();
+  auto snap = std::make_shared<Snapshot>(previous.routing);
+  snap->version = version;
+  snap->upstreams = previous.upstreams;
+  for (const auto& name : remove) {
+    if (snap->upstreams.erase(name) == 0) {
+      *error = "remove of unknown upstream \"" + name + "\"";
+      return nullptr;
+    }
+  }
+  for (const auto& name : remove) {
+    // Unless the delta puts it back, the full build names the route that lost it.
+    if (previous.routing->referenced_upstreams.contains(name) &&
+        std::none_of(upsert.begin(), upsert.end(),
+                     [&](const model::Upstream& u) { return u.name == name; })) {
+      return nullptr;
+    }
+  }
+  // As model::apply, the last upsert of a name wins; earlier ones are not looked at.
+  std::unordered_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < upsert.size(); ++i) last[upsert[i].name] = i;
+  for (size_t i = 0; i < upsert.size(); ++i) {
+    const model::Upstream& up = upsert[i];
+    if (last[up.name] != i) continue;
+    // The checks model::validate makes on an upstream, on this one alone.
+    model::Config alone;
+    alone.upstreams.emplace(up.name, up);
+    if (auto problems = model::validate(alone); !problems.empty()) {
+      *error = join(problems);
+      return nullptr;
+    }
+    const UpstreamState* reuse = nullptr;
+    std::shared_ptr<const UpstreamState> owner;
+    if (auto it = previous.upstreams.find(up.name); it != previous.upstreams.end()) {
+      owner = it->second;
+      reuse = owner.get();
+    }
+    auto state = build_upstream(up, workers, reuse, owner, error);
+    if (!state) return nullptr;
+    snap->upstreams.insert_or_assign(up.name, std::move(state));
+  }
+  collect_endpoints(*snap);
   return snap;
 }
 

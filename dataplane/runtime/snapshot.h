@@ -45,7 +45,11 @@ struct UpstreamState {
   // values identify the server name and CA bundle.
   uint64_t tls_key = 0;
   // The only mutable state in a snapshot: indexed by worker id, each touched by one thread only.
+  // An UpstreamState whose model did not change is shared by the next snapshot, so its workers
+  // keep their round-robin positions; a changed upstream gets a new state and starts afresh.
   std::unique_ptr<PerWorkerCounter[]> round_robin;
+  // What it was built from: compared to reuse the state, and to reassemble Snapshot::config().
+  model::Upstream model;
 };
 
 struct StringHash {
@@ -54,7 +58,7 @@ struct StringHash {
 };
 
 struct TlsEntry {
-  const model::Certificate* certificate = nullptr;  // points into Snapshot::config
+  const model::Certificate* certificate = nullptr;  // points into Routing::config
   uint64_t fingerprint = 0;
 };
 
@@ -79,20 +83,53 @@ struct CompiledSubstitution {
   bool applies_to(std::string_view content_type) const;
 };
 
-struct Snapshot {
-  uint64_t version = 0;
-  model::Config config;
-  std::unique_ptr<const router::Router> router;
-  std::unordered_map<std::string, std::unique_ptr<UpstreamState>> upstreams;
-  std::unordered_set<Endpoint, EndpointHash> all_endpoints;  // every endpoint of every upstream
+// Everything of a snapshot that only a change of virtual hosts, default route, certificates, TLS
+// hosts or substitutions can change, compiled once and shared by every following snapshot until
+// such a change: a delta that changes upstreams only (an EndpointSlice change) builds a new
+// Snapshot around the same Routing, so its cost does not grow with the number of hosts.
+struct Routing {
+  model::Config config;  // without upstreams: they are in Snapshot::upstreams
+  std::unique_ptr<const router::Router> router;  // points into `config`
   // TLS server name (exact or "*.suffix") -> certificate.
   std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>> tls_hosts;
   // Hosts whose plain-HTTP requests are redirected to HTTPS.
   std::unordered_set<std::string, StringHash, std::equal_to<>> ssl_redirect_hosts;
-  // model::Substitution::name -> its compiled form. Use substitution_for().
+  // model::Substitution::name -> its compiled form.
   std::unordered_map<std::string, CompiledSubstitution, StringHash, std::equal_to<>> substitutions;
   // The compiled rules by their text (substitution_rules_key()), for the next snapshot to reuse.
   std::unordered_map<std::string, std::shared_ptr<const filters::RuleSet>> rule_sets;
+  // Upstream names that a route or the default route names: those cannot be removed alone.
+  std::unordered_set<std::string> referenced_upstreams;
+};
+
+struct Snapshot {
+  explicit Snapshot(std::shared_ptr<const Routing> shared_routing)
+      : routing(std::move(shared_routing)),
+        router(routing->router),
+        tls_hosts(routing->tls_hosts),
+        ssl_redirect_hosts(routing->ssl_redirect_hosts),
+        substitutions(routing->substitutions),
+        rule_sets(routing->rule_sets) {}
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+
+  uint64_t version = 0;
+  const std::shared_ptr<const Routing> routing;  // never null
+  // Views of *routing under the names readers use (snapshot->router->match(...)).
+  const std::unique_ptr<const router::Router>& router;
+  const std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>>& tls_hosts;
+  const std::unordered_set<std::string, StringHash, std::equal_to<>>& ssl_redirect_hosts;
+  const std::unordered_map<std::string, CompiledSubstitution, StringHash, std::equal_to<>>&
+      substitutions;
+  const std::unordered_map<std::string, std::shared_ptr<const filters::RuleSet>>& rule_sets;
+
+  // Each state is shared with the previous snapshot when that upstream did not change.
+  std::unordered_map<std::string, std::shared_ptr<const UpstreamState>> upstreams;
+  std::unordered_set<Endpoint, EndpointHash> all_endpoints;  // every endpoint of every upstream
+
+  // The whole model, reassembled from `routing` and the upstreams (a copy: for tests and dumps,
+  // not for the request path).
+  model::Config config() const;
 
   // The body substitution for the route a request matched (router::Match::route), or nullptr when
   // there is none (no route, or a route without substitution). Valid as long as this snapshot.
@@ -112,11 +149,23 @@ struct Snapshot {
 };
 
 // Validates `config` completely and compiles it. Returns null and sets *error on any problem;
-// nothing is published in that case. Compiled substitution rules whose text did not change are
-// taken from `previous` (the snapshot being served, or null) rather than compiled again.
+// nothing is published in that case. Compiled substitution rules whose text did not change, and
+// the states of upstreams that did not change, are taken from `previous` (the snapshot being
+// served, or null) rather than built again.
 std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config config,
                                                size_t workers, std::string* error,
                                                const Snapshot* previous = nullptr);
+
+// The snapshot `previous` with `remove` removed and then `upsert` inserted or replaced (the order
+// of model::apply), sharing previous's Routing and its unchanged upstream states: the cost is the
+// changed upstreams plus one pass over the upstream table, not a compilation of the routes.
+// Validates what changed exactly as build_snapshot validates it. Returns null with *error set on
+// a problem; returns null with an empty *error when it cannot tell without a full build (a removed
+// upstream that a route names), in which case the caller builds the whole configuration.
+std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapshot& previous,
+                                                 const std::vector<model::Upstream>& upsert,
+                                                 const std::vector<std::string>& remove,
+                                                 size_t workers, std::string* error);
 
 // The text that identifies a rule list: equal lists, equal keys (fields length-prefixed).
 std::string substitution_rules_key(const std::vector<substitution::Rule>& rules);

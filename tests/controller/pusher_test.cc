@@ -459,5 +459,130 @@ TEST(PusherTest, RandomFailuresNeverDesynchronise) {
   EXPECT_GT(acked, 150);
 }
 
+// ---- Changed upstreams given by the caller (the endpoint fast path) ----
+
+model::Config with_endpoints(model::Config c, const std::string& upstream,
+                             std::vector<model::Endpoint> endpoints) {
+  c.upstreams[upstream] = {upstream, std::move(endpoints)};
+  return c;
+}
+
+TEST(PusherTest, ChangedUpstreamsMakeTheDeltaFromThemAlone) {
+  Wire wire;
+  auto p = pusher_on(wire);
+  ASSERT_EQ(p->push(kA).status, PushStatus::kAcked);
+
+  model::Config next = with_endpoints(kA, "default/web:80", {{"10.0.0.2", 8080}});
+  next = with_endpoints(next, "default/api:80", {{"10.0.0.3", 9000}});
+  // Listed twice, and one that exists on neither side: both harmless.
+  const std::vector<std::string> changed = {"default/web:80", "default/api:80", "default/web:80",
+                                            "default/none:80"};
+  PushResult r = p->push(next, &changed);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  const auto& d = std::get<protocol::DeltaMsg>(wire.sent.back());
+  EXPECT_EQ(d.delta, model::diff(kA, next));
+  EXPECT_EQ(wire.served, next);
+  EXPECT_EQ(p->last_acked(), next);  // patched in place, equal to what was pushed
+
+  // An upstream that went away is removed.
+  const std::vector<std::string> gone = {"default/api:80"};
+  model::Config back = kA;
+  back.upstreams["default/web:80"] = next.upstreams["default/web:80"];
+  r = p->push(back, &gone);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  EXPECT_EQ(std::get<protocol::DeltaMsg>(wire.sent.back()).delta.remove_upstreams, gone);
+  EXPECT_EQ(wire.served, back);
+  EXPECT_EQ(p->last_acked(), back);
+
+  // Nothing changed among them: nothing is sent.
+  const size_t sent = wire.sent.size();
+  EXPECT_EQ(p->push(back, &gone).status, PushStatus::kUnchanged);
+  EXPECT_EQ(wire.sent.size(), sent);
+}
+
+TEST(PusherTest, ChangedUpstreamsAreTrustedNotChecked) {
+  // The names are the caller's promise; the pusher does not look at the rest of the Config (that
+  // is the point). A broken promise shows: the new host is not sent.
+  Wire wire;
+  auto p = pusher_on(wire);
+  ASSERT_EQ(p->push(kA).status, PushStatus::kAcked);
+  model::Config next = with_endpoints(kB, "default/web:80", {{"10.0.0.2", 8080}});
+  const std::vector<std::string> changed = {"default/web:80"};
+  ASSERT_EQ(p->push(next, &changed).status, PushStatus::kAcked);
+  const auto& d = std::get<protocol::DeltaMsg>(wire.sent.back()).delta;
+  EXPECT_TRUE(d.upsert_virtual_hosts.empty());
+  EXPECT_EQ(d.upsert_upstreams.size(), 1u);
+}
+
+TEST(PusherTest, ChangedUpstreamsAreIgnoredWhenThePreviousPushFailed) {
+  Wire wire;
+  auto p = pusher_on(wire);
+  ASSERT_EQ(p->push(kA).status, PushStatus::kAcked);
+  wire.overrides.push_back(answer(protocol::Nack{0, "refused"}));
+  ASSERT_EQ(p->push(kB).status, PushStatus::kNacked);
+  // Relative to kB, only an upstream changed; but the data plane serves kA: a snapshot.
+  model::Config next = with_endpoints(kB, "default/web:80", {{"10.0.0.2", 8080}});
+  const std::vector<std::string> changed = {"default/web:80"};
+  PushResult r = p->push(next, &changed);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  EXPECT_TRUE(r.full_snapshot);
+  EXPECT_EQ(wire.served, next);
+
+  // A lost connection: the next push resyncs whatever it is told.
+  wire.overrides.push_back(drop_connection());
+  model::Config later = with_endpoints(next, "default/web:80", {{"10.0.0.4", 8080}});
+  ASSERT_EQ(p->push(later, &changed).status, PushStatus::kDisconnected);
+  model::Config last = with_endpoints(later, "default/web:80", {{"10.0.0.5", 8080}});
+  r = p->push(last, &changed);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  EXPECT_TRUE(r.full_snapshot);
+  EXPECT_EQ(wire.served, last);
+}
+
+TEST(PusherTest, RandomEndpointChangesWithFailuresNeverDesynchronise) {
+  // Each desired Config differs from the previous one in some upstreams' endpoints, named
+  // exactly; failures in between must never leave the data plane on a wrong Config.
+  std::mt19937 rng(777);
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  const std::vector<std::string> names = {"default/web:80", "default/api:80", "default/db:80"};
+  Wire wire;
+  auto p = pusher_on(wire);
+  model::Config desired = kA;
+  int deltas = 0;
+  for (int i = 0; i < 500; ++i) {
+    switch (pick(12)) {
+      case 0:
+        wire.overrides.push_back(drop_connection());
+        break;
+      case 1:
+        wire.overrides.push_back(answer(protocol::Nack{0, "refused"}));
+        break;
+      case 2:
+        wire.connected = false;
+        break;
+      default:
+        break;
+    }
+    std::vector<std::string> changed;
+    for (const auto& name : names) {
+      if (pick(3) != 0) continue;
+      changed.push_back(name);
+      if (name != "default/web:80" && pick(4) == 0) {
+        desired.upstreams.erase(name);  // not named by a route
+      } else {
+        desired = with_endpoints(desired, name, {{"10.0.0." + std::to_string(pick(5) + 1), 80}});
+      }
+    }
+    PushResult r = p->push(desired, &changed);
+    wire.overrides.clear();
+    if (r.status == PushStatus::kAcked || r.status == PushStatus::kUnchanged) {
+      if (!r.full_snapshot && r.status == PushStatus::kAcked) ++deltas;
+      ASSERT_EQ(wire.served, desired) << "iteration " << i;
+      ASSERT_EQ(p->last_acked(), desired) << "iteration " << i;
+    }
+  }
+  EXPECT_GT(deltas, 100);
+}
+
 }  // namespace
 }  // namespace tidegate::controller::push

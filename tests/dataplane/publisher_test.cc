@@ -101,7 +101,7 @@ TEST(PublisherTest, ValidSnapshotIsPublished) {
   auto cur = h.publisher.current();
   ASSERT_NE(cur, nullptr);
   EXPECT_EQ(cur->version, 10u);
-  EXPECT_EQ(cur->config, base_config());
+  EXPECT_EQ(cur->config(), base_config());
   ASSERT_EQ(h.published.size(), 1u);
   EXPECT_EQ(h.published[0], cur);  // the sinks get the very object that is current
   ASSERT_NE(cur->router, nullptr);
@@ -186,7 +186,7 @@ TEST(PublisherTest, InvalidSnapshotLeavesTheCurrentOneInPlace) {
     std::string reason = h.publisher.apply_snapshot(snapshot(2, c.config));
     EXPECT_NE(reason.find(c.want), std::string::npos) << c.name << ": " << reason;
     EXPECT_EQ(h.publisher.current(), before) << c.name;
-    EXPECT_EQ(h.publisher.current()->config, base_config()) << c.name;
+    EXPECT_EQ(h.publisher.current()->config(), base_config()) << c.name;
     EXPECT_EQ(h.publisher.version(), 1u) << c.name;
     EXPECT_TRUE(h.publisher.ready()) << c.name;
     EXPECT_EQ(h.published.size(), 1u) << c.name;
@@ -264,7 +264,7 @@ TEST(PublisherTest, BadDeltasAreRefusedAndChangeNothing) {
     EXPECT_NE(reason.find(c.want), std::string::npos)
         << c.name << ": reason \"" << reason << "\", want it to contain \"" << c.want << "\"";
     EXPECT_EQ(h.publisher.current(), before) << c.name;
-    EXPECT_EQ(before->config, base_config()) << c.name;
+    EXPECT_EQ(before->config(), base_config()) << c.name;
     EXPECT_EQ(h.publisher.version(), 7u) << c.name;
     EXPECT_EQ(h.published.size(), 1u) << c.name;
     EXPECT_EQ(h.publisher.rejected(), 1u) << c.name;
@@ -280,7 +280,7 @@ TEST(PublisherTest, ValidDeltaPublishesANewSnapshotAndLeavesTheOldOneAlone) {
   ASSERT_EQ(h.publisher.apply_snapshot(snapshot(1, base_config())), "");
   // A request in flight holds the old snapshot.
   std::shared_ptr<const Snapshot> old = h.publisher.current();
-  const model::Config old_config = old->config;
+  const model::Config old_config = old->config();
 
   model::Delta d;
   d.upsert_virtual_hosts = {vhost("foo.com", {route(PathMatch::kPrefix, "/", "default/api:80")})};
@@ -297,7 +297,7 @@ TEST(PublisherTest, ValidDeltaPublishesANewSnapshotAndLeavesTheOldOneAlone) {
   EXPECT_EQ(h.publisher.applied(), 2u);
   auto want = model::apply(old_config, d);
   ASSERT_EQ(want.error, "");
-  EXPECT_EQ(cur->config, want.config);
+  EXPECT_EQ(cur->config(), want.config);
   ASSERT_EQ(h.published.size(), 2u);
   EXPECT_EQ(h.published[1], cur);
   EXPECT_EQ(resolve(*cur, "foo.com", "/"), "default/api:80");
@@ -306,8 +306,8 @@ TEST(PublisherTest, ValidDeltaPublishesANewSnapshotAndLeavesTheOldOneAlone) {
 
   // The old snapshot is exactly what it was: config, router and upstreams.
   EXPECT_EQ(old->version, 1u);
-  EXPECT_EQ(old->config, old_config);
-  EXPECT_EQ(old->config, base_config());
+  EXPECT_EQ(old->config(), old_config);
+  EXPECT_EQ(old->config(), base_config());
   EXPECT_EQ(resolve(*old, "foo.com", "/"), "default/web:80");
   EXPECT_EQ(resolve(*old, "bar.com", "/x"), "default/web:80");
   EXPECT_EQ(resolve(*old, "bar.com", "/y"), "404");
@@ -332,7 +332,7 @@ TEST(PublisherTest, ChainOfDeltasMatchesTheModel) {
     ASSERT_EQ(reason, "") << "step to version " << version + 1;
     ++version;
     expected = next;
-    EXPECT_EQ(h.publisher.current()->config, expected);
+    EXPECT_EQ(h.publisher.current()->config(), expected);
     EXPECT_EQ(h.publisher.version(), version);
   }
   EXPECT_EQ(h.published.size(), steps.size() + 1);
@@ -365,7 +365,7 @@ TEST(PublisherTest, SnapshotReplacesWhateverWasServed) {
   ASSERT_EQ(h.publisher.apply_snapshot(snapshot(1, base_config())), "");
   model::Config other = config({vhost("other.com", {route(PathMatch::kPrefix, "/")})});
   ASSERT_EQ(h.publisher.apply_snapshot(snapshot(2, other)), "");
-  EXPECT_EQ(h.publisher.current()->config, other);
+  EXPECT_EQ(h.publisher.current()->config(), other);
   EXPECT_EQ(resolve(*h.publisher.current(), "foo.com", "/"), "404");
   EXPECT_EQ(h.published.size(), 2u);
 }

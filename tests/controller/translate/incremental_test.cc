@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "objects/objects.h"
+#include "push/pusher.h"
 #include "store/store.h"
 
 namespace tidegate::controller::translate {
@@ -188,6 +189,17 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
       if (!(got.config == before)) ++endpoint_changes;
       for (const auto& d : got.diagnostics) warnings_seen += d.object.starts_with("EndpointSlice");
       expect_same_as_full(inc, got, s, where);
+      // The changed upstreams it reports are exactly those that differ: the pusher's delta made
+      // from them alone is the full diff.
+      std::vector<std::string> differing;
+      for (const auto& u : model::diff(before, got.config).upsert_upstreams)
+        differing.push_back(u.name);
+      std::vector<std::string> reported = inc.last_changed_upstreams();
+      std::sort(reported.begin(), reported.end());
+      EXPECT_EQ(reported, differing) << where;
+      EXPECT_EQ(push::upstream_delta(before, got.config, inc.last_changed_upstreams()),
+                model::diff(before, got.config))
+          << where;
       if (HasFailure()) return;
     }
   }

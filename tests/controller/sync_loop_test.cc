@@ -1,0 +1,130 @@
+// The sync loop hands the pusher the upstreams an incremental build says it changed, and only
+// when they are relative to what was pushed last.
+
+#include "sync/sync_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "model/model.h"
+#include "protocol/protocol.h"
+#include "push/pusher.h"
+#include "push/transport.h"
+
+namespace tidegate::controller::sync {
+namespace {
+
+using protocol::Message;
+
+// Answers like a data plane that accepts everything; records what it was sent.
+struct Recorder {
+  std::mutex mu;
+  std::vector<Message> sent;
+  std::optional<model::Config> served;
+  uint64_t served_version = 0;
+};
+
+class RecordingTransport : public push::Transport {
+ public:
+  explicit RecordingTransport(Recorder& r) : r_(r) {}
+  bool connected() const override { return connected_; }
+  bool connect(std::string*) override { return connected_ = true; }
+  void close() override { connected_ = false; }
+  bool alive() override { return connected_; }
+  std::optional<Message> call(const Message& m, std::chrono::milliseconds, std::string*) override {
+    std::lock_guard lock(r_.mu);
+    r_.sent.push_back(m);
+    if (std::holds_alternative<protocol::Hello>(m)) return protocol::HelloReply{1, 0};
+    if (auto* s = std::get_if<protocol::Snapshot>(&m)) {
+      r_.served = s->config;
+      r_.served_version = s->version;
+      return protocol::Ack{s->version};
+    }
+    auto& d = std::get<protocol::DeltaMsg>(m);
+    auto applied = model::apply(*r_.served, d.delta);
+    r_.served = applied.config;
+    r_.served_version = d.version;
+    return protocol::Ack{d.version};
+  }
+
+ private:
+  Recorder& r_;
+  bool connected_ = false;
+};
+
+model::Config config(const std::vector<std::string>& hosts, const std::string& address) {
+  model::Config c;
+  c.upstreams["ns/web:80"] = {"ns/web:80", {{address, 8080}}};
+  for (const auto& h : hosts) {
+    c.virtual_hosts[h] = {h, {{"/", model::PathMatch::kPrefix, "ns/web:80", "ns/in"}}};
+  }
+  return c;
+}
+
+// Runs the loop over `builds` (one per notify) and returns what was sent.
+std::vector<Message> run(std::vector<model::Config> configs,
+                         std::vector<std::optional<std::vector<std::string>>> changed) {
+  Recorder recorder;
+  push::Pusher pusher(std::make_unique<RecordingTransport>(recorder));
+  size_t next = 0;
+  SyncLoop* loop_ptr = nullptr;
+  SyncLoop loop(SyncLoop::IncrementalBuildFn([&]() {
+                  size_t i = std::min(next, configs.size() - 1);
+                  ++next;
+                  return Build{&configs[i], changed[i] ? &*changed[i] : nullptr};
+                }),
+                pusher,
+                SyncOptions{std::chrono::milliseconds(1), std::chrono::milliseconds(2),
+                            std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+                            std::chrono::milliseconds(50)});
+  loop_ptr = &loop;
+  std::thread t([&] { loop_ptr->run(); });
+  for (size_t i = 1; i < configs.size(); ++i) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (loop.pushes_acked() < i && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    loop.notify();
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (loop.pushes_acked() < configs.size() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  loop.stop();
+  t.join();
+  EXPECT_EQ(recorder.served, configs.back());
+  return recorder.sent;
+}
+
+TEST(SyncLoopTest, ChangedUpstreamsOfABuildReachThePusher) {
+  // The second build adds a host but says only ns/web:80 changed: the delta carries the upstream
+  // alone, which shows the names were used (a whole diff would carry the host).
+  auto sent = run({config({"a.com"}, "10.0.0.1"), config({"a.com", "b.com"}, "10.0.0.2"),
+                   config({"a.com", "b.com"}, "10.0.0.3")},
+                  {std::nullopt, std::vector<std::string>{"ns/web:80"}, std::nullopt});
+  ASSERT_EQ(sent.size(), 4u);  // hello, snapshot, delta, delta
+  ASSERT_TRUE(std::holds_alternative<protocol::Snapshot>(sent[1]));
+  const auto& hinted = std::get<protocol::DeltaMsg>(sent[2]).delta;
+  EXPECT_TRUE(hinted.upsert_virtual_hosts.empty());
+  ASSERT_EQ(hinted.upsert_upstreams.size(), 1u);
+  EXPECT_EQ(hinted.upsert_upstreams[0].endpoints[0].address, "10.0.0.2");
+  // Without names, the whole Configs are compared: the host comes along.
+  const auto& full = std::get<protocol::DeltaMsg>(sent[3]).delta;
+  EXPECT_EQ(full.upsert_virtual_hosts.size(), 1u);
+}
+
+TEST(SyncLoopTest, ChangedUpstreamsOfTheFirstBuildAreNotUsed) {
+  // Nothing was pushed before: the first push is a full snapshot whatever the build says.
+  auto sent = run({config({"a.com"}, "10.0.0.1"), config({"a.com"}, "10.0.0.2")},
+                  {std::vector<std::string>{}, std::vector<std::string>{"ns/web:80"}});
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(std::get<protocol::Snapshot>(sent[1]).config, config({"a.com"}, "10.0.0.1"));
+  EXPECT_EQ(std::get<protocol::DeltaMsg>(sent[2]).delta.upsert_upstreams.size(), 1u);
+}
+
+}  // namespace
+}  // namespace tidegate::controller::sync
