@@ -23,6 +23,9 @@ namespace {
 // less than every length, so "no limit" must be the largest value instead.
 constexpr std::uint64_t kUnlimitedBody = std::numeric_limits<std::uint64_t>::max();
 
+// The policy of requests that matched no route: the defaults (equal to server::Limits).
+const model::RoutePolicy kDefaultPolicy{};
+
 std::string_view host_without_port(std::string_view host) {
   if (!host.empty() && host.front() == '[') {
     auto close = host.find(']');
@@ -200,6 +203,7 @@ void HttpSession<S>::handle_request() {
     send_error(404, "no route\n", !request_->is_done());
     return;
   }
+  if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
   upstream_ = snapshot_->upstream(route->upstream);
   if (upstream_ == nullptr || upstream_->endpoints.empty()) {
     send_error(503, "no endpoints available\n", !request_->is_done());
@@ -215,8 +219,68 @@ void HttpSession<S>::handle_request() {
     memo_resource_.append(target.path_and_query.data(), target.path_and_query.size());
   }
   prepare_upstream_request();
+  if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {
+    rewrite_upstream_request(target);
+  }
   next_endpoint_ = upstream_->round_robin[worker_.id()].value++;
   pick_and_connect();
+}
+
+template <class S>
+const model::RoutePolicy& HttpSession<S>::policy() const {
+  return route_ != nullptr ? route_->policy : kDefaultPolicy;
+}
+
+template <class S>
+bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
+  const model::RoutePolicy& p = route_->policy;
+  if (p.source_ranges) {
+    // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
+    // that is missing or failed to compile denies (a broken allow list never opens a route).
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    auto peer = ratelimit::IpAddress::parse(peer_address_);
+    bool allowed = compiled != nullptr && compiled->source_ranges && peer &&
+                   compiled->source_ranges->contains(*peer);
+    if (!allowed) {
+      send_error(403, "forbidden\n", !request_->is_done());
+      return false;
+    }
+  }
+  if (p.redirect) {
+    send_error(p.redirect->code, "redirecting\n", !request_->is_done(), p.redirect->url);
+    return false;
+  }
+  if (!p.app_root.empty() && target.path == "/") {
+    send_error(302, "redirecting\n", !request_->is_done(), p.app_root);
+    return false;
+  }
+  if (p.max_body_bytes) {
+    // proxy-body-size: a declared length past the limit is refused before anything goes
+    // upstream; a chunked body is cut off by the parser's limit (on_read_request_body).
+    auto length = request_->content_length();
+    if (length && *length > *p.max_body_bytes) {
+      send_error(413, "request body too large\n", true);
+      return false;
+    }
+    request_->body_limit(*p.max_body_bytes);
+  }
+  return true;
+}
+
+template <class S>
+void HttpSession<S>::rewrite_upstream_request(const RequestTarget& target) {
+  auto& req = request_->get();
+  const model::RoutePolicy& p = policy();
+  if (!p.rewrite_target.empty()) {
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    auto pq = target.path_and_query;
+    auto question = pq.find('?');
+    auto query = question == std::string_view::npos ? std::string_view{} : pq.substr(question + 1);
+    req.target(rewrite_path(p.rewrite_target, compiled ? compiled->rewrite_regex.get() : nullptr,
+                            target.path, query));
+  }
+  // upstream-vhost: the Host the backend sees (X-Forwarded-Host keeps the client's).
+  if (!p.upstream_vhost.empty()) req.set(http::field::host, p.upstream_vhost);
 }
 
 template <class S>
@@ -260,7 +324,7 @@ void HttpSession<S>::pick_and_connect() {
   connection_ = std::make_unique<upstream::Connection>(
       lowest().get_executor(), ep, upstream_->tls_key, Limits::kUpstreamReadBufferBytes);
   if (worker_.metrics()) connect_started_ = std::chrono::steady_clock::now();
-  connection_->stream.expires_after(worker_.limits().upstream_connect_timeout);
+  connection_->stream.expires_after(policy().connect_timeout);
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
 }
@@ -301,7 +365,7 @@ void HttpSession<S>::start_upstream_tls() {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
     }
   }
-  c.lowest().expires_after(worker_.limits().upstream_connect_timeout);
+  c.lowest().expires_after(policy().connect_timeout);
   c.tls->async_handshake(asio::ssl::stream_base::client,
                          [self = this->shared_from_this()](error_code ec) {
                            if (ec) {
@@ -357,6 +421,10 @@ void HttpSession<S>::on_read_request_body(error_code ec) {
     // The client went away or sent a broken body: nothing useful can be answered upstream.
     TG_DEBUG("http", "request body read failed: " << ec.message());
     connection_.reset();
+    if (ec == http::error::body_limit) {
+      send_error(413, "request body too large\n", true);
+      return;
+    }
     if (is_http_parse_error(ec) && ec != http::error::end_of_stream) {
       send_error(400, "bad request body\n", true);
     } else {
@@ -376,7 +444,7 @@ void HttpSession<S>::on_read_request_body(error_code ec) {
 
 template <class S>
 void HttpSession<S>::write_request(const char* data, std::size_t n, bool last) {
-  connection_->lowest().expires_after(worker_.limits().upstream_send_timeout);
+  connection_->lowest().expires_after(policy().send_timeout);
   auto buffers = upstream_out_.next(data, n, last);
   connection_->with_stream([&](auto& stream) {
     asio::async_write(stream, buffers,
@@ -407,7 +475,7 @@ void HttpSession<S>::read_response_header() {
   response_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_response_header_bytes));
   response_->body_limit(kUnlimitedBody);
   if (head_request_) response_->skip(true);
-  connection_->lowest().expires_after(worker_.limits().upstream_read_timeout);
+  connection_->lowest().expires_after(policy().read_timeout);
   connection_->with_stream([&](auto& stream) {
     http::async_read_header(stream, connection_->buffer, *response_,
                             [self = this->shared_from_this()](error_code ec, std::size_t) {
@@ -484,6 +552,8 @@ void HttpSession<S>::on_response_header(error_code ec) {
   if (!request_->is_done()) client_keep_alive_ = false;  // upstream answered before the body ended
   if (draining_) client_keep_alive_ = false;
   res.keep_alive(client_keep_alive_);
+  // custom-headers: set on the backend's responses (not on the proxy's own answers).
+  for (const auto& h : policy().response_headers) res.set(h.name, h.value);
   client_out_.start(res, res.chunked());
   if (!body_expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
@@ -529,7 +599,7 @@ void HttpSession<S>::read_response_body() {
   auto& body = response_->get().body();
   body.data = relay_buffer_.data();
   body.size = relay_buffer_.size();
-  connection_->lowest().expires_after(worker_.limits().upstream_read_timeout);
+  connection_->lowest().expires_after(policy().read_timeout);
   connection_->with_stream([&](auto& stream) {
     http::async_read_some(stream, connection_->buffer, *response_,
                           [self = this->shared_from_this()](error_code ec, std::size_t) {
@@ -747,8 +817,14 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
       std::string_view(stage) == "connect" || std::string_view(stage) == "TLS handshake";
   // A pooled connection the server closed meanwhile, or a connect failure, is safe to retry; any
   // other failure before a response byte only for idempotent requests whose body we still have.
-  bool can_retry = !request_body_started_ && attempts_ < worker_.limits().max_upstream_attempts &&
-                   (nothing_sent || reused || idempotent_) && !(timed_out && !nothing_sent);
+  // proxy-next-upstream decides which failures move on ("error", "timeout"; "off": none) and
+  // whether non-idempotent requests may; proxy-next-upstream-tries bounds the attempts. A read
+  // timeout after the request went out is not retried (the backend may still be working on it).
+  const model::NextUpstream& next = policy().next_upstream;
+  bool allowed = nothing_sent ? (timed_out ? next.timeout : next.error)
+                              : (!timed_out && next.error && (idempotent_ || next.non_idempotent));
+  bool can_retry = !request_body_started_ && attempts_ < policy().next_upstream_tries &&
+                   ((reused && !next.off()) || allowed);
   if (can_retry) {
     TG_DEBUG("http", "upstream " << endpoint << " " << stage << " failed (" << ec.message()
                                  << "), retrying");
@@ -813,12 +889,15 @@ void HttpSession<S>::close_client() {
 template <class S>
 void HttpSession<S>::start_tunnel() {
   state_ = State::kTunnel;
+  // proxy-read-timeout of the route that admitted it: kept, as the route may go away.
+  tunnel_idle_ = policy().read_timeout;
+  route_ = nullptr;
   snapshot_.reset();
   upstream_ = nullptr;
   worker_.open_tunnels.fetch_add(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->tunnel_opened();
   tunnel_buffer_ = std::make_unique<std::array<char, Limits::kRelayBufferBytes>>();
-  auto idle = worker_.limits().tunnel_idle_timeout;
+  auto idle = tunnel_idle_;
   lowest().expires_after(idle);
   connection_->lowest().expires_after(idle);
   auto self = this->shared_from_this();
@@ -850,7 +929,7 @@ void HttpSession<S>::tunnel_client_to_upstream() {
   client_.async_read_some(asio::buffer(relay_buffer_),
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
                             if (ec || !self->connection_) return self->end_tunnel();
-                            auto idle = self->worker_.limits().tunnel_idle_timeout;
+                            auto idle = self->tunnel_idle_;
                             self->lowest().expires_after(idle);
                             self->connection_->lowest().expires_after(idle);
                             self->connection_->with_stream([&](auto& stream) {
@@ -870,7 +949,7 @@ void HttpSession<S>::tunnel_upstream_to_client() {
     stream.async_read_some(asio::buffer(*tunnel_buffer_), [self = this->shared_from_this()](
                                                               error_code ec, std::size_t n) {
       if (ec) return self->end_tunnel();
-      auto idle = self->worker_.limits().tunnel_idle_timeout;
+      auto idle = self->tunnel_idle_;
       self->lowest().expires_after(idle);
       if (self->connection_) self->connection_->lowest().expires_after(idle);
       asio::async_write(self->client_, asio::buffer(self->tunnel_buffer_->data(), n),

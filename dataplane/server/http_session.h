@@ -77,6 +77,11 @@ class HttpSession : public SessionBase,
   void handle_request();
   void redirect_to_https(const RequestTarget& target);
   void prepare_upstream_request();
+  // The matched route's policy (defaults without a route), applied before the upstream: source
+  // ranges (403), redirects, app-root, body size (413). False when it answered the request.
+  const model::RoutePolicy& policy() const;
+  bool apply_route_policy(const RequestTarget& target);
+  void rewrite_upstream_request(const RequestTarget& target);
   void pick_and_connect();
   void on_connect(error_code ec);
   void start_upstream_tls();
@@ -162,6 +167,7 @@ class HttpSession : public SessionBase,
   // The upstream-to-client direction of a tunnel needs its own buffer.
   std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
   bool tunnel_half_closed_ = false;
+  std::chrono::milliseconds tunnel_idle_{60'000};
 
   // Observation of the current exchange.
   bool exchange_open_ = false;
