@@ -1,5 +1,6 @@
 #include "translate/translate.h"
 #include "annotations/substitution.h"
+#include "translate/annotations.h"
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
 
@@ -60,6 +61,28 @@ struct UpstreamSource {
   const objects::Service* service = nullptr;
   const objects::ServicePort* port = nullptr;
 };
+
+// How one Ingress's upstreams are reached (tidegate.io/backend-protocol and proxy-ssl-*).
+struct BackendTls {
+  bool https = false;
+  std::string server_name;  // proxy-ssl-name; empty: "<service>.<namespace>.svc"
+  std::string ca_pem;       // the proxy-ssl-secret's ca.crt; empty: not verified
+  // Verification was asked for but cannot be done (Secret missing, no usable ca.crt, invalid
+  // reference): the upstreams get no endpoints rather than an unverified connection.
+  bool fail_closed = false;
+};
+
+// An upstream as the oldest Ingress naming it set it up.
+struct UpstreamClaim {
+  UpstreamSource source;
+  model::UpstreamTls tls;
+  bool fail_closed = false;
+  std::string ingress;  // "namespace/name"
+};
+
+// HTTPS upstreams are other upstreams than the plain ones of the same Service port: an Ingress
+// may talk HTTPS to a port that another Ingress talks HTTP to, and neither may change the other.
+constexpr std::string_view kHttpsSuffix = "+https";
 
 class Translator {
  public:
@@ -128,12 +151,71 @@ class Translator {
     return false;
   }
 
+  AnnotationOptions annotation_options() const {
+    return AnnotationOptions{options_.nginx_annotations};
+  }
+
+  // The Ingress's traffic-policy annotations (annotations.h); their diagnostics are reported here.
+  IngressPolicy parse_policy(const Ingress& ingress, bool regex) {
+    AnnotationContext context{ingress.metadata.namespace_, ingress.metadata.name, {}};
+    for (const auto& rule : ingress.spec.rules) {
+      for (const auto& p : rule.paths) {
+        context.paths.push_back(PathContext{p.path.empty() ? "/" : p.path,
+                                            regex && p.path_type != objects::PathType::kExact});
+      }
+    }
+    AnnotationResult parsed =
+        parse_annotations(ingress.metadata.annotations, context, annotation_options());
+    for (auto& d : parsed.diagnostics) result_.diagnostics.push_back(std::move(d));
+    return std::move(parsed.policy);
+  }
+
+  // TLS to the backends: the parsed protocol and proxy-ssl-* with the CA Secret resolved. A
+  // verification that was asked for and cannot be done fails closed (see BackendTls).
+  BackendTls backend_tls(const Ingress& ingress, const std::string& object,
+                         const model::UpstreamPolicy& policy) {
+    BackendTls tls;
+    if (policy.protocol != model::BackendProtocol::kHttps) return tls;
+    tls.https = true;
+    tls.server_name = policy.tls_server_name;
+    auto annotation =
+        find_annotation(ingress.metadata.annotations, "proxy-ssl-secret", annotation_options());
+    if (!annotation) return tls;
+    const std::string consequence =
+        "; the Ingress's HTTPS backends get no endpoints (503) until it is fixed, rather than "
+        "being connected to without verification";
+    if (policy.tls_secret.empty()) {  // invalid reference, already reported by the parser
+      report(object, Severity::kError,
+             "annotation " + annotation->key + ": no usable CA Secret" + consequence);
+      tls.fail_closed = true;
+      return tls;
+    }
+    auto secret = store_.secrets().find(policy.tls_secret);
+    std::string problem;
+    if (secret == store_.secrets().end()) {
+      problem = "Secret " + policy.tls_secret + " not found";
+    } else if (auto ca = secret->second.data.find("ca.crt"); ca == secret->second.data.end()) {
+      problem = "Secret " + policy.tls_secret + " has no ca.crt";
+    } else if (std::string why = check_ca_bundle(ca->second); !why.empty()) {
+      problem = "Secret " + policy.tls_secret + " " + why;
+    } else {
+      tls.ca_pem = ca->second;
+      return tls;
+    }
+    report(object, Severity::kError,
+           "annotation " + annotation->key + ": " + problem + consequence);
+    tls.fail_closed = true;
+    return tls;
+  }
+
   void add_ingress(const Ingress& ingress) {
     const std::string object = "Ingress " + name_of(ingress);
     const bool regex = use_regex(ingress, object);
+    const IngressPolicy policy = parse_policy(ingress, regex);
+    const BackendTls tls = backend_tls(ingress, object, policy.upstream);
     const std::string substitution = add_substitution(ingress, object);
 
-    if (ingress.spec.default_backend) add_default_backend(ingress, object, substitution);
+    if (ingress.spec.default_backend) add_default_backend(ingress, object, tls, substitution);
 
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
@@ -145,7 +227,7 @@ class Translator {
         continue;
       }
       for (size_t j = 0; j < rule.paths.size(); ++j) {
-        add_path(ingress, object, regex, substitution, host, rule.paths[j],
+        add_path(ingress, object, regex, tls, substitution, host, rule.paths[j],
                  index_path(rule_path + ".http.paths", j));
       }
     }
@@ -233,7 +315,7 @@ class Translator {
   }
 
   void add_path(const Ingress& ingress, const std::string& object, bool regex,
-                const std::string& substitution, const std::string& host,
+                const BackendTls& tls, const std::string& substitution, const std::string& host,
                 const objects::HTTPIngressPath& path, const std::string& where) {
     std::string text = path.path.empty() ? "/" : path.path;
     model::PathMatch match = model::PathMatch::kPrefix;
@@ -270,7 +352,7 @@ class Translator {
     }
 
     std::string error;
-    auto upstream = resolve(ingress, path.backend, &error);
+    auto upstream = resolve(ingress, path.backend, tls, &error);
     if (!upstream) {
       report(object, Severity::kError, where + ": " + error + "; path dropped");
       return;
@@ -392,10 +474,10 @@ class Translator {
     return out + "\"";
   }
 
-  void add_default_backend(const Ingress& ingress, const std::string& object,
+  void add_default_backend(const Ingress& ingress, const std::string& object, const BackendTls& tls,
                            const std::string& substitution) {
     std::string error;
-    auto upstream = resolve(ingress, *ingress.spec.default_backend, &error);
+    auto upstream = resolve(ingress, *ingress.spec.default_backend, tls, &error);
     if (!upstream) {
       report(object, Severity::kError, "spec.defaultBackend: " + error + "; ignored");
       return;
@@ -417,7 +499,7 @@ class Translator {
 
   // The upstream name for a backend, or nullopt with *error set.
   std::optional<std::string> resolve(const Ingress& ingress, const objects::IngressBackend& backend,
-                                     std::string* error) {
+                                     const BackendTls& tls, std::string* error) {
     if (!backend.service) {
       *error =
           "resource backends (kind " + backend.resource_kind.value_or("?") + ") are not supported";
@@ -444,7 +526,23 @@ class Translator {
       return std::nullopt;
     }
     std::string name = svc->first + ":" + ref.port.to_string();
-    upstream_sources_.emplace(name, UpstreamSource{&service, port});
+    UpstreamClaim claim{UpstreamSource{&service, port}, {}, tls.fail_closed, name_of(ingress)};
+    if (tls.https) {
+      name += kHttpsSuffix;
+      claim.tls.enabled = true;
+      claim.tls.server_name =
+          tls.server_name.empty() ? ref.name + "." + ns + ".svc" : tls.server_name;
+      claim.tls.ca_pem = tls.ca_pem;
+    }
+    auto [it, inserted] = upstream_claims_.emplace(name, claim);
+    if (!inserted && (it->second.tls != claim.tls || it->second.fail_closed != claim.fail_closed)) {
+      // Verification settings are not merged: the younger Ingress would otherwise talk to its
+      // backend with a CA or name it did not ask for.
+      *error = "upstream " + name + " is already used by Ingress " + it->second.ingress +
+               " with other TLS settings (tidegate.io/proxy-ssl-secret, proxy-ssl-name; the "
+               "older one wins)";
+      return std::nullopt;
+    }
     return name;
   }
 
@@ -494,13 +592,20 @@ class Translator {
       use_substitution(default_claim_->substitution);
     }
     for (const auto& name : referenced) {
-      const UpstreamSource& source = upstream_sources_.at(name);
+      const UpstreamClaim& claim = upstream_claims_.at(name);
+      const UpstreamSource& source = claim.source;
       if (source.service->spec.type == "ExternalName") {
         warn_once("Service " + store::object_key(source.service->metadata.namespace_,
                                                  source.service->metadata.name),
                   "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      config.upstreams.emplace(name, model::Upstream{name, endpoints_of(source)});
+      model::Upstream upstream{name, {}, claim.tls};
+      if (claim.fail_closed) {
+        result_.fail_closed_upstreams.insert(name);
+      } else {
+        upstream.endpoints = endpoints_of(source);
+      }
+      config.upstreams.emplace(name, std::move(upstream));
     }
   }
 
@@ -518,7 +623,7 @@ class Translator {
   // order.
   std::map<std::string, std::map<std::pair<std::string, model::PathMatch>, Claim>> hosts_;
   std::optional<Claim> default_claim_;
-  std::map<std::string, UpstreamSource> upstream_sources_;
+  std::map<std::string, UpstreamClaim> upstream_claims_;  // by upstream name
   std::set<std::pair<std::string, std::string>> warned_;
   struct TlsClaim {
     std::string certificate;  // Secret key "namespace/name"

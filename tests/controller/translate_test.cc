@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -887,6 +888,181 @@ model::Config with_substitutions(model::Config c, std::vector<model::Substitutio
   return c;
 }
 
+// ---- TLS to backends (tidegate.io/backend-protocol, proxy-ssl-*) ----
+
+// A self-signed CA certificate (test data, generated with the openssl CLI).
+const std::string kTestCaPem =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBiDCCAS+gAwIBAgIUUCxCR2JtrykM9gOKOFIDT/I4uNswCgYIKoZIzj0EAwIw\n"
+    "GjEYMBYGA1UEAwwPVHJhbnNsYXRlVGVzdENBMB4XDTI2MTEzMDExMDgwNloXDTM2\n"
+    "MTEyNzExMDgwNlowGjEYMBYGA1UEAwwPVHJhbnNsYXRlVGVzdENBMFkwEwYHKoZI\n"
+    "zj0CAQYIKoZIzj0DAQcDQgAET5hgN1FCmezwZq92cbND7mnyOieTuO4f6/wKftxE\n"
+    "3Ku8HUgS8xjbDwAtzD+8gBlYdmitiPI7tRi/RcTDKN08wqNTMFEwHQYDVR0OBBYE\n"
+    "FI6BG6BnBlcfKtTFOri+DoezwgdRMB8GA1UdIwQYMBaAFI6BG6BnBlcfKtTFOri+\n"
+    "DoezwgdRMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDRwAwRAIgVr8PCoxm\n"
+    "FS2Ra+0GO+s/lzmcNdf7WwyihVrK3u1ricoCIHAcP/3nY9v7hol7UUufBh2N8g5/\n"
+    "cHjsXhBG2b8HMA2V\n"
+    "-----END CERTIFICATE-----\n";
+
+// An Opaque Secret with the given entries as stringData.
+std::string opaque_secret(const std::string& name, std::map<std::string, std::string> data,
+                          const std::string& ns = "default") {
+  std::ostringstream o;
+  o << "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " << name << "\n  namespace: " << ns
+    << "\ntype: Opaque\nstringData:\n";
+  for (const auto& [k, v] : data) {
+    o << "  " << k << ": |\n";
+    std::istringstream lines(v);
+    for (std::string line; std::getline(lines, line);) o << "    " << line << "\n";
+  }
+  return o.str();
+}
+
+model::Upstream tls_upstream(std::string name, std::vector<std::string> endpoints,
+                             std::string server_name, std::string ca_pem = "") {
+  model::Upstream u = upstream(std::move(name), std::move(endpoints));
+  u.tls = model::UpstreamTls{true, std::move(server_name), std::move(ca_pem)};
+  return u;
+}
+
+TEST(TranslateTest, BackendTls) {
+  const std::string svc = service("web", {{"https", 443, "8443"}});
+  const std::string eps = slice("web-abc", "web", {{"10.0.0.1"}}, {{"https", 8443}});
+  const std::string ca_secret = opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}});
+  const std::string kHttpsUp = "default/web:443+https";
+  auto tls_ingress = [](std::string name, std::map<std::string, std::string> annotations,
+                        std::string path_text = "/") {
+    IngressYaml y = ingress(std::move(name));
+    for (const auto& [k, v] : annotations) y.annotation("tidegate.io/" + k, v);
+    return std::string(y.rule("foo.com", {path(std::move(path_text), "Prefix", "web", "443")}));
+  };
+  auto only_route = [](std::string up, std::string ing = "default/web") {
+    return std::vector<model::VirtualHost>{
+        vhost("foo.com", {route("/", PathMatch::kPrefix, std::move(up), std::move(ing))})};
+  };
+  const std::string fail_closed = "get no endpoints (503) until it is fixed";
+  TranslateOptions nginx_options;
+  nginx_options.nginx_annotations = true;
+
+  run_cases({
+      {"HTTPS without a CA: encrypted, not verified, SNI <service>.<namespace>.svc",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}}), svc, eps},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"lower-case https, CA from a Secret in the same namespace, proxy-ssl-name",
+       {tls_ingress("web", {{"backend-protocol", "https"},
+                            {"proxy-ssl-secret", "backend-ca"},
+                            {"proxy-ssl-name", "backend.internal"}}),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "backend.internal", kTestCaPem)})},
+      {"proxy-ssl-secret as namespace/name",
+       {tls_ingress("web",
+                    {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "default/backend-ca"}}),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc", kTestCaPem)})},
+      {"HTTP is the default and may be written out",
+       {tls_ingress("web", {{"backend-protocol", "http"}}), svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
+      {"an unsupported protocol is reported and HTTP applies",
+       {tls_ingress("web", {{"backend-protocol", "GRPCS"}}), svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})}),
+       {error("Ingress default/web", "backend-protocol: invalid value \"GRPCS\"")}},
+      {"missing CA Secret: fails closed, no endpoints",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "nope"}}), svc,
+        eps},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {}, "web.default.svc")}),
+       {error("Ingress default/web",
+              "annotation tidegate.io/proxy-ssl-secret: Secret default/nope not found; the "
+              "Ingress's HTTPS backends " +
+                  fail_closed)}},
+      {"Secret without ca.crt: fails closed",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"tls.crt", kTestCaPem}})},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {}, "web.default.svc")}),
+       {error("Ingress default/web", "Secret default/backend-ca has no ca.crt; the Ingress's")}},
+      {"ca.crt that is not PEM: fails closed",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"ca.crt", "not a certificate"}})},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {}, "web.default.svc")}),
+       {error("Ingress default/web", "ca.crt holds no PEM certificate; the Ingress's")}},
+      {"a Secret of another namespace is refused and fails closed",
+       {tls_ingress("web",
+                    {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "other/backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}}, "other")},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {}, "web.default.svc")}),
+       {error("Ingress default/web", "the Secret must be in the Ingress's namespace"),
+        error("Ingress default/web",
+              "annotation tidegate.io/proxy-ssl-secret: no usable CA Secret; the Ingress's "
+              "HTTPS backends " +
+                  fail_closed)}},
+      {"proxy-ssl-secret without HTTPS: warning, plain HTTP",
+       {tls_ingress("web", {{"proxy-ssl-secret", "backend-ca"}}), svc, eps, ca_secret},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})}),
+       {warning("Ingress default/web", "has no effect without backend-protocol: HTTPS")}},
+      {"HTTP and HTTPS to one Service port are two upstreams",
+       {std::string(ingress("plain").rule("a.com", {path("/", "Prefix", "web", "443")})),
+        tls_ingress("web", {{"backend-protocol", "HTTPS"}}), svc, eps},
+       config({vhost("a.com", {route("/", PathMatch::kPrefix, "default/web:443", "default/plain")}),
+               only_route(kHttpsUp)[0]},
+              {upstream("default/web:443", {"10.0.0.1:8443"}),
+               tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"two Ingresses with the same TLS settings share the upstream",
+       {tls_ingress("a", {{"backend-protocol", "HTTPS"}}, "/a"),
+        tls_ingress("b", {{"backend-protocol", "HTTPS"}}, "/b"), svc, eps},
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kHttpsUp, "default/a"),
+                                 route("/b", PathMatch::kPrefix, kHttpsUp, "default/b")})},
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"other TLS settings for the same upstream: the older Ingress wins, the path is dropped",
+       {tls_ingress("a", {{"backend-protocol", "HTTPS"}}, "/a"),
+        tls_ingress("b", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}, "/b"),
+        svc, eps, ca_secret},
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kHttpsUp, "default/a")})},
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")}),
+       {error("Ingress default/b",
+              "spec.rules[0].http.paths[0]: upstream default/web:443+https is already used by "
+              "Ingress default/a with other TLS settings")}},
+      {"default backend over HTTPS",
+       {std::string(ingress("web")
+                        .annotation("tidegate.io/backend-protocol", "HTTPS")
+                        .default_backend("web", "https")),
+        svc, eps},
+       config({}, {tls_upstream("default/web:https+https", {"10.0.0.1:8443"}, "web.default.svc")},
+              route("/", PathMatch::kPrefix, "default/web:https+https"))},
+      {"nginx spellings with --nginx-annotations",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS")
+                        .annotation("nginx.ingress.kubernetes.io/proxy-ssl-secret", "backend-ca")
+                        .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc", kTestCaPem)}),
+       {},
+       nginx_options},
+      {"nginx spellings are not read by default",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS")
+                        .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+        svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
+  });
+}
+
+TEST(TranslateTest, FailClosedUpstreamsAreListed) {
+  auto store = load_store({std::string(ingress("web")
+                                           .annotation("tidegate.io/backend-protocol", "HTTPS")
+                                           .annotation("tidegate.io/proxy-ssl-secret", "missing")
+                                           .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+                           service("web", {{"https", 443, "8443"}}),
+                           slice("web-abc", "web", {{"10.0.0.1"}}, {{"https", 8443}})},
+                          {});
+  TranslateResult got = translate(store);
+  EXPECT_EQ(got.fail_closed_upstreams, std::set<std::string>{"default/web:443+https"});
+  ASSERT_TRUE(got.config.upstreams.contains("default/web:443+https"));
+  EXPECT_TRUE(got.config.upstreams.at("default/web:443+https").endpoints.empty());
+}
+
 TEST(TranslateTest, Substitutions) {
   const std::vector<std::string> backends = {web_service("web"), web_slice({{"10.0.0.1"}}, "web"),
                                              web_service("api"), web_slice({{"10.0.0.2"}}, "api")};
@@ -1229,6 +1405,29 @@ TEST(TranslateStoreTest, InsertAndRemoveSayWhetherTheObjectMatters) {
   EXPECT_TRUE(s.remove(Kind::kEndpointSlice, "default", "web-abc"));
   EXPECT_TRUE(s.remove(Kind::kIngress, "default", "web"));
   EXPECT_FALSE(s.remove(Kind::kService, "default", "web")) << "no longer referenced";
+}
+
+TEST(TranslateStoreTest, SecretsNamedByProxySslSecretMatter) {
+  store::Store s;
+  EXPECT_FALSE(s.insert(parse(opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}}))))
+      << "not named yet";
+  EXPECT_TRUE(s.insert(parse(std::string(
+      ingress("web")
+          .annotation("tidegate.io/backend-protocol", "HTTPS")
+          .annotation("tidegate.io/proxy-ssl-secret", " backend-ca ")
+          .annotation("nginx.ingress.kubernetes.io/proxy-ssl-secret", "default/nginx-ca")
+          .rule("foo.com", {path("/", "Prefix", "web", "443")})))));
+  EXPECT_TRUE(s.secret_referenced("default", "backend-ca"));
+  EXPECT_TRUE(s.secret_referenced("default", "nginx-ca")) << "either spelling keeps it";
+  EXPECT_FALSE(s.secret_referenced("other", "backend-ca"));
+  EXPECT_TRUE(s.insert(parse(opaque_secret("nginx-ca", {{"ca.crt", kTestCaPem}}))));
+
+  // Another namespace's Secret is never kept for an Ingress (the translator refuses it).
+  objects::Ingress other = std::get<objects::Ingress>(
+      parse(std::string(ingress("x")
+                            .annotation("tidegate.io/proxy-ssl-secret", "kube-system/ca")
+                            .rule("a.com", {path("/", "Prefix", "web", "80")}))));
+  EXPECT_EQ(store::secrets_named(other), std::set<std::string>{});
 }
 
 objects::SubstitutionRuleSet parse_rule_set(const std::string& yaml) {

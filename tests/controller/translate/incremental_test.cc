@@ -85,6 +85,15 @@ store::Store base_store() {
   s.insert(ingress("a", "two", "two.example",
                    {path("/", "web", named("http")), path("/ext", "ext", number(80))}));
   s.insert(ingress("b", "three", "three.example", {path("/", "web", named("http"))}));
+  // HTTPS upstreams of the same Service ports ("a/web:80+https"): one that gets endpoints, and
+  // one whose CA Secret is missing, which must stay empty (fail closed) on the fast path too.
+  objects::Ingress https = ingress("a", "four", "four.example", {path("/", "web", number(80))});
+  https.metadata.annotations["tidegate.io/backend-protocol"] = "HTTPS";
+  s.insert(std::move(https));
+  objects::Ingress closed = ingress("a", "five", "five.example", {path("/", "api", number(80))});
+  closed.metadata.annotations["tidegate.io/backend-protocol"] = "HTTPS";
+  closed.metadata.annotations["tidegate.io/proxy-ssl-secret"] = "missing-ca";
+  s.insert(std::move(closed));
   return s;
 }
 
@@ -162,6 +171,7 @@ void expect_same_as_full(const IncrementalTranslator& inc, const TranslateResult
 
 TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomChanges) {
   size_t fast = 0, endpoint_changes = 0, upstreams_updated = 0, warnings_seen = 0;
+  size_t https_with_endpoints = 0;
   for (uint32_t seed = 1; seed <= 60; ++seed) {
     Random r(seed);
     store::Store s = base_store();
@@ -187,6 +197,8 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
       upstreams_updated += inc.last_upstreams_updated();
       if (!(got.config == before)) ++endpoint_changes;
       for (const auto& d : got.diagnostics) warnings_seen += d.object.starts_with("EndpointSlice");
+      https_with_endpoints += !got.config.upstreams.at("a/web:80+https").endpoints.empty();
+      EXPECT_TRUE(got.config.upstreams.at("a/api:80+https").endpoints.empty()) << where;
       expect_same_as_full(inc, got, s, where);
       if (HasFailure()) return;
     }
@@ -196,6 +208,7 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
   EXPECT_GT(endpoint_changes, 800u);
   EXPECT_GT(upstreams_updated, 1500u);
   EXPECT_GT(warnings_seen, 100u);
+  EXPECT_GT(https_with_endpoints, 500u);
 }
 
 objects::EndpointSlice slice(const std::string& name, const std::string& service,
