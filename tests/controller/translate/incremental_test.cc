@@ -79,9 +79,18 @@ store::Store base_store() {
   s.insert(service("a", "ext", {{"", 80, number(80), "TCP"}}, "ExternalName"));
   s.insert(service("b", "web", {{"http", 80, number(8080), "TCP"}}));
   s.insert(service("a", "unused", {{"", 80, number(80), "TCP"}}));
-  s.insert(ingress("a", "one", "one.example",
-                   {path("/", "web", number(80)), path("/m", "web", number(81)),
-                    path("/api", "api", number(80))}));
+  // Policies (issue #6) ride on routes and upstreams; the fast path must keep them, and keep
+  // canary upstreams' endpoints current.
+  objects::Ingress one = ingress("a", "one", "one.example",
+                                 {path("/", "web", number(80)), path("/m", "web", number(81)),
+                                  path("/api", "api", number(80))});
+  one.metadata.annotations["tidegate.io/load-balance"] = "ewma";
+  one.metadata.annotations["tidegate.io/proxy-read-timeout"] = "2m";
+  s.insert(std::move(one));
+  objects::Ingress canary = ingress("b", "canary", "three.example", {path("/", "web", number(80))});
+  canary.metadata.annotations["tidegate.io/canary"] = "true";
+  canary.metadata.annotations["tidegate.io/canary-weight"] = "20";
+  s.insert(std::move(canary));
   s.insert(ingress("a", "two", "two.example",
                    {path("/", "web", named("http")), path("/ext", "ext", number(80))}));
   s.insert(ingress("b", "three", "three.example", {path("/", "web", named("http"))}));
@@ -199,6 +208,8 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
       for (const auto& d : got.diagnostics) warnings_seen += d.object.starts_with("EndpointSlice");
       https_with_endpoints += !got.config.upstreams.at("a/web:80+https").endpoints.empty();
       EXPECT_TRUE(got.config.upstreams.at("a/api:80+https").endpoints.empty()) << where;
+      ASSERT_TRUE(got.config.virtual_hosts.at("three.example").routes.at(0).canary) << where;
+      EXPECT_TRUE(got.config.upstreams.contains("b/web:80")) << where << ": canary upstream";
       expect_same_as_full(inc, got, s, where);
       if (HasFailure()) return;
     }
