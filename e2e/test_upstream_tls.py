@@ -36,9 +36,9 @@ class _TlsHandler(_BackendHandler):
 class TlsBackend(Backend):
     """A Backend speaking HTTPS with `cert`; records the SNI of every handshake."""
 
-    def __init__(self, name: str, cert_file, key_file):
+    def __init__(self, name: str, cert_file, key_file, host: str = "127.0.0.1", port: int = 0):
         self.name = name
-        self.server = _BackendServer(("127.0.0.1", 0), name, True)
+        self.server = _BackendServer((host, port), name, True)
         self.server.RequestHandlerClass = _TlsHandler
         self.server.handshakes = 0
         self.server.handshake_errors = []
