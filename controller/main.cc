@@ -95,7 +95,8 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   kube::KubeSourceOptions source_options;
   source_options.watch_namespace = flags.get("watch-namespace");
   translate::TranslateOptions translate_options{class_options.ingress_class,
-                                                class_options.controller_name};
+                                                class_options.controller_name,
+                                                flags.get_bool("nginx-annotations")};
   TG_INFO("controller", "watching the API server at "
                             << config->describe() << " for class " << class_options.ingress_class
                             << (source_options.watch_namespace.empty()
@@ -266,6 +267,9 @@ int main(int argc, char** argv) {
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
                "spec.controller value of our IngressClass");
+  flags.define_bool("nginx-annotations",
+                    "also read the nginx.ingress.kubernetes.io/ spellings of the annotations we "
+                    "support, and warn about the ones we do not (docs/annotations.md)");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-controller");
       exit_code >= 0) {
     return exit_code;
@@ -288,7 +292,8 @@ int main(int argc, char** argv) {
 
   store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
   translate::TranslateOptions translate_options{class_options.ingress_class,
-                                                class_options.controller_name};
+                                                class_options.controller_name,
+                                                flags.get_bool("nginx-annotations")};
   ProblemLog problems;
   auto build = [&]() {
     auto loaded = source::load_manifest_dir(dir);

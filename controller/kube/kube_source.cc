@@ -62,16 +62,10 @@ bool KubeSource::secret_referenced(const std::string& namespace_, const std::str
 
 namespace {
 
-// "ns/secret" for each Secret an Ingress names in spec.tls.
+// "ns/secret" for each Secret an Ingress names (spec.tls, proxy-ssl-secret).
 std::set<std::string> tls_secrets_of(const objects::Ingress* ingress) {
-  std::set<std::string> out;
-  if (ingress == nullptr) return out;
-  for (const auto& tls : ingress->spec.tls) {
-    if (!tls.secret_name.empty()) {
-      out.insert(store::object_key(ingress->metadata.namespace_, tls.secret_name));
-    }
-  }
-  return out;
+  if (ingress == nullptr) return {};
+  return store::secrets_named(*ingress);
 }
 
 const objects::Ingress* find_ingress(const store::Store& store, const std::string& key) {

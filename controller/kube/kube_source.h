@@ -4,8 +4,8 @@
 // build function reads it under the same mutex (translation is fast compared with the batching
 // hold-off, and this keeps the store itself single-threaded code).
 //
-// Secrets: only those an Ingress names in spec.tls are kept; the rest are dropped on arrival, and
-// one that becomes referenced later is fetched by name.
+// Secrets: only those an Ingress names (spec.tls, proxy-ssl-secret) are kept; the rest are dropped
+// on arrival, and one that becomes referenced later is fetched by name.
 
 #include <atomic>
 #include <functional>

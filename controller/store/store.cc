@@ -101,15 +101,6 @@ std::set<std::string> services_named(const objects::Ingress& ingress) {
   return out;
 }
 
-std::set<std::string> secrets_named(const objects::Ingress& ingress) {
-  std::set<std::string> out;
-  for (const auto& tls : ingress.spec.tls) {
-    if (!tls.secret_name.empty())
-      out.insert(object_key(ingress.metadata.namespace_, tls.secret_name));
-  }
-  return out;
-}
-
 // Equal but for metadata.resourceVersion, which the translation never reads: our own status
 // writes (and anyone's to fields we do not parse) bump it, and must not cost a rebuild each.
 template <typename T>
@@ -121,6 +112,32 @@ bool same_content(const T& a, const T& b) {
 }
 
 }  // namespace
+
+std::set<std::string> secrets_named(const objects::Ingress& ingress) {
+  std::set<std::string> out;
+  const std::string& ns = ingress.metadata.namespace_;
+  for (const auto& tls : ingress.spec.tls) {
+    if (!tls.secret_name.empty()) out.insert(object_key(ns, tls.secret_name));
+  }
+  // proxy-ssl-secret: "name" or "namespace/name" in the Ingress's own namespace (the translator
+  // refuses others). Both spellings count whether or not --nginx-annotations is on: keeping one
+  // Secret too many costs memory, missing one would make the backend's verification fail.
+  for (std::string_view prefix : {"tidegate.io/", "nginx.ingress.kubernetes.io/"}) {
+    auto it = ingress.metadata.annotations.find(std::string(prefix) + "proxy-ssl-secret");
+    if (it == ingress.metadata.annotations.end()) continue;
+    std::string_view ref = it->second;
+    while (!ref.empty() && (ref.front() == ' ' || ref.front() == '\t')) ref.remove_prefix(1);
+    while (!ref.empty() && (ref.back() == ' ' || ref.back() == '\t')) ref.remove_suffix(1);
+    if (ref.empty()) continue;
+    auto slash = ref.find('/');
+    if (slash == std::string_view::npos) {
+      out.insert(object_key(ns, ref));
+    } else if (ref.substr(0, slash) == ns && slash + 1 < ref.size()) {
+      out.insert(object_key(ns, ref.substr(slash + 1)));
+    }
+  }
+  return out;
+}
 
 void Store::index_ingress(const objects::Ingress& ingress, bool add) {
   const std::string key = object_key(ingress.metadata.namespace_, ingress.metadata.name);

@@ -80,9 +80,9 @@ class Store {
   // The EndpointSlices labelled with `service` in `namespace_`, in key order (an index: no scan).
   std::vector<const objects::EndpointSlice*> endpoint_slices_of(const std::string& namespace_,
                                                                 const std::string& service) const;
-  // Whether some Ingress in `namespace_`, of any class, names `secret` in spec.tls (an index).
+  // Whether some Ingress in `namespace_`, of any class, names `secret` (secrets_named; an index).
   bool secret_named(const std::string& namespace_, const std::string& secret) const;
-  // Whether one of our Ingresses refers to `service` (a backend) or names `secret` (spec.tls):
+  // Whether one of our Ingresses refers to `service` (a backend) or names `secret`:
   // what insert() and remove() answer for Services, EndpointSlices and Secrets.
   bool service_referenced(const std::string& namespace_, const std::string& service) const;
   bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
@@ -134,11 +134,15 @@ class Store {
   void record(const objects::Secret&) { changes_.other = true; }
   void record(const objects::EndpointSlice& slice);
   Index services_by_ingress_ref_;  // "ns/service" -> Ingresses naming it in a backend
-  Index secrets_by_ingress_ref_;   // "ns/secret" -> Ingresses naming it in spec.tls
+  Index secrets_by_ingress_ref_;   // "ns/secret" -> Ingresses naming it (secrets_named)
   Index slices_by_service_;        // "ns/service" -> its EndpointSlices
   Changes changes_;
   std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
 };
+
+// "ns/name" of every Secret an Ingress names: its spec.tls Secrets and its proxy-ssl-secret
+// (tidegate.io/ or nginx.ingress.kubernetes.io/, same namespace only). Only these are kept.
+std::set<std::string> secrets_named(const objects::Ingress& ingress);
 
 // A Store holding every object the loader produced (the loader already dropped duplicates).
 Store build_store(const source::LoadResult& loaded, ClassOptions options = {});

@@ -60,6 +60,7 @@ const std::vector<Spelling>& spellings() {
       {"session-cookie-samesite", {"session-cookie-samesite"}},
       {"backend-protocol", {"backend-protocol"}},
       {"proxy-ssl-secret", {"proxy-ssl-secret"}},
+      {"proxy-ssl-name", {"proxy-ssl-name"}},
       {"proxy-connect-timeout", {"proxy-connect-timeout"}},
       {"proxy-read-timeout", {"proxy-read-timeout"}},
       {"proxy-send-timeout", {"proxy-send-timeout"}},
@@ -384,6 +385,22 @@ class Parser {
                           : "expected HTTP or HTTPS");
       }
     }
+    parse_proxy_ssl_secret();
+    if (auto n = get("proxy-ssl-name")) {
+      std::string name(trim(n->value));
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (auto why = model::check_tls_server_name(name)) {
+        invalid(*n, *why);
+      } else if (up.protocol != model::BackendProtocol::kHttps) {
+        warn(*n, "has no effect without backend-protocol: HTTPS; ignored");
+      } else {
+        up.tls_server_name = std::move(name);
+      }
+    }
+  }
+
+  void parse_proxy_ssl_secret() {
+    auto& up = result_.policy.upstream;
     auto s = get("proxy-ssl-secret");
     if (!s) return;
     std::string ref(trim(s->value));

@@ -49,4 +49,22 @@ std::string check_certificate_pair(const std::string& cert_pem, const std::strin
   return {};
 }
 
+std::string check_ca_bundle(const std::string& ca_pem) {
+  ERR_clear_error();
+  auto bio = memory_bio(ca_pem);
+  int count = 0;
+  for (;;) {
+    X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+    if (!cert) break;
+    ++count;
+  }
+  unsigned long err = ERR_peek_last_error();
+  ERR_clear_error();
+  const bool clean_end =
+      err == 0 || (ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE);
+  if (count == 0) return "ca.crt holds no PEM certificate";
+  if (!clean_end) return "ca.crt: a certificate after the first one does not parse";
+  return {};
+}
+
 }  // namespace tidegate::controller::translate

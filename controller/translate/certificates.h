@@ -11,4 +11,9 @@ namespace tidegate::controller::translate {
 // key, and the key belongs to the first certificate; otherwise the reason.
 std::string check_certificate_pair(const std::string& cert_pem, const std::string& key_pem);
 
+// The problem with a CA bundle (a Secret's ca.crt for tidegate.io/proxy-ssl-secret), or "" when it
+// holds at least one PEM certificate and every certificate in it parses. The data plane refuses
+// (NACKs) a bundle without a certificate, so the controller must not send one.
+std::string check_ca_bundle(const std::string& ca_pem);
+
 }  // namespace tidegate::controller::translate

@@ -84,8 +84,12 @@ void IncrementalTranslator::update_endpoints(const store::Store& store,
       // Only slices changed, so the Service and its port resolve as in the full translation
       // that produced this upstream.
       if (service == store.services().end()) continue;
-      const objects::ServicePort* port =
-          find_service_port(service->second, port_ref(it->first.substr(prefix.size())));
+      // Left empty on purpose by the full translation (an unusable CA for an HTTPS upstream).
+      if (result.fail_closed_upstreams.contains(it->first)) continue;
+      // "ns/service:port" or, for HTTPS, "ns/service:port+https".
+      std::string port_text = it->first.substr(prefix.size());
+      port_text = port_text.substr(0, port_text.find('+'));
+      const objects::ServicePort* port = find_service_port(service->second, port_ref(port_text));
       if (port == nullptr) continue;
       auto endpoints = endpoints_for(store, service->second, *port, warn);
       ++last_upstreams_updated_;

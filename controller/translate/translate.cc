@@ -1,5 +1,6 @@
 #include "translate/translate.h"
 #include "annotations/substitution.h"
+#include "translate/annotations.h"
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
 
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include <re2/re2.h>
+#include <nlohmann/json.hpp>
 
 namespace tidegate::controller::translate {
 
@@ -43,6 +45,9 @@ struct Claim {
   std::string ingress;       // "namespace/name"
   std::string path;          // as written by the winner
   std::string substitution;  // model::Substitution::name, empty for none
+  model::RoutePolicy policy = {};
+  std::optional<model::Canary> canary = {};  // canary->upstream set
+  std::string canary_ingress = {};           // the canary Ingress that set it
 };
 
 // Two paths that match the same requests are one route. Ingress v1 ignores a Prefix path's
@@ -61,6 +66,40 @@ struct UpstreamSource {
   const objects::ServicePort* port = nullptr;
 };
 
+// How one Ingress's upstreams are reached (tidegate.io/backend-protocol and proxy-ssl-*).
+struct BackendTls {
+  bool https = false;
+  std::string server_name;  // proxy-ssl-name; empty: "<service>.<namespace>.svc"
+  std::string ca_pem;       // the proxy-ssl-secret's ca.crt; empty: not verified
+  // Verification was asked for but cannot be done (Secret missing, no usable ca.crt, invalid
+  // reference): the upstreams get no endpoints rather than an unverified connection.
+  bool fail_closed = false;
+};
+
+// An upstream as the oldest Ingress naming it set it up.
+struct UpstreamClaim {
+  UpstreamSource source;
+  model::UpstreamTls tls;
+  bool fail_closed = false;
+  std::string ingress;  // "namespace/name"
+  model::UpstreamPolicy policy = {};
+};
+
+// One Ingress as its paths are processed: what its annotations say, once.
+struct IngressContext {
+  const objects::Ingress* ingress = nullptr;
+  std::string object;  // "Ingress namespace/name"
+  std::string name;    // "namespace/name"
+  bool regex = false;
+  IngressPolicy policy;
+  BackendTls tls;
+  std::string substitution;  // model::Substitution::name, empty for none
+};
+
+// HTTPS upstreams are other upstreams than the plain ones of the same Service port: an Ingress
+// may talk HTTPS to a port that another Ingress talks HTTP to, and neither may change the other.
+constexpr std::string_view kHttpsSuffix = "+https";
+
 class Translator {
  public:
   Translator(const store::Store& store, const TranslateOptions& options)
@@ -68,6 +107,8 @@ class Translator {
 
   TranslateResult run() {
     for (const Ingress* ingress : select_ingresses()) add_ingress(*ingress);
+    // Canaries attach to main routes, so they come after every main Ingress (oldest first).
+    for (const auto& canary : canaries_) add_canary(canary);
     assemble();
     return std::move(result_);
   }
@@ -117,23 +158,88 @@ class Translator {
   }
 
   bool use_regex(const Ingress& ingress, const std::string& object) {
-    const auto& annotations = ingress.metadata.annotations;
-    auto it = annotations.find(std::string(kUseRegexAnnotation));
-    if (it == annotations.end() || it->second == "false") return false;
-    if (it->second == "true") return true;
+    auto found = find_annotation(ingress.metadata.annotations, "use-regex", annotation_options());
+    if (!found || found->value == "false") return false;
+    if (found->value == "true") return true;
     report(object, Severity::kWarning,
-           "annotation " + std::string(kUseRegexAnnotation) +
-               ": expected \"true\" or \"false\", got " + quote(it->second) +
-               "; treated as \"false\"");
+           "annotation " + found->key + ": expected \"true\" or \"false\", got " +
+               quote(found->value) + "; treated as \"false\"");
     return false;
   }
 
-  void add_ingress(const Ingress& ingress) {
-    const std::string object = "Ingress " + name_of(ingress);
-    const bool regex = use_regex(ingress, object);
-    const std::string substitution = add_substitution(ingress, object);
+  AnnotationOptions annotation_options() const {
+    return AnnotationOptions{options_.nginx_annotations};
+  }
 
-    if (ingress.spec.default_backend) add_default_backend(ingress, object, substitution);
+  // The Ingress's traffic-policy annotations (annotations.h); their diagnostics are reported here.
+  IngressPolicy parse_policy(const Ingress& ingress, bool regex) {
+    AnnotationContext context{ingress.metadata.namespace_, ingress.metadata.name, {}};
+    for (const auto& rule : ingress.spec.rules) {
+      for (const auto& p : rule.paths) {
+        context.paths.push_back(PathContext{p.path.empty() ? "/" : p.path,
+                                            regex && p.path_type != objects::PathType::kExact});
+      }
+    }
+    AnnotationResult parsed =
+        parse_annotations(ingress.metadata.annotations, context, annotation_options());
+    for (auto& d : parsed.diagnostics) result_.diagnostics.push_back(std::move(d));
+    return std::move(parsed.policy);
+  }
+
+  // TLS to the backends: the parsed protocol and proxy-ssl-* with the CA Secret resolved. A
+  // verification that was asked for and cannot be done fails closed (see BackendTls).
+  BackendTls backend_tls(const Ingress& ingress, const std::string& object,
+                         const model::UpstreamPolicy& policy) {
+    BackendTls tls;
+    if (policy.protocol != model::BackendProtocol::kHttps) return tls;
+    tls.https = true;
+    tls.server_name = policy.tls_server_name;
+    auto annotation =
+        find_annotation(ingress.metadata.annotations, "proxy-ssl-secret", annotation_options());
+    if (!annotation) return tls;
+    const std::string consequence =
+        "; the Ingress's HTTPS backends get no endpoints (503) until it is fixed, rather than "
+        "being connected to without verification";
+    if (policy.tls_secret.empty()) {  // invalid reference, already reported by the parser
+      report(object, Severity::kError,
+             "annotation " + annotation->key + ": no usable CA Secret" + consequence);
+      tls.fail_closed = true;
+      return tls;
+    }
+    auto secret = store_.secrets().find(policy.tls_secret);
+    std::string problem;
+    if (secret == store_.secrets().end()) {
+      problem = "Secret " + policy.tls_secret + " not found";
+    } else if (auto ca = secret->second.data.find("ca.crt"); ca == secret->second.data.end()) {
+      problem = "Secret " + policy.tls_secret + " has no ca.crt";
+    } else if (std::string why = check_ca_bundle(ca->second); !why.empty()) {
+      problem = "Secret " + policy.tls_secret + " " + why;
+    } else {
+      tls.ca_pem = ca->second;
+      return tls;
+    }
+    report(object, Severity::kError,
+           "annotation " + annotation->key + ": " + problem + consequence);
+    tls.fail_closed = true;
+    return tls;
+  }
+
+  void add_ingress(const Ingress& ingress) {
+    IngressContext ctx;
+    ctx.ingress = &ingress;
+    ctx.name = name_of(ingress);
+    ctx.object = "Ingress " + ctx.name;
+    const std::string& object = ctx.object;
+    ctx.regex = use_regex(ingress, object);
+    ctx.policy = parse_policy(ingress, ctx.regex);
+    ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
+    if (ctx.policy.canary) {
+      canaries_.push_back(std::move(ctx));
+      return;
+    }
+    ctx.substitution = add_substitution(ingress, object);
+
+    if (ingress.spec.default_backend) add_default_backend(ctx);
 
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
@@ -145,29 +251,107 @@ class Translator {
         continue;
       }
       for (size_t j = 0; j < rule.paths.size(); ++j) {
-        add_path(ingress, object, regex, substitution, host, rule.paths[j],
-                 index_path(rule_path + ".http.paths", j));
+        add_path(ctx, host, rule.paths[j], index_path(rule_path + ".http.paths", j));
       }
     }
 
     add_tls(ingress, object);
   }
 
+  // A canary Ingress (docs/annotations.md, "Canary"): each of its paths becomes the alternative
+  // backend of the main route with the same host, match type and path; it has no routes of its
+  // own. Its route-level annotations were already reported as ignored by the parser.
+  void add_canary(const IngressContext& ctx) {
+    const Ingress& ingress = *ctx.ingress;
+    const std::string& object = ctx.object;
+    if (annotations::parse_substitution_annotations(ingress.metadata.annotations).present) {
+      report(object, Severity::kWarning,
+             "substitution annotations are ignored on a canary Ingress (the main route's "
+             "apply to both backends)");
+    }
+    if (ingress.spec.default_backend) {
+      report(object, Severity::kWarning,
+             "spec.defaultBackend: ignored on a canary Ingress (a canary only splits the "
+             "traffic of main routes)");
+    }
+    if (!ingress.spec.tls.empty()) {
+      report(object, Severity::kWarning,
+             "spec.tls: ignored on a canary Ingress (the main Ingress's TLS settings apply)");
+    }
+    for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
+      const auto& rule = ingress.spec.rules[i];
+      const std::string rule_path = index_path("spec.rules", i);
+      const std::string host = rule.host.empty() ? "*" : lowercase(rule.host);
+      if (!model::is_valid_host(host)) {
+        report(object, Severity::kError,
+               rule_path + ".host: invalid host " + quote(rule.host) + "; rule dropped");
+        continue;
+      }
+      for (size_t j = 0; j < rule.paths.size(); ++j) {
+        add_canary_path(ctx, host, rule.paths[j], index_path(rule_path + ".http.paths", j));
+      }
+    }
+  }
+
+  void add_canary_path(const IngressContext& ctx, const std::string& host,
+                       const objects::HTTPIngressPath& path, const std::string& where) {
+    auto routed = route_path(ctx, path, where);
+    if (!routed) return;
+    const auto& [text, match] = *routed;
+    const std::string described = "canary " + std::string(model::to_string(match)) + " path " +
+                                  quote(text) + " on host " + quote(host);
+    Claim* main = nullptr;
+    if (auto h = hosts_.find(host); h != hosts_.end()) {
+      auto m = h->second.find(std::make_pair(conflict_key(text, match), match));
+      if (m != h->second.end()) main = &m->second;
+    }
+    if (main == nullptr) {
+      // A canary never serves on its own (as in ingress-nginx).
+      report(ctx.object, Severity::kError,
+             where + ": " + described + " has no main route; path dropped");
+      return;
+    }
+    Claim& claim = *main;
+    std::string error;
+    auto upstream = resolve(ctx, path.backend, &error);
+    if (!upstream) {
+      report(ctx.object, Severity::kError, where + ": " + error + "; path dropped");
+      return;
+    }
+    if (*upstream == claim.upstream) {
+      report(ctx.object, Severity::kWarning,
+             where + ": " + described + ": the main route (Ingress " + claim.ingress +
+                 ") already goes to " + *upstream + "; nothing to split");
+      return;
+    }
+    model::Canary canary = *ctx.policy.canary;
+    canary.upstream = *upstream;
+    if (claim.canary) {
+      if (claim.canary_ingress == ctx.name && *claim.canary == canary) return;
+      report(ctx.object, Severity::kError,
+             where + ": " + described + ": the main route already has a canary from Ingress " +
+                 claim.canary_ingress +
+                 " (one canary per route; the older one wins); path dropped");
+      return;
+    }
+    claim.canary = std::move(canary);
+    claim.canary_ingress = ctx.name;
+  }
+
   // spec.tls: each entry's Secret becomes a Certificate and each of its hosts a TlsHost. An entry
   // without hosts covers the hosts of this Ingress's rules. A host claimed by two Ingresses with
   // different Secrets goes to the oldest Ingress.
   void add_tls(const Ingress& ingress, const std::string& object) {
-    const auto& annotations = ingress.metadata.annotations;
-    if (auto it = annotations.find(std::string(kSslRedirectAnnotation)); it != annotations.end()) {
-      if (it->second == "false") {
+    if (auto found =
+            find_annotation(ingress.metadata.annotations, "ssl-redirect", annotation_options())) {
+      if (found->value == "false") {
         for (const auto& rule : ingress.spec.rules) {
           no_redirect_hosts_.insert(rule.host.empty() ? "*" : lowercase(rule.host));
         }
-      } else if (it->second != "true") {
+      } else if (found->value != "true") {
         report(object, Severity::kWarning,
-               "annotation " + std::string(kSslRedirectAnnotation) +
-                   ": expected \"true\" or \"false\", got " + quote(it->second) +
-                   "; treated as \"true\"");
+               "annotation " + found->key + ": expected \"true\" or \"false\", got " +
+                   quote(found->value) + "; treated as \"true\"");
       }
     }
     for (size_t i = 0; i < ingress.spec.tls.size(); ++i) {
@@ -232,9 +416,12 @@ class Translator {
     }
   }
 
-  void add_path(const Ingress& ingress, const std::string& object, bool regex,
-                const std::string& substitution, const std::string& host,
-                const objects::HTTPIngressPath& path, const std::string& where) {
+  // The path text and match type of an Ingress path, or nullopt (reported) when it cannot be
+  // routed.
+  std::optional<std::pair<std::string, model::PathMatch>> route_path(
+      const IngressContext& ctx, const objects::HTTPIngressPath& path, const std::string& where) {
+    const std::string& object = ctx.object;
+    const bool regex = ctx.regex;
     std::string text = path.path.empty() ? "/" : path.path;
     model::PathMatch match = model::PathMatch::kPrefix;
     switch (path.path_type) {
@@ -253,7 +440,7 @@ class Translator {
       if (!re.ok()) {
         report(object, Severity::kError,
                where + ": invalid regex " + quote(text) + ": " + re.error() + "; path dropped");
-        return;
+        return std::nullopt;
       }
     }
     if (!std::all_of(text.begin(), text.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
@@ -261,16 +448,24 @@ class Translator {
       // carry arbitrary bytes into logs and the control protocol.
       report(object, Severity::kError,
              where + ": path contains spaces, control or non-ASCII characters; path dropped");
-      return;
+      return std::nullopt;
     }
     if (match != model::PathMatch::kRegex && text.front() != '/') {
       report(object, Severity::kError,
              where + ": path " + quote(text) + " does not start with '/'; path dropped");
-      return;
+      return std::nullopt;
     }
+    return std::make_pair(std::move(text), match);
+  }
 
+  void add_path(const IngressContext& ctx, const std::string& host,
+                const objects::HTTPIngressPath& path, const std::string& where) {
+    const std::string& object = ctx.object;
+    auto routed = route_path(ctx, path, where);
+    if (!routed) return;
+    const auto& [text, match] = *routed;
     std::string error;
-    auto upstream = resolve(ingress, path.backend, &error);
+    auto upstream = resolve(ctx, path.backend, &error);
     if (!upstream) {
       report(object, Severity::kError, where + ": " + error + "; path dropped");
       return;
@@ -280,19 +475,22 @@ class Translator {
     auto key = std::make_pair(conflict_key(text, match), match);
     auto it = routes.find(key);
     if (it == routes.end()) {
-      routes.emplace(std::move(key), Claim{*upstream, name_of(ingress), text, substitution});
+      routes.emplace(std::move(key),
+                     Claim{*upstream, ctx.name, text, ctx.substitution, ctx.policy.route});
       return;
     }
     // The same backend twice (two Ingresses, or two rules for one host) is not a conflict, unless
-    // the two would transform the responses differently.
+    // the two would treat requests or responses differently.
     std::string same = it->second.path == text ? "" : " (as " + quote(it->second.path) + ")";
     if (it->second.upstream == *upstream) {
-      if (same_substitution(it->second.substitution, substitution)) return;
+      const bool same_subst = same_substitution(it->second.substitution, ctx.substitution);
+      if (same_subst && it->second.policy == ctx.policy.route) return;
       report(object, Severity::kError,
              where + ": host " + quote(host) + " " + model::to_string(match) + " path " +
                  quote(text) + " is already routed" + same + " to " + it->second.upstream +
-                 " by Ingress " + it->second.ingress +
-                 " with other substitutions (the older one wins); path dropped");
+                 " by Ingress " + it->second.ingress + " with other " +
+                 (same_subst ? "route annotations" : "substitutions") +
+                 " (the older one wins); path dropped");
       return;
     }
     report(object, Severity::kError,
@@ -392,32 +590,34 @@ class Translator {
     return out + "\"";
   }
 
-  void add_default_backend(const Ingress& ingress, const std::string& object,
-                           const std::string& substitution) {
+  void add_default_backend(const IngressContext& ctx) {
     std::string error;
-    auto upstream = resolve(ingress, *ingress.spec.default_backend, &error);
+    auto upstream = resolve(ctx, *ctx.ingress->spec.default_backend, &error);
     if (!upstream) {
-      report(object, Severity::kError, "spec.defaultBackend: " + error + "; ignored");
+      report(ctx.object, Severity::kError, "spec.defaultBackend: " + error + "; ignored");
       return;
     }
     if (!default_claim_) {
-      default_claim_ = Claim{*upstream, name_of(ingress), "/", substitution};
+      default_claim_ = Claim{*upstream, ctx.name, "/", ctx.substitution, ctx.policy.route};
       return;
     }
-    if (default_claim_->upstream == *upstream &&
-        same_substitution(default_claim_->substitution, substitution)) {
-      return;
-    }
-    report(object, Severity::kError,
+    const bool same_upstream = default_claim_->upstream == *upstream;
+    const bool same_subst = same_substitution(default_claim_->substitution, ctx.substitution);
+    if (same_upstream && same_subst && default_claim_->policy == ctx.policy.route) return;
+    report(ctx.object, Severity::kError,
            "spec.defaultBackend: the default backend is already " + default_claim_->upstream +
                " from Ingress " + default_claim_->ingress +
-               (default_claim_->upstream == *upstream ? " with other substitutions" : "") +
+               (!same_upstream ? ""
+                : !same_subst  ? " with other substitutions"
+                               : " with other route annotations") +
                " (the older one wins); ignored");
   }
 
   // The upstream name for a backend, or nullopt with *error set.
-  std::optional<std::string> resolve(const Ingress& ingress, const objects::IngressBackend& backend,
-                                     std::string* error) {
+  std::optional<std::string> resolve(const IngressContext& ctx,
+                                     const objects::IngressBackend& backend, std::string* error) {
+    const Ingress& ingress = *ctx.ingress;
+    const BackendTls& tls = ctx.tls;
     if (!backend.service) {
       *error =
           "resource backends (kind " + backend.resource_kind.value_or("?") + ") are not supported";
@@ -444,7 +644,33 @@ class Translator {
       return std::nullopt;
     }
     std::string name = svc->first + ":" + ref.port.to_string();
-    upstream_sources_.emplace(name, UpstreamSource{&service, port});
+    UpstreamClaim claim{
+        UpstreamSource{&service, port}, {}, tls.fail_closed, ctx.name, ctx.policy.upstream};
+    if (tls.https) {
+      name += kHttpsSuffix;
+      claim.tls.enabled = true;
+      claim.tls.server_name =
+          tls.server_name.empty() ? ref.name + "." + ns + ".svc" : tls.server_name;
+      claim.tls.ca_pem = tls.ca_pem;
+    }
+    auto [it, inserted] = upstream_claims_.emplace(name, claim);
+    if (!inserted && (it->second.tls != claim.tls || it->second.fail_closed != claim.fail_closed)) {
+      // Verification settings are not merged: the younger Ingress would otherwise talk to its
+      // backend with a CA or name it did not ask for.
+      *error = "upstream " + name + " is already used by Ingress " + it->second.ingress +
+               " with other TLS settings (tidegate.io/proxy-ssl-secret, proxy-ssl-name; the "
+               "older one wins)";
+      return std::nullopt;
+    }
+    if (!inserted && it->second.policy != claim.policy &&
+        upstream_conflicts_.emplace(ctx.name, name).second) {
+      // Upstreams are shared; their settings (balancer tables, affinity) cannot be per Ingress.
+      report(ctx.object, Severity::kError,
+             "upstream " + name + " already has the settings " +
+                 model::to_json(it->second.policy).dump() + " from Ingress " + it->second.ingress +
+                 " (the older one wins); this Ingress's upstream annotations " +
+                 model::to_json(claim.policy).dump() + " are ignored for it");
+    }
     return name;
   }
 
@@ -480,27 +706,39 @@ class Translator {
       vh.ssl_redirect = host != "*" && has_tls(host) && !no_redirect_hosts_.contains(host);
       for (auto& [key, claim] : claims) {
         vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
-                                         claim.substitution});
+                                         claim.substitution, claim.policy, claim.canary});
         referenced.insert(claim.upstream);
+        if (claim.canary) referenced.insert(claim.canary->upstream);
         use_substitution(claim.substitution);
       }
       model::sort_routes(vh.routes);
       config.virtual_hosts.emplace(host, std::move(vh));
     }
     if (default_claim_) {
-      config.default_route = model::Route{"/", model::PathMatch::kPrefix, default_claim_->upstream,
-                                          default_claim_->ingress, default_claim_->substitution};
+      config.default_route = model::Route{"/",
+                                          model::PathMatch::kPrefix,
+                                          default_claim_->upstream,
+                                          default_claim_->ingress,
+                                          default_claim_->substitution,
+                                          default_claim_->policy};
       referenced.insert(default_claim_->upstream);
       use_substitution(default_claim_->substitution);
     }
     for (const auto& name : referenced) {
-      const UpstreamSource& source = upstream_sources_.at(name);
+      const UpstreamClaim& claim = upstream_claims_.at(name);
+      const UpstreamSource& source = claim.source;
       if (source.service->spec.type == "ExternalName") {
         warn_once("Service " + store::object_key(source.service->metadata.namespace_,
                                                  source.service->metadata.name),
                   "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      config.upstreams.emplace(name, model::Upstream{name, endpoints_of(source)});
+      model::Upstream upstream{name, {}, claim.tls, claim.policy};
+      if (claim.fail_closed) {
+        result_.fail_closed_upstreams.insert(name);
+      } else {
+        upstream.endpoints = endpoints_of(source);
+      }
+      config.upstreams.emplace(name, std::move(upstream));
     }
   }
 
@@ -518,7 +756,10 @@ class Translator {
   // order.
   std::map<std::string, std::map<std::pair<std::string, model::PathMatch>, Claim>> hosts_;
   std::optional<Claim> default_claim_;
-  std::map<std::string, UpstreamSource> upstream_sources_;
+  std::map<std::string, UpstreamClaim> upstream_claims_;  // by upstream name
+  std::set<std::pair<std::string, std::string>>
+      upstream_conflicts_;                // (Ingress, upstream) reported
+  std::vector<IngressContext> canaries_;  // canary Ingresses, oldest first
   std::set<std::pair<std::string, std::string>> warned_;
   struct TlsClaim {
     std::string certificate;  // Secret key "namespace/name"

@@ -3,6 +3,7 @@
 // Store gives the same Config and the same diagnostics, in the same order, every time. Invalid
 // parts of an object are dropped and reported, never thrown. The rules are in docs/translation.md.
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ inline constexpr std::string_view kSslRedirectAnnotation = "tidegate.io/ssl-redi
 struct TranslateOptions {
   std::string ingress_class{store::kDefaultIngressClass};
   std::string controller_name{store::kDefaultControllerName};
+  // Also read the nginx.ingress.kubernetes.io/ spellings of the annotations (--nginx-annotations).
+  bool nginx_annotations = false;
 };
 
 enum class Severity {
@@ -37,6 +40,11 @@ std::string to_string(const Diagnostic& d);  // "error: Ingress default/web: <me
 struct TranslateResult {
   model::Config config;  // passes model::validate
   std::vector<Diagnostic> diagnostics;
+  // Upstreams emitted without endpoints on purpose, whatever their EndpointSlices say: HTTPS
+  // upstreams whose proxy-ssl-secret cannot be used (they fail closed: 503 rather than talking to
+  // the backend without the verification that was asked for). The endpoint fast path leaves them
+  // empty too.
+  std::set<std::string> fail_closed_upstreams;
 };
 
 TranslateResult translate(const store::Store& store, const TranslateOptions& options = {});

@@ -167,6 +167,22 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
   if (!r.substitution.empty() && !config.substitutions.contains(r.substitution)) {
     errors.push_back(where + ": unknown substitution \"" + r.substitution + "\"");
   }
+  for (const auto& problem : validate(r.policy)) {
+    errors.push_back(where + " path \"" + r.path + "\": policy: " + problem);
+  }
+  if (r.canary) {
+    for (const auto& problem : validate(*r.canary)) {
+      errors.push_back(where + " path \"" + r.path + "\": " + problem);
+    }
+    if (!r.canary->upstream.empty()) {
+      if (!config.upstreams.contains(r.canary->upstream)) {
+        errors.push_back(where + " path \"" + r.path + "\": canary: unknown upstream \"" +
+                         r.canary->upstream + "\"");
+      } else if (r.canary->upstream == r.upstream) {
+        errors.push_back(where + " path \"" + r.path + "\": canary upstream is the route's own");
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -220,6 +236,9 @@ std::vector<std::string> validate(const Config& config) {
       errors.push_back("upstream " + up.name + ": TLS settings without TLS");
     if (up.tls.server_name.size() > 253)
       errors.push_back("upstream " + up.name + ": TLS server name longer than 253 characters");
+    for (const auto& problem : validate(up.policy)) {
+      errors.push_back("upstream " + up.name + ": policy: " + problem);
+    }
   }
   return errors;
 }

@@ -41,6 +41,9 @@ struct Upstream {
   std::string name;
   std::vector<Endpoint> endpoints;  // sorted, unique
   UpstreamTls tls = {};
+  // How a backend is chosen and connected to (issue #6, lib/model/policy.h): the annotations of
+  // the oldest Ingress using this upstream. Carried to the data plane; of it, only the protocol
+  // (through `tls`) is applied yet (docs/annotations.md, status).
   UpstreamPolicy policy = {};
   bool operator==(const Upstream&) const = default;
 };
@@ -57,7 +60,12 @@ struct Route {
   std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
   // Substitution::name of the body substitution for this route's responses; empty: none.
   std::string substitution{};
+  // What happens to a request on this route (issue #6): the Ingress's route-level annotations.
+  // The data plane applies timeouts, retries, body size, redirects, app-root, rewrite-target,
+  // upstream-vhost, custom headers and source ranges (docs/annotations.md, status).
   RoutePolicy policy = {};
+  // An alternative backend from a canary Ingress for the same host and path (docs/annotations.md,
+  // "Canary"): canary->upstream names an Upstream. Carried, not applied by the data plane yet.
   std::optional<Canary> canary = {};
   bool operator==(const Route&) const = default;
 };
@@ -136,7 +144,8 @@ void sort_routes(std::vector<Route>& routes);
 
 // Returns every problem found (empty == valid): dangling upstream references, bad hosts, paths
 // that do not start with '/', regexes that RE2 rejects, duplicate endpoints, keys that do not match
-// names, substitutions with invalid rules, MIME types or buffer sizes.
+// names, substitutions with invalid rules, MIME types or buffer sizes, invalid route and upstream
+// policies, canaries that are invalid or name an unknown upstream.
 std::vector<std::string> validate(const Config& config);
 
 bool is_valid_host(const std::string& host);  // "*", or an exact or "*.suffix" lower-case DNS name

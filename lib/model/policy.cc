@@ -549,6 +549,15 @@ std::optional<std::string> check_cors_origin(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_tls_server_name(std::string_view text) {
+  if (is_ipv4(text) || ipv6_mapped(text).has_value()) return std::nullopt;
+  // A DNS name: letters may be upper case in DNS, but certificates are matched without case and
+  // one spelling keeps upstream identities comparable.
+  if (!is_dns_subdomain(text))
+    return "must be a lower-case DNS name (no wildcard) or an IP address";
+  return std::nullopt;
+}
+
 std::optional<std::string> check_object_ref(std::string_view text) {
   size_t slash = text.find('/');
   if (slash == std::string_view::npos) return "must be \"namespace/name\"";
@@ -587,6 +596,14 @@ std::vector<std::string> validate(const UpstreamPolicy& p) {
     }
     if (p.protocol != BackendProtocol::kHttps) {
       problems.push_back("tls_secret is set but the backend protocol is HTTP");
+    }
+  }
+  if (!p.tls_server_name.empty()) {
+    if (auto why = check_tls_server_name(p.tls_server_name)) {
+      problems.push_back("tls_server_name " + quote(p.tls_server_name) + ": " + *why);
+    }
+    if (p.protocol != BackendProtocol::kHttps) {
+      problems.push_back("tls_server_name is set but the backend protocol is HTTP");
     }
   }
   return problems;
@@ -742,6 +759,7 @@ json to_json(const UpstreamPolicy& p) {
   }
   if (p.protocol != d.protocol) j["protocol"] = to_string(p.protocol);
   if (!p.tls_secret.empty()) j["tls_secret"] = p.tls_secret;
+  if (!p.tls_server_name.empty()) j["tls_server_name"] = p.tls_server_name;
   return j;
 }
 
@@ -779,6 +797,7 @@ UpstreamPolicy upstream_policy_from_json(const json& j) {
     p.protocol = *proto;
   }
   r.string("tls_secret", p.tls_secret);
+  r.string("tls_server_name", p.tls_server_name);
   r.finish();
   return p;
 }

@@ -72,6 +72,10 @@ struct UpstreamPolicy {
   // certificate (and whose tls.crt/tls.key, when present, are the client certificate). Only
   // meaningful with protocol == kHttps. The translator resolves it; empty: no verification.
   std::string tls_secret;
+  // proxy-ssl-name: the name sent as SNI and verified in the backend's certificate (a DNS name
+  // or an IP address, lower case). Only with protocol == kHttps; empty: the translator uses
+  // "<service>.<namespace>.svc".
+  std::string tls_server_name;
   bool operator==(const UpstreamPolicy&) const = default;
 };
 
@@ -232,6 +236,9 @@ std::optional<std::string> check_response_header(std::string_view name, std::str
 std::optional<std::string> check_host_port(std::string_view text);
 // "*" or "http(s)://host[:port]", the host optionally starting with "*.".
 std::optional<std::string> check_cors_origin(std::string_view text);
+// A TLS server name for a backend (proxy-ssl-name): a lower-case DNS name without wildcard, or
+// an IPv4 or IPv6 address (not bracketed), at most 253 bytes.
+std::optional<std::string> check_tls_server_name(std::string_view text);
 // "namespace/name" of a Kubernetes object (DNS-1123 namespace and name).
 std::optional<std::string> check_object_ref(std::string_view text);
 // The rate limiter's table needs a full bucket to refill within an hour: with rps set,

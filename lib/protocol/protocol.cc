@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/policy.h"
+
 namespace tidegate::protocol {
 
 using nlohmann::json;
@@ -16,6 +18,8 @@ json to_json(const model::Upstream& u) {
   json j{{"name", u.name}, {"endpoints", std::move(eps)}};
   // Absent for plain HTTP, so that older peers' messages stay valid.
   if (u.tls.enabled) j["tls"] = json{{"server_name", u.tls.server_name}, {"ca_pem", u.tls.ca_pem}};
+  // Absent when default ({}), so that snapshots without annotations do not grow.
+  if (json p = model::to_json(u.policy); !p.empty()) j["policy"] = std::move(p);
   return j;
 }
 
@@ -25,6 +29,8 @@ json to_json(const model::Route& r) {
          {"upstream", r.upstream},
          {"ingress", r.ingress}};
   if (!r.substitution.empty()) j["substitution"] = r.substitution;
+  if (json p = model::to_json(r.policy); !p.empty()) j["policy"] = std::move(p);
+  if (r.canary) j["canary"] = model::to_json(*r.canary);
   return j;
 }
 
@@ -146,6 +152,9 @@ model::Upstream upstream_from(const json& j) {
     u.tls.server_name = it->value("server_name", "");
     u.tls.ca_pem = it->value("ca_pem", "");
   }
+  // Unknown fields are refused (upstream_policy_from_json), so that a peer never half-applies a
+  // policy it does not know.
+  if (auto it = j.find("policy"); it != j.end()) u.policy = model::upstream_policy_from_json(*it);
   return u;
 }
 
@@ -159,6 +168,8 @@ model::Route route_from(const json& j) {
   r.upstream = j.at("upstream").get<std::string>();
   r.ingress = j.value("ingress", "");
   r.substitution = j.value("substitution", "");
+  if (auto it = j.find("policy"); it != j.end()) r.policy = model::route_policy_from_json(*it);
+  if (auto it = j.find("canary"); it != j.end()) r.canary = model::canary_from_json(*it);
   return r;
 }
 

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "objects/objects.h"
 #include "source/manifest_loader.h"
@@ -300,12 +302,16 @@ std::string dump(const model::Config& c) {
       o << "  " << model::to_string(r.match) << " " << r.path << " -> " << r.upstream << " ("
         << r.ingress << ")";
       if (!r.substitution.empty()) o << " substitution " << r.substitution;
+      if (r.policy != model::RoutePolicy{}) o << " policy " << model::to_json(r.policy).dump();
+      if (r.canary) o << " canary " << model::to_json(*r.canary).dump();
       o << "\n";
     }
   }
   for (const auto& [name, u] : c.upstreams) {
     o << "upstream " << name << ":";
     for (const auto& e : u.endpoints) o << " " << e.address << ":" << e.port;
+    if (u.tls.enabled) o << " tls " << u.tls.server_name << (u.tls.ca_pem.empty() ? "" : " +ca");
+    if (u.policy != model::UpstreamPolicy{}) o << " policy " << model::to_json(u.policy).dump();
     o << "\n";
   }
   if (c.default_route) {
@@ -887,6 +893,395 @@ model::Config with_substitutions(model::Config c, std::vector<model::Substitutio
   return c;
 }
 
+// ---- TLS to backends (tidegate.io/backend-protocol, proxy-ssl-*) ----
+
+// A self-signed CA certificate (test data, generated with the openssl CLI).
+const std::string kTestCaPem =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBiDCCAS+gAwIBAgIUUCxCR2JtrykM9gOKOFIDT/I4uNswCgYIKoZIzj0EAwIw\n"
+    "GjEYMBYGA1UEAwwPVHJhbnNsYXRlVGVzdENBMB4XDTI2MTEzMDExMDgwNloXDTM2\n"
+    "MTEyNzExMDgwNlowGjEYMBYGA1UEAwwPVHJhbnNsYXRlVGVzdENBMFkwEwYHKoZI\n"
+    "zj0CAQYIKoZIzj0DAQcDQgAET5hgN1FCmezwZq92cbND7mnyOieTuO4f6/wKftxE\n"
+    "3Ku8HUgS8xjbDwAtzD+8gBlYdmitiPI7tRi/RcTDKN08wqNTMFEwHQYDVR0OBBYE\n"
+    "FI6BG6BnBlcfKtTFOri+DoezwgdRMB8GA1UdIwQYMBaAFI6BG6BnBlcfKtTFOri+\n"
+    "DoezwgdRMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDRwAwRAIgVr8PCoxm\n"
+    "FS2Ra+0GO+s/lzmcNdf7WwyihVrK3u1ricoCIHAcP/3nY9v7hol7UUufBh2N8g5/\n"
+    "cHjsXhBG2b8HMA2V\n"
+    "-----END CERTIFICATE-----\n";
+
+// An Opaque Secret with the given entries as stringData.
+std::string opaque_secret(const std::string& name, std::map<std::string, std::string> data,
+                          const std::string& ns = "default") {
+  std::ostringstream o;
+  o << "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " << name << "\n  namespace: " << ns
+    << "\ntype: Opaque\nstringData:\n";
+  for (const auto& [k, v] : data) {
+    o << "  " << k << ": |\n";
+    std::istringstream lines(v);
+    for (std::string line; std::getline(lines, line);) o << "    " << line << "\n";
+  }
+  return o.str();
+}
+
+// An HTTPS upstream: its TLS settings, and the upstream policy they came from (protocol HTTPS,
+// proxy-ssl-secret `secret`, proxy-ssl-name `ssl_name`).
+model::Upstream tls_upstream(std::string name, std::vector<std::string> endpoints,
+                             std::string server_name, std::string ca_pem = "",
+                             std::string secret = "", std::string ssl_name = "") {
+  model::Upstream u = upstream(std::move(name), std::move(endpoints));
+  u.tls = model::UpstreamTls{true, std::move(server_name), std::move(ca_pem)};
+  u.policy.protocol = model::BackendProtocol::kHttps;
+  u.policy.tls_secret = std::move(secret);
+  u.policy.tls_server_name = std::move(ssl_name);
+  return u;
+}
+
+TEST(TranslateTest, BackendTls) {
+  const std::string svc = service("web", {{"https", 443, "8443"}});
+  const std::string eps = slice("web-abc", "web", {{"10.0.0.1"}}, {{"https", 8443}});
+  const std::string ca_secret = opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}});
+  const std::string kHttpsUp = "default/web:443+https";
+  auto tls_ingress = [](std::string name, std::map<std::string, std::string> annotations,
+                        std::string path_text = "/") {
+    IngressYaml y = ingress(std::move(name));
+    for (const auto& [k, v] : annotations) y.annotation("tidegate.io/" + k, v);
+    return std::string(y.rule("foo.com", {path(std::move(path_text), "Prefix", "web", "443")}));
+  };
+  auto only_route = [](std::string up, std::string ing = "default/web") {
+    return std::vector<model::VirtualHost>{
+        vhost("foo.com", {route("/", PathMatch::kPrefix, std::move(up), std::move(ing))})};
+  };
+  const std::string fail_closed = "get no endpoints (503) until it is fixed";
+  TranslateOptions nginx_options;
+  nginx_options.nginx_annotations = true;
+
+  run_cases({
+      {"HTTPS without a CA: encrypted, not verified, SNI <service>.<namespace>.svc",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}}), svc, eps},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"lower-case https, CA from a Secret in the same namespace, proxy-ssl-name",
+       {tls_ingress("web", {{"backend-protocol", "https"},
+                            {"proxy-ssl-secret", "backend-ca"},
+                            {"proxy-ssl-name", "backend.internal"}}),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "backend.internal", kTestCaPem,
+                            "default/backend-ca", "backend.internal")})},
+      {"proxy-ssl-secret as namespace/name",
+       {tls_ingress("web",
+                    {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "default/backend-ca"}}),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc",
+                                                  kTestCaPem, "default/backend-ca")})},
+      {"HTTP is the default and may be written out",
+       {tls_ingress("web", {{"backend-protocol", "http"}}), svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
+      {"an unsupported protocol is reported and HTTP applies",
+       {tls_ingress("web", {{"backend-protocol", "GRPCS"}}), svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})}),
+       {error("Ingress default/web", "backend-protocol: invalid value \"GRPCS\"")}},
+      {"missing CA Secret: fails closed, no endpoints",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "nope"}}), svc,
+        eps},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {}, "web.default.svc", "", "default/nope")}),
+       {error("Ingress default/web",
+              "annotation tidegate.io/proxy-ssl-secret: Secret default/nope not found; the "
+              "Ingress's HTTPS backends " +
+                  fail_closed)}},
+      {"Secret without ca.crt: fails closed",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"tls.crt", kTestCaPem}})},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {}, "web.default.svc", "", "default/backend-ca")}),
+       {error("Ingress default/web", "Secret default/backend-ca has no ca.crt; the Ingress's")}},
+      {"ca.crt that is not PEM: fails closed",
+       {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"ca.crt", "not a certificate"}})},
+       config(only_route(kHttpsUp),
+              {tls_upstream(kHttpsUp, {}, "web.default.svc", "", "default/backend-ca")}),
+       {error("Ingress default/web", "ca.crt holds no PEM certificate; the Ingress's")}},
+      {"a Secret of another namespace is refused and fails closed",
+       {tls_ingress("web",
+                    {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "other/backend-ca"}}),
+        svc, eps, opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}}, "other")},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {}, "web.default.svc")}),
+       {error("Ingress default/web", "the Secret must be in the Ingress's namespace"),
+        error("Ingress default/web",
+              "annotation tidegate.io/proxy-ssl-secret: no usable CA Secret; the Ingress's "
+              "HTTPS backends " +
+                  fail_closed)}},
+      {"proxy-ssl-secret without HTTPS: warning, plain HTTP",
+       {tls_ingress("web", {{"proxy-ssl-secret", "backend-ca"}}), svc, eps, ca_secret},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})}),
+       {warning("Ingress default/web", "has no effect without backend-protocol: HTTPS")}},
+      {"HTTP and HTTPS to one Service port are two upstreams",
+       {std::string(ingress("plain").rule("a.com", {path("/", "Prefix", "web", "443")})),
+        tls_ingress("web", {{"backend-protocol", "HTTPS"}}), svc, eps},
+       config({vhost("a.com", {route("/", PathMatch::kPrefix, "default/web:443", "default/plain")}),
+               only_route(kHttpsUp)[0]},
+              {upstream("default/web:443", {"10.0.0.1:8443"}),
+               tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"two Ingresses with the same TLS settings share the upstream",
+       {tls_ingress("a", {{"backend-protocol", "HTTPS"}}, "/a"),
+        tls_ingress("b", {{"backend-protocol", "HTTPS"}}, "/b"), svc, eps},
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kHttpsUp, "default/a"),
+                                 route("/b", PathMatch::kPrefix, kHttpsUp, "default/b")})},
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")})},
+      {"other TLS settings for the same upstream: the older Ingress wins, the path is dropped",
+       {tls_ingress("a", {{"backend-protocol", "HTTPS"}}, "/a"),
+        tls_ingress("b", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "backend-ca"}}, "/b"),
+        svc, eps, ca_secret},
+       config({vhost("foo.com", {route("/a", PathMatch::kPrefix, kHttpsUp, "default/a")})},
+              {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc")}),
+       {error("Ingress default/b",
+              "spec.rules[0].http.paths[0]: upstream default/web:443+https is already used by "
+              "Ingress default/a with other TLS settings")}},
+      {"default backend over HTTPS",
+       {std::string(ingress("web")
+                        .annotation("tidegate.io/backend-protocol", "HTTPS")
+                        .default_backend("web", "https")),
+        svc, eps},
+       config({}, {tls_upstream("default/web:https+https", {"10.0.0.1:8443"}, "web.default.svc")},
+              route("/", PathMatch::kPrefix, "default/web:https+https"))},
+      {"nginx spellings with --nginx-annotations",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS")
+                        .annotation("nginx.ingress.kubernetes.io/proxy-ssl-secret", "backend-ca")
+                        .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+        svc, eps, ca_secret},
+       config(only_route(kHttpsUp), {tls_upstream(kHttpsUp, {"10.0.0.1:8443"}, "web.default.svc",
+                                                  kTestCaPem, "default/backend-ca")}),
+       {},
+       nginx_options},
+      {"nginx spellings are not read by default",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/backend-protocol", "HTTPS")
+                        .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+        svc, eps},
+       config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
+  });
+}
+
+TEST(TranslateTest, FailClosedUpstreamsAreListed) {
+  auto store = load_store({std::string(ingress("web")
+                                           .annotation("tidegate.io/backend-protocol", "HTTPS")
+                                           .annotation("tidegate.io/proxy-ssl-secret", "missing")
+                                           .rule("foo.com", {path("/", "Prefix", "web", "443")})),
+                           service("web", {{"https", 443, "8443"}}),
+                           slice("web-abc", "web", {{"10.0.0.1"}}, {{"https", 8443}})},
+                          {});
+  TranslateResult got = translate(store);
+  EXPECT_EQ(got.fail_closed_upstreams, std::set<std::string>{"default/web:443+https"});
+  ASSERT_TRUE(got.config.upstreams.contains("default/web:443+https"));
+  EXPECT_TRUE(got.config.upstreams.at("default/web:443+https").endpoints.empty());
+}
+
+// ---- Traffic policy (issue #6): annotations -> Route::policy, Upstream::policy, canaries ----
+
+model::Route with_policy(model::Route r, void (*f)(model::RoutePolicy&)) {
+  f(r.policy);
+  return r;
+}
+
+model::Upstream with_upstream_policy(model::Upstream u, void (*f)(model::UpstreamPolicy&)) {
+  f(u.policy);
+  return u;
+}
+
+model::Route with_canary(model::Route r, model::Canary c) {
+  r.canary = std::move(c);
+  return r;
+}
+
+TEST(TranslateTest, Policies) {
+  const std::string web = web_service();
+  const std::string web_eps = web_slice({{"10.0.0.1"}});
+  const std::string api = web_service("api");
+  const std::string api_eps = web_slice({{"10.0.0.2"}}, "api");
+  auto body_8m = [](model::RoutePolicy& p) { p.max_body_bytes = 8u << 20; };
+  auto ewma = [](model::UpstreamPolicy& p) { p.load_balance = model::LoadBalance::kEwma; };
+  auto least = [](model::UpstreamPolicy& p) { p.load_balance = model::LoadBalance::kLeastConn; };
+  TranslateOptions nginx_options;
+  nginx_options.nginx_annotations = true;
+
+  run_cases({
+      {"route and upstream annotations reach every route, the default route and the upstream",
+       {std::string(ingress("web")
+                        .annotation("tidegate.io/proxy-body-size", "8m")
+                        .annotation("tidegate.io/load-balance", "ewma")
+                        .default_backend("web", "80")
+                        .rule("foo.com", {path("/a", "Prefix", "web", "80"),
+                                          path("/b", "Exact", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com", {with_policy(route("/a", PathMatch::kPrefix, kWebUp), body_8m),
+                                 with_policy(route("/b", PathMatch::kExact, kWebUp), body_8m)})},
+              {with_upstream_policy(upstream(kWebUp, {"10.0.0.1:8080"}), ewma)},
+              with_policy(route("/", PathMatch::kPrefix, kWebUp), body_8m))},
+      {"an invalid annotation is reported and its default applies",
+       {std::string(ingress("web")
+                        .annotation("tidegate.io/proxy-body-size", "huge")
+                        .rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {error("Ingress default/web", "annotation tidegate.io/proxy-body-size: invalid value")}},
+      {"one path and backend from two Ingresses with other route annotations: the older wins",
+       {std::string(ingress("a")
+                        .created("2024-01-01T00:00:00Z")
+                        .annotation("tidegate.io/proxy-body-size", "8m")
+                        .rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("b")
+                        .created("2024-01-02T00:00:00Z")
+                        .rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com",
+                     {with_policy(route("/", PathMatch::kPrefix, kWebUp, "default/a"), body_8m)})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {error("Ingress default/b",
+              "is already routed to default/web:80 by Ingress default/a with other route "
+              "annotations (the older one wins); path dropped")}},
+      {"one upstream, other upstream annotations: the older's apply, the younger keeps its path",
+       {std::string(ingress("a")
+                        .created("2024-01-01T00:00:00Z")
+                        .annotation("tidegate.io/load-balance", "ewma")
+                        .rule("a.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("b")
+                        .created("2024-01-02T00:00:00Z")
+                        .annotation("tidegate.io/load-balance", "least_conn")
+                        .rule("b.com", {path("/", "Prefix", "web", "80"),
+                                        path("/x", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("a.com", {route("/", PathMatch::kPrefix, kWebUp, "default/a")}),
+               vhost("b.com", {route("/", PathMatch::kPrefix, kWebUp, "default/b"),
+                               route("/x", PathMatch::kPrefix, kWebUp, "default/b")})},
+              {with_upstream_policy(upstream(kWebUp, {"10.0.0.1:8080"}), ewma)}),
+       {error("Ingress default/b",
+              "upstream default/web:80 already has the settings {\"load_balance\":\"ewma\"} from "
+              "Ingress default/a (the older one wins); this Ingress's upstream annotations "
+              "{\"load_balance\":\"least_conn\"} are ignored for it")}},
+      {"canary by weight: the main route gets it, the canary upstream its own settings",
+       {std::string(ingress("main").rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("canary")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/canary-weight", "10")
+                        .annotation("tidegate.io/canary-by-header", "X-Canary")
+                        .annotation("tidegate.io/load-balance", "least_conn")
+                        .rule("foo.com", {path("/", "Prefix", "api", "80")})),
+        web, web_eps, api, api_eps},
+       config({vhost("foo.com",
+                     {with_canary(route("/", PathMatch::kPrefix, kWebUp, "default/main"),
+                                  model::Canary{"default/api:80", 10, 100, "X-Canary", "", ""})})},
+              {upstream(kWebUp, {"10.0.0.1:8080"}),
+               with_upstream_policy(upstream("default/api:80", {"10.0.0.2:8080"}), least)})},
+      {"a canary is processed after every main Ingress, whatever its age; Prefix slashes ignored",
+       {std::string(ingress("canary")
+                        .created("2020-01-01T00:00:00Z")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/canary-weight", "50")
+                        .rule("foo.com", {path("/app/", "Prefix", "api", "80")})),
+        std::string(ingress("main")
+                        .created("2024-01-01T00:00:00Z")
+                        .rule("foo.com", {path("/app", "Prefix", "web", "80")})),
+        web, web_eps, api, api_eps},
+       config(
+           {vhost("foo.com", {with_canary(route("/app", PathMatch::kPrefix, kWebUp, "default/main"),
+                                          model::Canary{"default/api:80", 50})})},
+           {upstream(kWebUp, {"10.0.0.1:8080"}), upstream("default/api:80", {"10.0.0.2:8080"})})},
+      {"a canary without a main route is dropped",
+       {std::string(ingress("canary")
+                        .annotation("tidegate.io/canary", "true")
+                        .rule("foo.com", {path("/", "Prefix", "api", "80")})),
+        std::string(ingress("main").rule("foo.com", {path("/", "Exact", "web", "80")})), web,
+        web_eps, api, api_eps},
+       config({vhost("foo.com", {route("/", PathMatch::kExact, kWebUp, "default/main")})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {error("Ingress default/canary",
+              "spec.rules[0].http.paths[0]: canary Prefix path \"/\" on host \"foo.com\" has no "
+              "main route; path dropped")}},
+      {"a canary to the main route's own backend does nothing",
+       {std::string(ingress("main").rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("canary")
+                        .annotation("tidegate.io/canary", "true")
+                        .rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp, "default/main")})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})}),
+       {warning("Ingress default/canary", "already goes to default/web:80; nothing to split")}},
+      {"two canaries for one route: the older wins",
+       {std::string(ingress("main").rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("c1")
+                        .created("2024-01-01T00:00:00Z")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/canary-weight", "5")
+                        .rule("foo.com", {path("/", "Prefix", "api", "80")})),
+        std::string(ingress("c2")
+                        .created("2024-01-02T00:00:00Z")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/canary-weight", "90")
+                        .rule("foo.com", {path("/", "Prefix", "api", "http")})),
+        web, web_eps, api, api_eps},
+       config({vhost("foo.com", {with_canary(route("/", PathMatch::kPrefix, kWebUp, "default/main"),
+                                             model::Canary{"default/api:80", 5})})},
+              {upstream(kWebUp, {"10.0.0.1:8080"}), upstream("default/api:80", {"10.0.0.2:8080"})}),
+       {error("Ingress default/c2",
+              "the main route already has a canary from Ingress default/c1 (one canary per route; "
+              "the older one wins); path dropped")}},
+      {"a canary's default backend, TLS and route annotations are ignored with warnings",
+       {std::string(ingress("main").rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("canary")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/proxy-body-size", "1m")
+                        .default_backend("api", "80")
+                        .tls("foo.com", "foo-cert")
+                        .rule("foo.com", {path("/", "Prefix", "api", "80")})),
+        web, web_eps, api, api_eps},
+       config({vhost("foo.com", {with_canary(route("/", PathMatch::kPrefix, kWebUp, "default/main"),
+                                             model::Canary{"default/api:80"})})},
+              {upstream(kWebUp, {"10.0.0.1:8080"}), upstream("default/api:80", {"10.0.0.2:8080"})}),
+       {warning("Ingress default/canary", "tidegate.io/proxy-body-size: ignored on a canary"),
+        warning("Ingress default/canary", "spec.defaultBackend: ignored on a canary Ingress"),
+        warning("Ingress default/canary", "spec.tls: ignored on a canary Ingress")}},
+      {"the main route's annotations stay with it when a canary attaches",
+       {std::string(ingress("main")
+                        .annotation("tidegate.io/proxy-body-size", "8m")
+                        .rule("foo.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("canary")
+                        .annotation("tidegate.io/canary", "true")
+                        .annotation("tidegate.io/canary-by-cookie", "beta")
+                        .rule("foo.com", {path("/", "Prefix", "api", "80")})),
+        web, web_eps, api, api_eps},
+       config(
+           {vhost("foo.com",
+                  {with_canary(
+                      with_policy(route("/", PathMatch::kPrefix, kWebUp, "default/main"), body_8m),
+                      model::Canary{"default/api:80", 0, 100, "", "", "beta"})})},
+           {upstream(kWebUp, {"10.0.0.1:8080"}), upstream("default/api:80", {"10.0.0.2:8080"})})},
+      {"nginx spellings of use-regex, ssl-redirect and the policy with --nginx-annotations",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/use-regex", "true")
+                        .annotation("nginx.ingress.kubernetes.io/ssl-redirect", "maybe")
+                        .annotation("nginx.ingress.kubernetes.io/load-balance", "ewma")
+                        .rule("foo.com", {path("/v[0-9]+", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com", {route("/v[0-9]+", PathMatch::kRegex, kWebUp)})},
+              {with_upstream_policy(upstream(kWebUp, {"10.0.0.1:8080"}), ewma)}),
+       {warning("Ingress default/web",
+                "annotation nginx.ingress.kubernetes.io/ssl-redirect: expected \"true\" or "
+                "\"false\", got \"maybe\"")},
+       nginx_options},
+      {"without --nginx-annotations those spellings are not read",
+       {std::string(ingress("web")
+                        .annotation("nginx.ingress.kubernetes.io/use-regex", "true")
+                        .annotation("nginx.ingress.kubernetes.io/load-balance", "ewma")
+                        .rule("foo.com", {path("/v1", "Prefix", "web", "80")})),
+        web, web_eps},
+       config({vhost("foo.com", {route("/v1", PathMatch::kPrefix, kWebUp)})},
+              {upstream(kWebUp, {"10.0.0.1:8080"})})},
+  });
+}
+
 TEST(TranslateTest, Substitutions) {
   const std::vector<std::string> backends = {web_service("web"), web_slice({{"10.0.0.1"}}, "web"),
                                              web_service("api"), web_slice({{"10.0.0.2"}}, "api")};
@@ -1229,6 +1624,29 @@ TEST(TranslateStoreTest, InsertAndRemoveSayWhetherTheObjectMatters) {
   EXPECT_TRUE(s.remove(Kind::kEndpointSlice, "default", "web-abc"));
   EXPECT_TRUE(s.remove(Kind::kIngress, "default", "web"));
   EXPECT_FALSE(s.remove(Kind::kService, "default", "web")) << "no longer referenced";
+}
+
+TEST(TranslateStoreTest, SecretsNamedByProxySslSecretMatter) {
+  store::Store s;
+  EXPECT_FALSE(s.insert(parse(opaque_secret("backend-ca", {{"ca.crt", kTestCaPem}}))))
+      << "not named yet";
+  EXPECT_TRUE(s.insert(parse(std::string(
+      ingress("web")
+          .annotation("tidegate.io/backend-protocol", "HTTPS")
+          .annotation("tidegate.io/proxy-ssl-secret", " backend-ca ")
+          .annotation("nginx.ingress.kubernetes.io/proxy-ssl-secret", "default/nginx-ca")
+          .rule("foo.com", {path("/", "Prefix", "web", "443")})))));
+  EXPECT_TRUE(s.secret_referenced("default", "backend-ca"));
+  EXPECT_TRUE(s.secret_referenced("default", "nginx-ca")) << "either spelling keeps it";
+  EXPECT_FALSE(s.secret_referenced("other", "backend-ca"));
+  EXPECT_TRUE(s.insert(parse(opaque_secret("nginx-ca", {{"ca.crt", kTestCaPem}}))));
+
+  // Another namespace's Secret is never kept for an Ingress (the translator refuses it).
+  objects::Ingress other = std::get<objects::Ingress>(
+      parse(std::string(ingress("x")
+                            .annotation("tidegate.io/proxy-ssl-secret", "kube-system/ca")
+                            .rule("a.com", {path("/", "Prefix", "web", "80")}))));
+  EXPECT_EQ(store::secrets_named(other), std::set<std::string>{});
 }
 
 objects::SubstitutionRuleSet parse_rule_set(const std::string& yaml) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <algorithm>
 #include <optional>
 #include <random>
@@ -404,6 +406,47 @@ TEST(ValidateTest, Table) {
               c.substitutions["other/x"].max_buffer = kMaxSubstitutionMaxBuffer;
             }),
        {}},
+      {"route and upstream policies and a canary that are valid",
+       with(valid_config(),
+            [](Config& c) {
+              c.upstreams["default/canary:80"] = upstream("default/canary:80");
+              auto& r = c.virtual_hosts["foo.com"].routes[1];
+              r.policy.max_body_bytes = 1024;
+              r.canary = Canary{"default/canary:80", 10, 100, "X-Canary", "", ""};
+              c.upstreams["default/web:80"].policy.load_balance = LoadBalance::kEwma;
+              c.default_route->policy.next_upstream_tries = 2;
+            }),
+       {}},
+      {"invalid route policy",
+       with(valid_config(),
+            [](Config& c) { c.virtual_hosts["foo.com"].routes[1].policy.next_upstream_tries = 0; }),
+       {"host foo.com path \"/\": policy: "}},
+      {"invalid default route policy",
+       with(valid_config(),
+            [](Config& c) { c.default_route->policy.connect_timeout = std::chrono::hours(48); }),
+       {"default route path \"/\": policy: connect_timeout"}},
+      {"invalid upstream policy",
+       with(valid_config(),
+            [](Config& c) { c.upstreams["default/web:80"].policy.hash_by = "$nope"; }),
+       {"upstream default/web:80: policy: hash_by"}},
+      {"canary naming an unknown upstream",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes[1].canary = Canary{"default/gone:80"};
+            }),
+       {"canary: unknown upstream \"default/gone:80\""}},
+      {"canary without an upstream, weight over the total",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes[1].canary = Canary{"", 101, 100};
+            }),
+       {"canary has no upstream", "canary weight 101 exceeds the total 100"}},
+      {"canary to the route's own upstream",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes[1].canary = Canary{"default/web:80"};
+            }),
+       {"canary upstream is the route's own"}},
       {"every problem is reported, not just the first",
        with(valid_config(),
             [](Config& c) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <limits>
 #include <string>
 #include <variant>
@@ -47,6 +48,20 @@ model::Config sample_config() {
   c.substitutions["default/web"] = sub;
   c.virtual_hosts["foo.com"].routes[0].substitution = "default/web";
   c.default_route->substitution = "default/web";
+  // Issue #6 policy: a route with a policy and a canary, an upstream with a policy, and a
+  // default route with a policy; the other routes and upstreams keep the defaults.
+  auto& login = c.virtual_hosts["foo.com"].routes[0];
+  login.policy.read_timeout = std::chrono::milliseconds(3'600'000);
+  login.policy.rewrite_target = "/new";
+  login.policy.response_headers = {{"X-Frame-Options", "DENY"}};
+  login.policy.rate_limits.rps = 2.5;
+  login.policy.source_ranges = model::SourceRanges{{"10.0.0.0/8"}};
+  login.canary = model::Canary{"default/api:80", 10, 1000, "X-Canary", "blue", "canary"};
+  c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kEwma;
+  c.upstreams["default/web:80"].policy.affinity = model::SessionAffinity{};
+  c.upstreams["default/api:80"].policy.protocol = model::BackendProtocol::kHttps;
+  c.upstreams["default/api:80"].policy.tls_server_name = "api.internal";
+  c.default_route->policy.max_body_bytes = 8 << 20;
   return c;
 }
 
@@ -395,6 +410,34 @@ TEST(ProtocolDecodeTest, OptionalFieldsHaveDefaults) {
   auto ack = decode_json(R"({"type":"ack","version":5,"extra":{"a":[1,2]}})");
   ASSERT_TRUE(ack.message) << ack.error;
   EXPECT_EQ(std::get<Ack>(*ack.message).version, 5u);
+}
+
+TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
+  // Default policies are left out, so that snapshots of Ingresses without annotations do not
+  // grow; present ones are objects under "policy" and "canary".
+  model::Config c;
+  c.virtual_hosts["a.com"] = {"a.com", {route(PathMatch::kPrefix, "/", "default/web:80")}};
+  c.upstreams["default/web:80"] = {"default/web:80", {}};
+  std::string plain = config_to_json(c);
+  EXPECT_EQ(plain.find("policy"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("canary"), std::string::npos) << plain;
+
+  c.virtual_hosts["a.com"].routes[0].policy.app_root = "/app";
+  c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kLeastConn;
+  std::string with = config_to_json(c);
+  EXPECT_NE(with.find(R"("policy":{"app_root":"/app"})"), std::string::npos) << with;
+  EXPECT_NE(with.find(R"("policy":{"load_balance":"least_conn"})"), std::string::npos) << with;
+
+  // A field this side does not know is refused rather than half-applied.
+  std::string error;
+  auto unknown = R"({"virtual_hosts":[{"host":"a.com","routes":[{"path":"/","match":"Prefix",)"
+                 R"("upstream":"u","policy":{"gzip":true}}]}],"upstreams":[]})";
+  EXPECT_EQ(config_from_json(unknown, &error), std::nullopt);
+  EXPECT_NE(error.find("gzip"), std::string::npos) << error;
+  auto bad_canary = R"({"virtual_hosts":[],"upstreams":[{"name":"u","endpoints":[],)"
+                    R"("policy":{"load_balance":"random"}}]})";
+  EXPECT_EQ(config_from_json(bad_canary, &error), std::nullopt);
+  EXPECT_NE(error.find("load_balance"), std::string::npos) << error;
 }
 
 TEST(ProtocolDecodeTest, SubstitutionsOnTheWire) {

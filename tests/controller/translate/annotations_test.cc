@@ -205,6 +205,26 @@ std::vector<Case> cases() {
        A({{"proxy-ssl-secret", "default/ca"}}),
        {},
        {W("proxy-ssl-secret: has no effect without backend-protocol: HTTPS")}},
+      {"proxy-ssl-name, lower-cased",
+       A({{"backend-protocol", "HTTPS"}, {"proxy-ssl-name", " Backend.Example.com "}}),
+       [](IngressPolicy& p) {
+         p.upstream.protocol = model::BackendProtocol::kHttps;
+         p.upstream.tls_server_name = "backend.example.com";
+       }},
+      {"proxy-ssl-name may be an IP address",
+       A({{"backend-protocol", "HTTPS"}, {"proxy-ssl-name", "fd00::1"}}),
+       [](IngressPolicy& p) {
+         p.upstream.protocol = model::BackendProtocol::kHttps;
+         p.upstream.tls_server_name = "fd00::1";
+       }},
+      {"proxy-ssl-name wildcard refused",
+       A({{"backend-protocol", "HTTPS"}, {"proxy-ssl-name", "*.example.com"}}),
+       [](IngressPolicy& p) { p.upstream.protocol = model::BackendProtocol::kHttps; },
+       {E("proxy-ssl-name: invalid value \"*.example.com\": must be a lower-case DNS name")}},
+      {"proxy-ssl-name without HTTPS",
+       A({{"proxy-ssl-name", "a.example.com"}}),
+       {},
+       {W("proxy-ssl-name: has no effect without backend-protocol: HTTPS")}},
 
       // ---- timeouts, body size, retries ----
       {"timeouts in nginx syntax",

@@ -80,12 +80,30 @@ store::Store base_store() {
   s.insert(service("a", "ext", {{"", 80, number(80), "TCP"}}, "ExternalName"));
   s.insert(service("b", "web", {{"http", 80, number(8080), "TCP"}}));
   s.insert(service("a", "unused", {{"", 80, number(80), "TCP"}}));
-  s.insert(ingress("a", "one", "one.example",
-                   {path("/", "web", number(80)), path("/m", "web", number(81)),
-                    path("/api", "api", number(80))}));
+  // Policies (issue #6) ride on routes and upstreams; the fast path must keep them, and keep
+  // canary upstreams' endpoints current.
+  objects::Ingress one = ingress("a", "one", "one.example",
+                                 {path("/", "web", number(80)), path("/m", "web", number(81)),
+                                  path("/api", "api", number(80))});
+  one.metadata.annotations["tidegate.io/load-balance"] = "ewma";
+  one.metadata.annotations["tidegate.io/proxy-read-timeout"] = "2m";
+  s.insert(std::move(one));
+  objects::Ingress canary = ingress("b", "canary", "three.example", {path("/", "web", number(80))});
+  canary.metadata.annotations["tidegate.io/canary"] = "true";
+  canary.metadata.annotations["tidegate.io/canary-weight"] = "20";
+  s.insert(std::move(canary));
   s.insert(ingress("a", "two", "two.example",
                    {path("/", "web", named("http")), path("/ext", "ext", number(80))}));
   s.insert(ingress("b", "three", "three.example", {path("/", "web", named("http"))}));
+  // HTTPS upstreams of the same Service ports ("a/web:80+https"): one that gets endpoints, and
+  // one whose CA Secret is missing, which must stay empty (fail closed) on the fast path too.
+  objects::Ingress https = ingress("a", "four", "four.example", {path("/", "web", number(80))});
+  https.metadata.annotations["tidegate.io/backend-protocol"] = "HTTPS";
+  s.insert(std::move(https));
+  objects::Ingress closed = ingress("a", "five", "five.example", {path("/", "api", number(80))});
+  closed.metadata.annotations["tidegate.io/backend-protocol"] = "HTTPS";
+  closed.metadata.annotations["tidegate.io/proxy-ssl-secret"] = "missing-ca";
+  s.insert(std::move(closed));
   return s;
 }
 
@@ -163,6 +181,7 @@ void expect_same_as_full(const IncrementalTranslator& inc, const TranslateResult
 
 TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomChanges) {
   size_t fast = 0, endpoint_changes = 0, upstreams_updated = 0, warnings_seen = 0;
+  size_t https_with_endpoints = 0;
   for (uint32_t seed = 1; seed <= 60; ++seed) {
     Random r(seed);
     store::Store s = base_store();
@@ -188,6 +207,10 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
       upstreams_updated += inc.last_upstreams_updated();
       if (!(got.config == before)) ++endpoint_changes;
       for (const auto& d : got.diagnostics) warnings_seen += d.object.starts_with("EndpointSlice");
+      https_with_endpoints += !got.config.upstreams.at("a/web:80+https").endpoints.empty();
+      EXPECT_TRUE(got.config.upstreams.at("a/api:80+https").endpoints.empty()) << where;
+      ASSERT_TRUE(got.config.virtual_hosts.at("three.example").routes.at(0).canary) << where;
+      EXPECT_TRUE(got.config.upstreams.contains("b/web:80")) << where << ": canary upstream";
       expect_same_as_full(inc, got, s, where);
       // The changed upstreams it reports are exactly those that differ: the pusher's delta made
       // from them alone is the full diff.
@@ -208,6 +231,7 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
   EXPECT_GT(endpoint_changes, 800u);
   EXPECT_GT(upstreams_updated, 1500u);
   EXPECT_GT(warnings_seen, 100u);
+  EXPECT_GT(https_with_endpoints, 500u);
 }
 
 objects::EndpointSlice slice(const std::string& name, const std::string& service,
