@@ -29,9 +29,9 @@ inline constexpr std::string_view kNginxAnnotationPrefix = "nginx.ingress.kubern
 
 struct AnnotationOptions {
   // Also read the nginx.ingress.kubernetes.io/ spellings of the annotations we support (the
-  // controller flag --nginx-annotations, to be added by the wiring). Ours win when both are set;
-  // different values are reported as a warning. ingress-nginx annotations we do not support are
-  // reported as warnings so that a migrating user sees what is left behind.
+  // controller flag --nginx-annotations, TranslateOptions::nginx_annotations). Ours win when both
+  // are set; different values are reported as a warning. ingress-nginx annotations we do not
+  // support are reported as warnings so that a migrating user sees what is left behind.
   bool nginx_aliases = false;
 };
 

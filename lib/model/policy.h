@@ -1,6 +1,7 @@
 #pragma once
 // Per-Ingress traffic policy (issue #6) as plain value types: what the controller's annotation
-// parser (controller/translate/annotations.h) produces and what the routing model will carry.
+// parser (controller/translate/annotations.h) produces and what the routing model carries
+// (Route::policy, Route::canary, Upstream::policy in model.h).
 // Defaults equal today's behaviour of the data plane (dataplane/server/limits.h): a
 // default-constructed policy changes nothing.
 //
