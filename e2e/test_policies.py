@@ -147,3 +147,41 @@ def test_invalid_timeout_is_reported_and_ignored(stack, annotation):
     r = wait_status(stack, f"badto.{HOST}", "/", 200)
     assert r.status == 200  # the Ingress keeps routing
     stack.controller.wait_for_log(r"proxy-connect-timeout")
+
+
+def test_rate_limit_refuses_past_the_burst_with_retry_after(stack):
+    deploy(stack, "rl", {"tidegate.io/limit-rps": "1", "tidegate.io/limit-burst-multiplier": "3"})
+    deadline = time.monotonic() + 10
+    statuses = []
+    while time.monotonic() < deadline:
+        statuses = [stack.get("/", host=f"rl.{HOST}") for _ in range(8)]
+        if any(r.status == 429 for r in statuses):
+            break
+        time.sleep(0.2)
+    codes = [r.status for r in statuses]
+    assert codes.count(200) >= 3 and codes.count(429) >= 1, codes  # burst of 3, then refused
+    refused = next(r for r in statuses if r.status == 429)
+    assert int(refused.header("Retry-After")) >= 1
+    # An allow-listed client is never limited.
+    deploy(stack, "rlok", {"tidegate.io/limit-rps": "1", "tidegate.io/limit-burst-multiplier": "1",
+                           "tidegate.io/limit-allowlist": "127.0.0.0/8"}, backend_name="ok")
+    wait_status(stack, f"rlok.{HOST}", "/", 200)
+    assert [stack.get("/", host=f"rlok.{HOST}").status for _ in range(10)] == [200] * 10
+
+
+def test_connection_limit_counts_requests_in_flight(stack):
+    deploy(stack, "cl", {"tidegate.io/limit-connections": "1"})
+    wait_status(stack, f"cl.{HOST}", "/", 200)
+    slow: dict = {}
+
+    def long_request():
+        slow["r"] = stack.get("/?respond=chunked&chunks=10&chunk_size=10&delay_ms=150",
+                              host=f"cl.{HOST}")
+    t = threading.Thread(target=long_request)
+    t.start()
+    time.sleep(0.4)  # the first request is in flight
+    second = stack.get("/", host=f"cl.{HOST}")
+    t.join()
+    assert slow["r"].status == 200
+    assert second.status == 429, (second.status, second.body)
+    assert stack.get("/", host=f"cl.{HOST}").status == 200  # released when the first ended

@@ -10,6 +10,7 @@
 
 #include "kube/api.h"
 #include "log/log.h"
+#include "text/text.h"
 
 namespace tidegate::controller::status {
 
@@ -17,16 +18,7 @@ namespace {
 
 constexpr std::string_view kIngressPrefix = "Ingress ";
 
-std::string lowercase(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
-
-std::string index_path(std::string_view base, size_t i) {
-  return std::string(base) + "[" + std::to_string(i) + "]";
-}
+using text::index_path;
 
 // At most `limit` bytes, not cutting a UTF-8 sequence.
 std::string truncate(std::string s, size_t limit) {
@@ -69,7 +61,7 @@ void attribute_host(const model::Config& config, const store::Store& store, cons
     std::vector<std::string> fields;
     for (size_t i = 0; i < in->spec.rules.size(); ++i) {
       const auto& h = in->spec.rules[i].host;
-      if ((h.empty() ? "*" : lowercase(h)) == host) {
+      if ((h.empty() ? "*" : text::ascii_lower(h)) == host) {
         fields.push_back(index_path("spec.rules", i) + " (host " + host + ")");
       }
     }
@@ -144,10 +136,10 @@ Attribution attribute(const model::Config& config, const store::Store& store, st
         [&](const objects::IngressTLS& tls, const objects::Ingress& in) {
           if (tls.hosts.empty()) {
             return std::any_of(in.spec.rules.begin(), in.spec.rules.end(),
-                               [&](const auto& r) { return lowercase(r.host) == host; });
+                               [&](const auto& r) { return text::ascii_lower(r.host) == host; });
           }
           return std::any_of(tls.hosts.begin(), tls.hosts.end(),
-                             [&](const auto& h) { return lowercase(h) == host; });
+                             [&](const auto& h) { return text::ascii_lower(h) == host; });
         },
         out);
   } else if (part.starts_with("default route")) {

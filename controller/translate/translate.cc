@@ -13,6 +13,7 @@
 
 #include <re2/re2.h>
 #include <nlohmann/json.hpp>
+#include "text/text.h"
 
 namespace tidegate::controller::translate {
 
@@ -28,16 +29,7 @@ using objects::Ingress;
 
 std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-std::string lowercase(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
-
-std::string index_path(std::string_view base, size_t i) {
-  return std::string(base) + "[" + std::to_string(i) + "]";
-}
+using text::index_path;
 
 // One route claimed by an Ingress, before the Config is assembled.
 struct Claim {
@@ -244,7 +236,7 @@ class Translator {
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
       const std::string rule_path = index_path("spec.rules", i);
-      const std::string host = rule.host.empty() ? "*" : lowercase(rule.host);
+      const std::string host = rule.host.empty() ? "*" : text::ascii_lower(rule.host);
       if (!model::is_valid_host(host)) {
         report(object, Severity::kError,
                rule_path + ".host: invalid host " + quote(rule.host) + "; rule dropped");
@@ -281,7 +273,7 @@ class Translator {
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
       const std::string rule_path = index_path("spec.rules", i);
-      const std::string host = rule.host.empty() ? "*" : lowercase(rule.host);
+      const std::string host = rule.host.empty() ? "*" : text::ascii_lower(rule.host);
       if (!model::is_valid_host(host)) {
         report(object, Severity::kError,
                rule_path + ".host: invalid host " + quote(rule.host) + "; rule dropped");
@@ -346,7 +338,7 @@ class Translator {
             find_annotation(ingress.metadata.annotations, "ssl-redirect", annotation_options())) {
       if (found->value == "false") {
         for (const auto& rule : ingress.spec.rules) {
-          no_redirect_hosts_.insert(rule.host.empty() ? "*" : lowercase(rule.host));
+          no_redirect_hosts_.insert(rule.host.empty() ? "*" : text::ascii_lower(rule.host));
         }
       } else if (found->value != "true") {
         report(object, Severity::kWarning,
@@ -388,10 +380,10 @@ class Translator {
         continue;
       }
       std::vector<std::string> hosts;
-      for (const auto& h : tls.hosts) hosts.push_back(lowercase(h));
+      for (const auto& h : tls.hosts) hosts.push_back(text::ascii_lower(h));
       if (hosts.empty()) {
         for (const auto& rule : ingress.spec.rules) {
-          if (!rule.host.empty()) hosts.push_back(lowercase(rule.host));
+          if (!rule.host.empty()) hosts.push_back(text::ascii_lower(rule.host));
         }
       }
       bool used = false;

@@ -1,24 +1,17 @@
 #include "balancer/request_view.h"
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::balancer {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 std::string_view find_cookie(std::string_view header, std::string_view name) {
   while (!header.empty()) {
     auto semi = header.find(';');
-    std::string_view pair = trim(header.substr(0, semi));
+    std::string_view pair = text::trim_ows(header.substr(0, semi));
     header = semi == std::string_view::npos ? std::string_view() : header.substr(semi + 1);
     auto eq = pair.find('=');
     if (eq == std::string_view::npos) continue;
-    if (trim(pair.substr(0, eq)) == name) return trim(pair.substr(eq + 1));
+    if (text::trim_ows(pair.substr(0, eq)) == name) return text::trim_ows(pair.substr(eq + 1));
   }
   return {};
 }

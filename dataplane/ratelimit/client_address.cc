@@ -1,15 +1,8 @@
 #include "ratelimit/client_address.h"
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::ratelimit {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 std::optional<IpAddress> parse_forwarded_element(std::string_view e) {
   if (e.empty()) return std::nullopt;
@@ -38,7 +31,7 @@ IpAddress resolve_client_address(const IpAddress& peer,
     while (!list.empty()) {
       auto comma = list.rfind(',');
       std::string_view element =
-          trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
+          text::trim_ows(comma == std::string_view::npos ? list : list.substr(comma + 1));
       list = comma == std::string_view::npos ? std::string_view() : list.substr(0, comma);
       if (element.empty()) continue;  // "a,,b" or a trailing comma: nothing was added there
       auto address = parse_forwarded_element(element);

@@ -246,6 +246,34 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
       return false;
     }
   }
+  if (p.rate_limits.rps || p.rate_limits.connections) {
+    // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
+    // 429 (or limit-status-code) with Retry-After, the connection kept.
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    auto peer = ratelimit::IpAddress::parse(peer_address_);
+    bool exempt = compiled == nullptr || !peer ||
+                  (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
+    if (!exempt) {
+      const unsigned status = p.rate_limits.status_code;
+      if (compiled->rate_limiter) {
+        auto decision = compiled->rate_limiter->check(*peer, std::chrono::steady_clock::now());
+        if (!decision.allowed) {
+          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          send_error(status, "too many requests\n", !request_->is_done(), {},
+                     decision.retry_after_seconds());
+          return false;
+        }
+      }
+      if (compiled->connection_limiter) {
+        connection_lease_ = compiled->connection_limiter->acquire(*peer);
+        if (!connection_lease_) {
+          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          send_error(status, "too many connections\n", !request_->is_done(), {}, 1);
+          return false;
+        }
+      }
+    }
+  }
   if (p.redirect) {
     send_error(p.redirect->code, "redirecting\n", !request_->is_done(), p.redirect->url);
     return false;
@@ -842,10 +870,12 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
 
 template <class S>
 void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close,
-                                std::string_view location) {
+                                std::string_view location, long retry_after_seconds) {
   if (close) client_keep_alive_ = false;
   auto& res = error_response_.emplace(static_cast<http::status>(status), client_version_);
   if (!location.empty()) res.set(http::field::location, location);
+  if (retry_after_seconds > 0)
+    res.set(http::field::retry_after, std::to_string(retry_after_seconds));
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
   res.body().assign(text.data(), text.size());
@@ -1000,6 +1030,7 @@ template <class S>
 void HttpSession<S>::end_observation() {
   if (!exchange_open_) return;
   exchange_open_ = false;
+  connection_lease_.reset();
   if (!observing()) return;
   auto now = std::chrono::steady_clock::now();
   auto upstream_duration = upstream_answered_ == std::chrono::steady_clock::time_point{}

@@ -19,6 +19,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "filters/substitution/stream.h"
+#include "ratelimit/connection_limiter.h"
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
 #include "server/headers.h"
@@ -106,7 +107,7 @@ class HttpSession : public SessionBase,
   void upstream_failed(error_code ec, const char* stage);
   // A short plain-text answer from the proxy itself (errors, redirects).
   void send_error(unsigned status, std::string_view text, bool close,
-                  std::string_view location = {});
+                  std::string_view location = {}, long retry_after_seconds = 0);
   void on_error_written(error_code ec, bool close);
   void close_client();
   // Tunnel (after a 101).
@@ -167,6 +168,8 @@ class HttpSession : public SessionBase,
   // The upstream-to-client direction of a tunnel needs its own buffer.
   std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
   bool tunnel_half_closed_ = false;
+  // limit-connections: held for the exchange (released when it is recorded as ended).
+  std::optional<ratelimit::ConnectionLimiter::Lease> connection_lease_;
   std::chrono::milliseconds tunnel_idle_{60'000};
 
   // Observation of the current exchange.

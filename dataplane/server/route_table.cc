@@ -21,6 +21,27 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       // denies everyone rather than opening the route.
       c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
     }
+    const model::RateLimits& limits = policy.rate_limits;
+    if (limits.rps) {
+      ratelimit::RateLimitConfig config;
+      config.rps = *limits.rps;
+      config.burst_multiplier = limits.burst_multiplier;
+      // Validated by model::validate; a configuration the engine still refuses is not limited
+      // (and says so in the data plane's log).
+      if (!config.validate()) c.rate_limiter = std::make_unique<ratelimit::RateLimiter>(config);
+    }
+    if (limits.connections) {
+      c.connection_limiter = ratelimit::ConnectionLimiter::create(*limits.connections);
+    }
+    if (!limits.allowlist.empty()) {
+      std::string joined;
+      for (const auto& cidr : limits.allowlist) {
+        if (!joined.empty()) joined += ',';
+        joined += cidr;
+      }
+      std::string error;
+      if (auto set = ratelimit::CidrSet::parse(joined, &error)) c.limit_allowlist = std::move(*set);
+    }
     if (!policy.rewrite_target.empty() && route.match == model::PathMatch::kRegex &&
         model::max_capture_reference(policy.rewrite_target) > 0) {
       re2::RE2::Options options;

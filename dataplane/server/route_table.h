@@ -16,6 +16,8 @@
 #include "model/model.h"
 #include "observability/metrics.h"
 #include "ratelimit/cidr_set.h"
+#include "ratelimit/connection_limiter.h"
+#include "ratelimit/rate_limiter.h"
 #include "router/router.h"
 
 namespace tidegate::dataplane::server {
@@ -26,6 +28,12 @@ struct CompiledRoute {
   std::optional<ratelimit::CidrSet> source_ranges;
   // For rewrite-target with $N on a regex route: the route's pattern, anchored at the start.
   std::unique_ptr<re2::RE2> rewrite_regex;
+  // limit-rps / limit-connections, keyed by client address and shared by all workers (the
+  // limiters are lock-free); limit-allowlist exempts addresses from both. The limiters live as
+  // long as the routing table: a change of routes starts them afresh.
+  std::unique_ptr<ratelimit::RateLimiter> rate_limiter;
+  std::shared_ptr<ratelimit::ConnectionLimiter> connection_limiter;
+  std::optional<ratelimit::CidrSet> limit_allowlist;
 };
 
 class RouteTable {

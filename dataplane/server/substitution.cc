@@ -2,20 +2,14 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::server {
 
 namespace http = boost::beast::http;
 
-namespace {
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-}  // namespace
-
 bool is_identity_encoding(std::string_view content_encoding) {
-  auto v = trim(content_encoding);
+  auto v = text::trim_ows(content_encoding);
   return v.empty() || boost::beast::iequals(v, "identity");
 }
 
@@ -31,7 +25,7 @@ SubstitutionAction decide_substitution(const runtime::CompiledSubstitution& sub,
 }
 
 std::string weak_etag(std::string_view etag) {
-  etag = trim(etag);
+  etag = text::trim_ows(etag);
   if (etag.empty() || etag.starts_with("W/")) return std::string(etag);
   std::string out = "W/";
   out.append(etag.data(), etag.size());
@@ -49,13 +43,13 @@ void rewrite_substituted_header(http::response_header<Fields>& res, unsigned cli
 
 void memo_validator(const http::response_header<Fields>& res, std::string* out) {
   out->clear();
-  auto etag = trim(res[http::field::etag]);
+  auto etag = text::trim_ows(res[http::field::etag]);
   if (!etag.empty()) {
     out->append("E:");
     out->append(etag.data(), etag.size());
     return;
   }
-  auto modified = trim(res[http::field::last_modified]);
+  auto modified = text::trim_ows(res[http::field::last_modified]);
   if (!modified.empty()) {
     out->append("L:");
     out->append(modified.data(), modified.size());
