@@ -233,6 +233,18 @@ class Translator {
 
     if (ingress.spec.default_backend) add_default_backend(ctx);
 
+    for_each_rule_path(ingress, object,
+                       [&](const std::string& host, const auto& path, const std::string& where) {
+                         add_path(ctx, host, path, where);
+                       });
+
+    add_tls(ingress, object);
+  }
+
+  // Calls visit(host, path, where) for every path of every rule with a valid host; a rule with
+  // an invalid host is reported and dropped.
+  template <typename Visit>
+  void for_each_rule_path(const Ingress& ingress, const std::string& object, Visit&& visit) {
     for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
       const auto& rule = ingress.spec.rules[i];
       const std::string rule_path = index_path("spec.rules", i);
@@ -243,11 +255,9 @@ class Translator {
         continue;
       }
       for (size_t j = 0; j < rule.paths.size(); ++j) {
-        add_path(ctx, host, rule.paths[j], index_path(rule_path + ".http.paths", j));
+        visit(host, rule.paths[j], index_path(rule_path + ".http.paths", j));
       }
     }
-
-    add_tls(ingress, object);
   }
 
   // A canary Ingress (docs/annotations.md, "Canary"): each of its paths becomes the alternative
@@ -270,19 +280,10 @@ class Translator {
       report(object, Severity::kWarning,
              "spec.tls: ignored on a canary Ingress (the main Ingress's TLS settings apply)");
     }
-    for (size_t i = 0; i < ingress.spec.rules.size(); ++i) {
-      const auto& rule = ingress.spec.rules[i];
-      const std::string rule_path = index_path("spec.rules", i);
-      const std::string host = rule.host.empty() ? "*" : text::ascii_lower(rule.host);
-      if (!model::is_valid_host(host)) {
-        report(object, Severity::kError,
-               rule_path + ".host: invalid host " + quote(rule.host) + "; rule dropped");
-        continue;
-      }
-      for (size_t j = 0; j < rule.paths.size(); ++j) {
-        add_canary_path(ctx, host, rule.paths[j], index_path(rule_path + ".http.paths", j));
-      }
-    }
+    for_each_rule_path(ingress, object,
+                       [&](const std::string& host, const auto& path, const std::string& where) {
+                         add_canary_path(ctx, host, path, where);
+                       });
   }
 
   void add_canary_path(const IngressContext& ctx, const std::string& host,
