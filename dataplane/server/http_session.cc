@@ -42,7 +42,10 @@ HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket, asio::ssl::c
   client_buffer_.reserve(Limits::kClientReadBufferBytes);
   error_code ec;
   auto remote = lowest().socket().remote_endpoint(ec);
-  if (!ec) peer_address_ = remote.address().to_string();
+  if (!ec) {
+    peer_address_ = remote.address().to_string();
+    peer_ip_ = ratelimit::IpAddress::parse(peer_address_);
+  }
   worker_.active_connections.fetch_add(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->connection_opened();
   worker_.add_session(this);
@@ -238,7 +241,7 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
     // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
     // that is missing or failed to compile denies (a broken allow list never opens a route).
     const CompiledRoute* compiled = worker_.compiled(route_);
-    auto peer = ratelimit::IpAddress::parse(peer_address_);
+    const auto& peer = peer_ip_;
     bool allowed = compiled != nullptr && compiled->source_ranges && peer &&
                    compiled->source_ranges->contains(*peer);
     if (!allowed) {
@@ -250,7 +253,7 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
     // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
     // 429 (or limit-status-code) with Retry-After, the connection kept.
     const CompiledRoute* compiled = worker_.compiled(route_);
-    auto peer = ratelimit::IpAddress::parse(peer_address_);
+    const auto& peer = peer_ip_;
     bool exempt = compiled == nullptr || !peer ||
                   (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
     if (!exempt) {

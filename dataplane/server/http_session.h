@@ -124,6 +124,7 @@ class HttpSession : public SessionBase,
   ClientStream client_;
   boost::beast::flat_buffer client_buffer_;
   std::string peer_address_;
+  std::optional<ratelimit::IpAddress> peer_ip_;  // for source ranges and rate limits
   State state_ = State::kIdle;
   bool draining_ = false;
 
