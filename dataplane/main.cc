@@ -177,11 +177,11 @@ int main(int argc, char** argv) {
     std::shared_ptr<const dataplane::server::RouteTable> table;
   };
   auto route_tables = std::make_shared<RouteTableCache>();
-  publisher.add_sink([route_tables, &metrics, request_metrics](const auto& snap) {
+  publisher.add_sink([route_tables, &metrics, request_metrics, workers](const auto& snap) {
     if (!snap) return;
     if (route_tables->from && route_tables->from->router.get() == snap->router.get()) return;
     route_tables->table = std::make_shared<dataplane::server::RouteTable>(
-        *snap->router, request_metrics ? &metrics : nullptr);
+        *snap->router, request_metrics ? &metrics : nullptr, static_cast<size_t>(workers));
     route_tables->from = snap;
   });
   tcp::endpoint bound = http_at, bound_tls = https_at;

@@ -2,8 +2,8 @@
 Route::canary, travel over the control socket and are validated by the data plane, which accepts
 what the controller sends and refuses (NACKs) what it cannot validate or does not know.
 
-The data plane does not apply these settings yet (docs/annotations.md, status): these tests check
-the wiring, not request behaviour, apart from TLS to backends (test_upstream_tls.py)."""
+These tests check the wiring; request behaviour is tested per feature (test_policies.py,
+test_cors_canary.py, test_upstream_tls.py, ...)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ def test_annotated_ingresses_and_a_canary_are_accepted_and_keep_routing(stack):
     stack.wait_backend("/", "app.example.com", "main")
     # The configuration carrying the policies and the canary was acknowledged, not refused.
     assert "NACK" not in stack.dataplane.log()
-    # Canaries are carried, not applied yet: every request still goes to the main backend.
+    # The canary is applied: its header sends requests to it.
     for _ in range(10):
         r = stack.get("/", "app.example.com", headers={"X-Canary": "always"})
-        assert r.status == 200 and r.header("X-Backend") == "main"
-    assert canary.count == 0
+        assert r.status == 200 and r.header("X-Backend") == "canary"
+    assert canary.count >= 10
 
 
 def test_nginx_spellings_with_the_flag(stack_factory):

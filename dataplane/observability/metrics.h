@@ -285,10 +285,16 @@ class RouteMetricIds {
     return it == ids_.end() ? kNoRouteLabels : it->second;
   }
   LabelSetId find(const router::Match& match) const noexcept;
+  // The labels of requests a route sends to its canary backend (service: the canary's).
+  LabelSetId find_canary(const model::Route* route) const noexcept {
+    auto it = canary_ids_.find(route);
+    return it == canary_ids_.end() ? find(route) : it->second;
+  }
   size_t size() const { return ids_.size(); }
 
  private:
   std::unordered_map<const model::Route*, LabelSetId> ids_;
+  std::unordered_map<const model::Route*, LabelSetId> canary_ids_;
 };
 
 // tidegate_upstream_endpoints{upstream} from the snapshot being served (null: nothing). For a

@@ -7,7 +7,9 @@
 
 #include <boost/asio/write.hpp>
 
+#include "balancer/request_view.h"
 #include "log/log.h"
+#include "server/canary.h"
 #include "server/headers.h"
 #include "server/substitution.h"
 #include "server/worker.h"
@@ -126,6 +128,8 @@ void HttpSession<S>::do_read_header() {
   upgrade_ = false;
   substitution_ = nullptr;
   sub_stream_.reset();
+  cors_ = nullptr;
+  cors_origin_.clear();
   lowest().expires_after(worker_.limits().client_header_timeout);
   http::async_read_header(client_, client_buffer_, *request_,
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
@@ -207,7 +211,7 @@ void HttpSession<S>::handle_request() {
     return;
   }
   if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
-  upstream_ = snapshot_->upstream(route->upstream);
+  upstream_ = choose_upstream();
   if (upstream_ == nullptr || upstream_->endpoints.empty()) {
     send_error(503, "no endpoints available\n", !request_->is_done());
     return;
@@ -277,6 +281,7 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
       }
     }
   }
+  if (p.cors && apply_cors()) return false;  // a preflight, answered here
   if (p.redirect) {
     send_error(p.redirect->code, "redirecting\n", !request_->is_done(), p.redirect->url);
     return false;
@@ -367,8 +372,7 @@ void HttpSession<S>::on_connect(error_code ec) {
     return;
   }
   if (auto* m = worker_.metrics()) {
-    m->record_upstream_connect(worker_.route_labels(route_),
-                               std::chrono::steady_clock::now() - connect_started_);
+    m->record_upstream_connect(labels(), std::chrono::steady_clock::now() - connect_started_);
   }
   error_code opt_ec;
   connection_->stream.socket().set_option(asio::ip::tcp::no_delay(true), opt_ec);
@@ -585,6 +589,7 @@ void HttpSession<S>::on_response_header(error_code ec) {
   res.keep_alive(client_keep_alive_);
   // custom-headers: set on the backend's responses (not on the proxy's own answers).
   for (const auto& h : policy().response_headers) res.set(h.name, h.value);
+  add_cors_fields(res);
   client_out_.start(res, res.chunked());
   if (!body_expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
@@ -872,6 +877,107 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
 }
 
 template <class S>
+bool HttpSession<S>::apply_cors() {
+  const CompiledRoute* compiled = worker_.compiled(route_);
+  if (compiled == nullptr || !compiled->cors) return false;
+  auto& req = request_->get();
+  auto origin = req[http::field::origin];
+  if (!compiled->cors->allows(origin)) return false;  // no CORS fields; a preflight goes upstream
+  cors_ = &*compiled->cors;
+  cors_origin_.assign(origin.data(), origin.size());
+  if (req.method() != http::verb::options ||
+      req.find(http::field::access_control_request_method) == req.end()) {
+    return false;
+  }
+  // A preflight from an allowed origin: answered here, 204 with what may be sent.
+  auto& res = error_response_.emplace(http::status::no_content, client_version_);
+  add_cors_fields(res);
+  res.set(http::field::access_control_allow_methods, cors_->allow_methods());
+  if (!cors_->allow_headers().empty()) {
+    res.set(http::field::access_control_allow_headers, cors_->allow_headers());
+  }
+  res.set(http::field::access_control_max_age, cors_->max_age());
+  res.set(http::field::server, "tidegate");
+  if (!request_->is_done()) client_keep_alive_ = false;
+  res.keep_alive(client_keep_alive_ && !draining_);
+  response_started_ = true;
+  status_sent_ = 204;
+  lowest().expires_after(worker_.limits().client_send_timeout);
+  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
+    self->bytes_out_ += n;
+    self->end_observation();
+    self->on_error_written(ec, !self->client_keep_alive_);
+  });
+  return true;
+}
+
+template <class S>
+template <class Fields>
+void HttpSession<S>::add_cors_fields(http::header<false, Fields>& res) const {
+  if (cors_ == nullptr || cors_origin_.empty()) return;
+  res.set(http::field::access_control_allow_origin, cors_->allow_origin_value(cors_origin_));
+  if (cors_->credentials()) res.set(http::field::access_control_allow_credentials, "true");
+  if (!cors_->expose_headers().empty()) {
+    res.set(http::field::access_control_expose_headers, cors_->expose_headers());
+  }
+  if (cors_->varies_by_origin()) {
+    // Keep what the backend varies by and add Origin (caches must not mix origins).
+    auto vary = res[http::field::vary];
+    if (vary.empty()) {
+      res.set(http::field::vary, "Origin");
+    } else if (vary.find("Origin") == std::string_view::npos && vary != "*") {
+      std::string joined(vary);
+      joined += ", Origin";
+      res.set(http::field::vary, joined);
+    }
+  }
+}
+
+template <class S>
+const runtime::UpstreamState* HttpSession<S>::choose_upstream() {
+  const auto& canary = route_->canary;
+  if (!canary) return snapshot_->upstream(route_->upstream);
+  auto& req = request_->get();
+  std::optional<std::string_view> header_value, cookie_value;
+  if (!canary->header.empty()) {
+    if (auto it = req.find(canary->header); it != req.end()) header_value = it->value();
+  }
+  if (!canary->cookie.empty()) {
+    auto [first, last] = req.equal_range(http::field::cookie);
+    for (auto it = first; it != last; ++it) {
+      auto v = balancer::find_cookie(it->value(), canary->cookie);
+      if (!v.empty()) {
+        cookie_value = v;
+        break;
+      }
+    }
+  }
+  auto choice = canary_by_request(*canary, header_value, cookie_value);
+  if (choice == CanaryChoice::kUndecided) {
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    uint64_t turn = compiled != nullptr ? compiled->next_canary_turn(worker_.id()) : 0;
+    choice = canary_by_weight(turn, canary->weight, canary->weight_total) ? CanaryChoice::kCanary
+                                                                          : CanaryChoice::kMain;
+  }
+  if (choice == CanaryChoice::kCanary) {
+    // A canary without endpoints never fails requests the main backend can serve.
+    const auto* c = snapshot_->upstream(canary->upstream);
+    if (c != nullptr && !c->endpoints.empty()) {
+      canary_chosen_ = true;
+      return c;
+    }
+  }
+  return snapshot_->upstream(route_->upstream);
+}
+
+template <class S>
+observability::LabelSetId HttpSession<S>::labels() const {
+  const CompiledRoute* c = worker_.compiled(route_);
+  if (c == nullptr) return observability::kNoRouteLabels;
+  return canary_chosen_ ? c->canary_labels : c->labels;
+}
+
+template <class S>
 void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close,
                                 std::string_view location, long retry_after_seconds) {
   if (close) client_keep_alive_ = false;
@@ -881,6 +987,7 @@ void HttpSession<S>::send_error(unsigned status, std::string_view text, bool clo
     res.set(http::field::retry_after, std::to_string(retry_after_seconds));
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
+  add_cors_fields(res);  // a browser then sees the proxy's error instead of a CORS failure
   res.body().assign(text.data(), text.size());
   res.keep_alive(client_keep_alive_ && !draining_);
   res.prepare_payload();
@@ -1018,6 +1125,7 @@ template <class S>
 void HttpSession<S>::begin_observation(std::size_t header_bytes) {
   exchange_open_ = true;
   route_ = nullptr;
+  canary_chosen_ = false;
   status_sent_ = 0;
   bytes_in_ = header_bytes;
   bytes_out_ = 0;
@@ -1041,8 +1149,8 @@ void HttpSession<S>::end_observation() {
                                : std::chrono::nanoseconds(upstream_answered_ - upstream_started_);
   const auto& req = request_->get();
   if (auto* m = worker_.metrics()) {
-    m->record_request({worker_.route_labels(route_), req.method(), status_sent_, bytes_in_,
-                       bytes_out_, now - started_, upstream_duration});
+    m->record_request({labels(), req.method(), status_sent_, bytes_in_, bytes_out_, now - started_,
+                       upstream_duration});
   }
   auto* log = worker_.access_log();
   if (log == nullptr) return;

@@ -19,9 +19,11 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "filters/substitution/stream.h"
+#include "observability/metrics.h"
 #include "ratelimit/connection_limiter.h"
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
+#include "server/cors.h"
 #include "server/headers.h"
 #include "server/limits.h"
 #include "server/wire.h"
@@ -109,6 +111,15 @@ class HttpSession : public SessionBase,
   void send_error(unsigned status, std::string_view text, bool close,
                   std::string_view location = {}, long retry_after_seconds = 0);
   void on_error_written(error_code ec, bool close);
+  // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
+  // the origin for the response fields (add_cors_fields).
+  bool apply_cors();
+  template <class Fields>
+  void add_cors_fields(boost::beast::http::header<false, Fields>& res) const;
+  // The route's backend for this request: the main one or its canary (docs/annotations.md).
+  const runtime::UpstreamState* choose_upstream();
+  // The metric labels of this exchange: the route's, or its canary's when the canary serves it.
+  observability::LabelSetId labels() const;
   void close_client();
   // Tunnel (after a 101).
   void start_tunnel();
@@ -153,6 +164,11 @@ class HttpSession : public SessionBase,
   bool upgrade_ = false;
   std::string upgrade_protocol_;
   unsigned client_version_ = 11;
+  // enable-cors: the route's compiled settings and the request's allowed Origin (empty: no CORS
+  // fields on the response).
+  const CompiledCors* cors_ = nullptr;
+  bool canary_chosen_ = false;
+  std::string cors_origin_;
 
   // Body substitution of this exchange: the route's rules (null when it has none), the memo key
   // ("host" + request target, the upstream's validator), the stream while a body is processed

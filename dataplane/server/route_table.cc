@@ -1,13 +1,19 @@
 #include "server/route_table.h"
 
+#include <algorithm>
+
 namespace tidegate::dataplane::server {
 
-RouteTable::RouteTable(const router::Router& router, observability::Metrics* metrics) {
+RouteTable::RouteTable(const router::Router& router, observability::Metrics* metrics,
+                       size_t workers) {
   std::optional<observability::RouteMetricIds> ids;
   if (metrics != nullptr) ids.emplace(router, *metrics);
   router.for_each_route([&](std::string_view, const model::Route& route) {
     CompiledRoute& c = routes_[&route];
-    if (ids) c.labels = ids->find(&route);
+    if (ids) {
+      c.labels = ids->find(&route);
+      c.canary_labels = ids->find_canary(&route);
+    }
     const model::RoutePolicy& policy = route.policy;
     if (policy.source_ranges) {
       std::string joined;
@@ -41,6 +47,11 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       }
       std::string error;
       if (auto set = ratelimit::CidrSet::parse(joined, &error)) c.limit_allowlist = std::move(*set);
+    }
+    if (policy.cors) c.cors.emplace(*policy.cors);
+    if (route.canary) {
+      c.canary_workers = std::max<size_t>(workers, 1);
+      c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);
     }
     if (!policy.rewrite_target.empty() && route.match == model::PathMatch::kRegex &&
         model::max_capture_reference(policy.rewrite_target) > 0) {

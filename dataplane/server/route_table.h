@@ -19,11 +19,14 @@
 #include "ratelimit/connection_limiter.h"
 #include "ratelimit/rate_limiter.h"
 #include "router/router.h"
+#include "server/cors.h"
 
 namespace tidegate::dataplane::server {
 
 struct CompiledRoute {
   observability::LabelSetId labels = observability::kNoRouteLabels;
+  // Requests the route sends to its canary backend (the canary's service label).
+  observability::LabelSetId canary_labels = observability::kNoRouteLabels;
   // whitelist-source-range; an entry that did not compile leaves an empty set: nobody allowed.
   std::optional<ratelimit::CidrSet> source_ranges;
   // For rewrite-target with $N on a regex route: the route's pattern, anchored at the start.
@@ -34,12 +37,25 @@ struct CompiledRoute {
   std::unique_ptr<ratelimit::RateLimiter> rate_limiter;
   std::shared_ptr<ratelimit::ConnectionLimiter> connection_limiter;
   std::optional<ratelimit::CidrSet> limit_allowlist;
+  // enable-cors.
+  std::optional<CompiledCors> cors;
+  // A route with a canary: each worker's count of requests the weight decided (indexed by
+  // worker id, each written by its own worker only, so no atomics). Null without a canary.
+  struct alignas(64) Turn {
+    mutable uint64_t value = 0;
+  };
+  std::unique_ptr<Turn[]> canary_turns;
+  size_t canary_workers = 0;
+  // The next weight turn of worker `id` (0 when out of range, which never happens in use).
+  uint64_t next_canary_turn(size_t id) const {
+    return id < canary_workers ? canary_turns[id].value++ : 0;
+  }
 };
 
 class RouteTable {
  public:
-  // `metrics` may be null (no label ids).
-  RouteTable(const router::Router& router, observability::Metrics* metrics);
+  // `metrics` may be null (no label ids). `workers`: the number of workers that will read it.
+  RouteTable(const router::Router& router, observability::Metrics* metrics, size_t workers = 1);
   // Null for routes the table does not know (none when the table matches the snapshot).
   const CompiledRoute* find(const model::Route* route) const {
     if (route == nullptr) return nullptr;

@@ -65,7 +65,7 @@ struct Route {
   // upstream-vhost, custom headers and source ranges (docs/annotations.md, status).
   RoutePolicy policy = {};
   // An alternative backend from a canary Ingress for the same host and path (docs/annotations.md,
-  // "Canary"): canary->upstream names an Upstream. Carried, not applied by the data plane yet.
+  // "Canary"): canary->upstream names an Upstream. Applied by the data plane (server/canary.h).
   std::optional<Canary> canary = {};
   bool operator==(const Route&) const = default;
 };

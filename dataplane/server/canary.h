@@ -1,0 +1,46 @@
+#pragma once
+// Canary traffic selection (docs/annotations.md, "Canary"): which of a route's two backends a
+// request goes to. Pure functions; the HTTP session supplies the request's fields and a
+// per-worker turn counter (CompiledRoute::canary_turn).
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "model/policy.h"
+
+namespace tidegate::dataplane::server {
+
+enum class CanaryChoice : uint8_t { kMain, kCanary, kUndecided };
+
+// Steps 1 and 2: the header (`header_value`: the request's field named canary.header, nullopt
+// when absent) and then the cookie (`cookie_value`: the value of cookie canary.cookie, nullopt
+// when absent). kUndecided: the weight decides.
+inline CanaryChoice canary_by_request(const model::Canary& canary,
+                                      std::optional<std::string_view> header_value,
+                                      std::optional<std::string_view> cookie_value) {
+  if (!canary.header.empty() && header_value) {
+    if (!canary.header_value.empty()) {
+      return *header_value == canary.header_value ? CanaryChoice::kCanary : CanaryChoice::kMain;
+    }
+    if (*header_value == "always") return CanaryChoice::kCanary;
+    if (*header_value == "never") return CanaryChoice::kMain;
+  }
+  if (!canary.cookie.empty() && cookie_value) {
+    if (*cookie_value == "always") return CanaryChoice::kCanary;
+    if (*cookie_value == "never") return CanaryChoice::kMain;
+  }
+  return CanaryChoice::kUndecided;
+}
+
+// Step 3: whether request number `turn` (counted per worker from 0) goes to the canary. Smooth
+// and exact: of any `total` consecutive turns starting at a multiple of `total`, exactly `weight`
+// go to the canary, spread evenly (turn t is a canary turn when floor((t+1)·w/T) > floor(t·w/T)).
+inline bool canary_by_weight(uint64_t turn, uint32_t weight, uint32_t total) {
+  if (weight == 0 || total == 0) return false;
+  if (weight >= total) return true;
+  uint64_t t = turn % total;
+  return (t + 1) * weight / total > t * weight / total;
+}
+
+}  // namespace tidegate::dataplane::server
