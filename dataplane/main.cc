@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
                "where access log lines go: stdout, unix:/path or tcp:HOST:PORT (a collector)");
   flags.define("access-log-queue-bytes", "1048576",
                "per-worker access log queue; lines that find it full are dropped and counted");
+  flags.define("trusted-proxies", "",
+               "CIDR list (commas or spaces) of proxies in front of Tidegate whose "
+               "X-Forwarded-For names the client (ip_hash, $remote_addr, source ranges, rate "
+               "limits); default none: the connection's peer is the client");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -120,6 +124,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool request_metrics = flags.get("metrics") == "on";
+
+  dataplane::ratelimit::CidrSet trusted_proxies;
+  if (!flags.get("trusted-proxies").empty()) {
+    auto parsed = dataplane::ratelimit::CidrSet::parse(flags.get("trusted-proxies"), &error);
+    if (!parsed) {
+      std::cerr << "tidegate-dataplane: --trusted-proxies: " << error << "\n";
+      return 2;
+    }
+    trusted_proxies = std::move(*parsed);
+  }
 
   int drain_seconds = std::atoi(flags.get("drain-timeout").c_str());
   if (drain_seconds < 0) {
@@ -199,6 +213,7 @@ int main(int argc, char** argv) {
       TG_ERROR("dataplane", "cannot listen on " << https_at << ": " << ec.message());
       return 1;
     }
+    w->trust_proxies(trusted_proxies);
     w->observe(request_metrics ? &metrics.worker(static_cast<size_t>(i)) : nullptr,
                access_log.enabled() ? &access_log.producer(static_cast<size_t>(i)) : nullptr);
     publisher.add_sink([wp = w.get(), route_tables](auto snap) {

@@ -503,6 +503,14 @@ class _BackendHandler(BaseHTTPRequestHandler):
             srv.count += 1
             if srv.record:
                 srv.requests.append(record)
+            delay, fixed_status = srv.delay, srv.fixed_status
+        if delay:
+            time.sleep(delay)
+        if fixed_status:
+            # A backend in trouble: this status for every request, whatever it asks for.
+            self._send(fixed_status, f"status {fixed_status} from {srv.name}\n".encode(),
+                       "text/plain")
+            return
         respond = q.get("respond", "echo")
         if respond == "name":
             self._send(200, srv.name.encode(), "text/plain")
@@ -591,6 +599,8 @@ class _BackendServer(ThreadingHTTPServer):
         self.stopping = False
         self.handlers: set[_BackendHandler] = set()
         self.connections_accepted = 0
+        self.delay = 0.0  # seconds before each answer
+        self.fixed_status: int | None = None  # answer every request with this status
         super().__init__(addr, _BackendHandler)
 
     def track(self, handler: _BackendHandler, add: bool) -> None:
@@ -634,6 +644,16 @@ class Backend:
     def connections_accepted(self) -> int:
         with self.server.lock:
             return self.server.connections_accepted
+
+    def answer_with(self, status: int | None) -> None:
+        """Every request gets `status` (a short text body naming the backend); None: normal."""
+        with self.server.lock:
+            self.server.fixed_status = status
+
+    def slow_down(self, seconds: float) -> None:
+        """Every request waits `seconds` before it is answered."""
+        with self.server.lock:
+            self.server.delay = seconds
 
     def stop(self) -> None:
         """Stops like a terminating pod: closes the listener, lets requests in progress finish
@@ -919,12 +939,14 @@ class Stack:
         return "\n".join(parts)
 
 
-def make_stack(tmp: Path, workers: int = 2, controller_args: Iterable[str] = ()) -> Stack:
+def make_stack(tmp: Path, workers: int = 2, controller_args: Iterable[str] = (),
+               dataplane_args: Iterable[str] = ()) -> Stack:
     # Unix socket paths are limited to 108 bytes; pytest's tmp paths can be longer.
     sock_dir = Path(tempfile.mkdtemp(prefix="tg-e2e-"))
     socket_path = sock_dir / "control.sock"
     manifests = ManifestDir(tmp / "manifests")
-    dp = Dataplane(tmp / "dataplane.log", socket_path, free_port(), free_port(), workers)
+    dp = Dataplane(tmp / "dataplane.log", socket_path, free_port(), free_port(), workers,
+                   dataplane_args)
     ctl = Controller(tmp / "controller.log", socket_path, manifests.path, controller_args)
     return Stack(tmp, manifests, dp, ctl)
 

@@ -2,8 +2,10 @@
 Route::canary, travel over the control socket and are validated by the data plane, which accepts
 what the controller sends and refuses (NACKs) what it cannot validate or does not know.
 
-These tests check the wiring; request behaviour is tested per feature (test_policies.py,
-test_cors_canary.py, test_upstream_tls.py, ...)."""
+These tests check the wiring, not request behaviour: what the data plane applies is tested where
+it is applied (TLS to backends in test_upstream_tls.py, load balancing, affinity and retries on
+5xx in test_balancing.py, route policies in test_policies.py, CORS and canaries in
+test_cors_canary.py)."""
 
 from __future__ import annotations
 

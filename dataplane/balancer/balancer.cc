@@ -105,19 +105,11 @@ class ConsistentHash final : public Balancer {
   uint32_t pick(const PickContext& ctx) override {
     const size_t n = table_->size();
     if (n == 0 || tried_count(ctx) >= n) return kNone;
-    uint64_t key = 0;
-    bool have_key = false;
-    if (ctx.request != nullptr) {
-      if (method() == Method::kIpHash) {
-        key = ctx.request->client.hash();
-        have_key = true;
-      } else if (table_->policy().hash_by) {
-        auto k = table_->policy().hash_by->hash(*ctx.request);
-        key = k.hash;
-        have_key = !k.empty;
-      }
-    }
-    if (!have_key) return first_untried_from(cursor_++ % n, ctx);
+    RequestKey computed;
+    if (ctx.key == nullptr && ctx.request != nullptr) computed = request_key(*table_, *ctx.request);
+    const RequestKey& k = ctx.key != nullptr ? *ctx.key : computed;
+    if (!k.present) return first_untried_from(cursor_++ % n, ctx);
+    const uint64_t key = k.hash;
     const size_t points = table_->ring_size();
     for (uint32_t probe = 0; probe < points; ++probe) {
       uint32_t i = table_->lookup(key, probe);
@@ -253,6 +245,24 @@ uint64_t Balancer::next_random() {
   // splitmix64: fast, good enough for choosing candidates.
   rng_ += 0x9e3779b97f4a7c15ULL;
   return mix64(rng_);
+}
+
+RequestKey request_key(const EndpointTable& table, const RequestView& request) {
+  switch (table.policy().method) {
+    case Method::kIpHash:
+      return {request.client.hash(), true};
+    case Method::kConsistentHash:
+      if (table.policy().hash_by) {
+        auto k = table.policy().hash_by->hash(request);
+        return {k.hash, !k.empty};
+      }
+      break;
+    case Method::kRoundRobin:
+    case Method::kLeastConn:
+    case Method::kEwma:
+      break;
+  }
+  return {};
 }
 
 std::unique_ptr<Balancer> make_balancer(std::shared_ptr<const EndpointTable> table, uint32_t worker,

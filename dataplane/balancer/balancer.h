@@ -54,10 +54,20 @@ class Tried {
   size_t n_ = 0;
 };
 
+// The key ip_hash and consistent hashing place a request with, computed once per request
+// (request_key) when the caller picks several times for one request and the request's fields
+// change between picks (the HTTP session adds X-Forwarded-For, may rewrite the target...).
+struct RequestKey {
+  uint64_t hash = 0;
+  bool present = false;  // false: no key (no request, or a hash-by key that evaluated to "")
+};
+
 struct PickContext {
   const RequestView* request = nullptr;  // needed by ip_hash and consistent hashing
   const Tried* tried = nullptr;          // null: nothing tried yet
   TimePoint now{};                       // ewma reads latencies decayed to this time
+  // When set, ip_hash and consistent hashing use it and do not read `request`.
+  const RequestKey* key = nullptr;
 
   bool was_tried(uint32_t i) const { return tried != nullptr && tried->contains(i); }
 };
@@ -111,6 +121,10 @@ class Balancer {
   uint64_t rng_;
   size_t cursor_ = 0;  // rotation for tie-breaks and fallbacks
 };
+
+// The key of `request` for `table`'s method: the client address for kIpHash, the hash-by
+// expression for kConsistentHash, none for the other methods. Allocation-free.
+RequestKey request_key(const EndpointTable& table, const RequestView& request);
 
 // The Balancer for table->policy().method. `previous` (may be null) is this worker's Balancer for
 // the same upstream in the previous snapshot: its load figures carry over by endpoint address.

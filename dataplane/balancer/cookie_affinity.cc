@@ -86,12 +86,13 @@ bool CookieAffinity::needs_cookie(const EndpointTable& table, std::string_view c
   return endpoint_for(table, cookie_header) != picked;
 }
 
-std::string CookieAffinity::set_cookie(const EndpointTable& table, uint32_t index) const {
+std::string CookieAffinity::set_cookie(const EndpointTable& table, uint32_t index,
+                                       std::string_view path) const {
   std::string out = config_.cookie_name;
   out += '=';
   out += cookie_value(table.endpoint_hash(index));
   out += "; Path=";
-  out += config_.path;
+  out += path;
   if (config_.max_age) out += "; Max-Age=" + std::to_string(config_.max_age->count());
   if (config_.secure || config_.same_site == SameSite::kNone) out += "; Secure";
   // Scripts have no business reading a routing cookie.

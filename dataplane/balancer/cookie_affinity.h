@@ -54,7 +54,11 @@ class CookieAffinity {
                     uint32_t picked) const;
   // The Set-Cookie field value pinning the client to endpoint `index`, e.g.
   // "INGRESSCOOKIE=1f0a...; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax".
-  std::string set_cookie(const EndpointTable& table, uint32_t index) const;
+  std::string set_cookie(const EndpointTable& table, uint32_t index) const {
+    return set_cookie(table, index, config_.path);
+  }
+  // The same with another Path (the route's, when the configuration leaves the path to it).
+  std::string set_cookie(const EndpointTable& table, uint32_t index, std::string_view path) const;
   // The cookie value for an endpoint hash (16 lower-case hex digits) and back.
   static std::string cookie_value(uint64_t endpoint_hash);
   static std::optional<uint64_t> parse_cookie_value(std::string_view value);

@@ -1,7 +1,8 @@
 #pragma once
 // What one upstream needs in a configuration snapshot: the shared EndpointTable and one Balancer
-// per worker. Intended home: runtime::UpstreamState (replacing its round_robin counters), built
-// by build_snapshot() from the previous snapshot's UpstreamBalancer of the same name.
+// per worker. Lives in runtime::UpstreamState::balancer, built by build_snapshot() and
+// update_upstreams() from the previous snapshot's UpstreamBalancer of the same name; the HTTP
+// session picks with it (docs/proxy.md, "Choosing an endpoint").
 //
 //   // control thread, per upstream, per snapshot:
 //   auto ub = UpstreamBalancer::build(specs, policy, workers, previous_or_null, &error);

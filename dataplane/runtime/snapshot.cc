@@ -89,6 +89,59 @@ std::string compile_substitutions(Routing& snap, const Snapshot* previous) {
   return {};
 }
 
+balancer::Method balance_method(model::LoadBalance lb) {
+  switch (lb) {
+    case model::LoadBalance::kLeastConn:
+      return balancer::Method::kLeastConn;
+    case model::LoadBalance::kIpHash:
+      return balancer::Method::kIpHash;
+    case model::LoadBalance::kEwma:
+      return balancer::Method::kEwma;
+    case model::LoadBalance::kRoundRobin:
+      break;
+  }
+  return balancer::Method::kRoundRobin;
+}
+
+balancer::SameSite same_site(model::SameSite s) {
+  switch (s) {
+    case model::SameSite::kLax:
+      return balancer::SameSite::kLax;
+    case model::SameSite::kStrict:
+      return balancer::SameSite::kStrict;
+    case model::SameSite::kNone:
+      return balancer::SameSite::kNone;
+    case model::SameSite::kUnset:
+      break;
+  }
+  return balancer::SameSite::kUnset;
+}
+
+// The balancing policy of `up`; the compiled hash-by expression is taken from `previous` (may be
+// null) when its text is the same. Null with *error when the expression does not compile.
+std::optional<balancer::Policy> balance_policy(const model::Upstream& up,
+                                               const balancer::UpstreamBalancer* previous,
+                                               std::string* error) {
+  balancer::Policy policy;
+  policy.method = balance_method(up.policy.load_balance);
+  if (!up.policy.hash_by.empty()) {
+    // upstream-hash-by overrides load-balance (lib/model/policy.h).
+    policy.method = balancer::Method::kConsistentHash;
+    const auto& before = previous != nullptr ? previous->table().policy().hash_by : nullptr;
+    if (before && before->text() == up.policy.hash_by) {
+      policy.hash_by = before;
+    } else {
+      std::string why;
+      policy.hash_by = balancer::HashExpression::compile(up.policy.hash_by, &why);
+      if (!policy.hash_by) {
+        *error = "upstream " + up.name + ": hash_by: " + why;
+        return std::nullopt;
+      }
+    }
+  }
+  return policy;
+}
+
 // The state of one upstream; `reuse` (from the previous snapshot, or null) when its model is the
 // same. Returns null with *error set on a problem.
 std::shared_ptr<const UpstreamState> build_upstream(
@@ -98,11 +151,8 @@ std::shared_ptr<const UpstreamState> build_upstream(
   auto state = std::make_shared<UpstreamState>();
   state->name = up.name;
   state->model = up;
-  const size_t n = workers == 0 ? 1 : workers;
-  state->round_robin = std::make_unique<PerWorkerCounter[]>(n);
-  // Workers start at different endpoints, so that the first requests of each worker (and few
-  // requests spread over several workers) do not all go to the first endpoint.
-  for (size_t w = 0; w < n; ++w) state->round_robin[w].value = w;
+  std::vector<balancer::EndpointSpec> specs;
+  specs.reserve(up.endpoints.size());
   for (const auto& ep : up.endpoints) {
     boost::system::error_code ec;
     auto addr = boost::asio::ip::make_address(ep.address, ec);
@@ -111,6 +161,34 @@ std::shared_ptr<const UpstreamState> build_upstream(
       return nullptr;
     }
     state->endpoints.emplace_back(addr, ep.port);
+    // The model has no weights yet: every endpoint weighs 1.
+    specs.push_back({endpoint_key(state->endpoints.back()), 1});
+  }
+  const balancer::UpstreamBalancer* previous = reuse != nullptr ? reuse->balancer.get() : nullptr;
+  auto policy = balance_policy(up, previous, error);
+  if (!policy) return nullptr;
+  std::string why;
+  state->balancer =
+      balancer::UpstreamBalancer::build(std::move(specs), std::move(*policy), workers,
+                                        reuse != nullptr ? reuse->balancer : nullptr, &why);
+  if (!state->balancer) {
+    *error = "upstream " + up.name + ": " + why;
+    return nullptr;
+  }
+  if (up.policy.affinity) {
+    const model::SessionAffinity& a = *up.policy.affinity;
+    balancer::AffinityConfig config;
+    config.cookie_name = a.cookie_name;
+    if (a.max_age_seconds) config.max_age = std::chrono::seconds(*a.max_age_seconds);
+    config.path = a.path.empty() ? "/" : a.path;
+    config.secure = a.secure;
+    config.same_site = same_site(a.same_site);
+    if (auto problem = config.validate()) {
+      *error = "upstream " + up.name + ": affinity: " + *problem;
+      return nullptr;
+    }
+    state->affinity.emplace(std::move(config));
+    state->affinity_path_from_route = a.path.empty();
   }
   if (up.tls.enabled) {
     std::string tls_error;
@@ -126,6 +204,15 @@ std::shared_ptr<const UpstreamState> build_upstream(
     state->tls_key = key == 0 ? 1 : key;
   }
   return state;
+}
+
+// RFC 6265 section 4.1.1 cookie path characters: printable ASCII other than ';'.
+bool valid_cookie_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') return false;
+  for (char c : path) {
+    if (c < 0x21 || c > 0x7e || c == ';') return false;
+  }
+  return true;
 }
 
 std::string join(const std::vector<std::string>& problems) {
@@ -147,6 +234,24 @@ void collect_endpoints(Snapshot& snap) {
 }
 
 }  // namespace
+
+std::string endpoint_key(const Endpoint& endpoint) {
+  const auto address = endpoint.address();
+  std::string key = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  key += ':';
+  key += std::to_string(endpoint.port());
+  return key;
+}
+
+std::string_view affinity_cookie_path(const UpstreamState& upstream, const model::Route* route) {
+  if (!upstream.affinity) return "/";
+  if (!upstream.affinity_path_from_route) return upstream.affinity->config().path;
+  if (route == nullptr || route->match == model::PathMatch::kRegex ||
+      !valid_cookie_path(route->path)) {
+    return "/";
+  }
+  return route->path;
+}
 
 size_t EndpointHash::operator()(const Endpoint& e) const noexcept {
   const auto* data = reinterpret_cast<const char*>(e.data());

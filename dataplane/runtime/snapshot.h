@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -15,6 +16,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include "balancer/cookie_affinity.h"
+#include "balancer/upstream_balancer.h"
 #include "filters/substitution/rule_set.h"
 #include "filters/substitution/stream.h"
 #include "model/model.h"
@@ -28,13 +31,9 @@ struct EndpointHash {
   size_t operator()(const Endpoint& e) const noexcept;
 };
 
-// Round-robin position, one per worker so workers never share a cache line on the request path.
-struct alignas(64) PerWorkerCounter {
-  mutable uint64_t value = 0;
-};
-
 struct UpstreamState {
   std::string name;
+  // Index i is balancer->table().endpoint(i): the balancer picks an index, this is its address.
   std::vector<Endpoint> endpoints;
   // TLS to the endpoints; null for plain HTTP. Shared with other snapshots and upstreams that
   // have the same CA bundle.
@@ -44,13 +43,29 @@ struct UpstreamState {
   // Pooled connections are reused only for the same (endpoint, tls_key): 0 is plain HTTP, other
   // values identify the server name and CA bundle.
   uint64_t tls_key = 0;
-  // The only mutable state in a snapshot: indexed by worker id, each touched by one thread only.
-  // An UpstreamState whose model did not change is shared by the next snapshot, so its workers
-  // keep their round-robin positions; a changed upstream gets a new state and starts afresh.
-  std::unique_ptr<PerWorkerCounter[]> round_robin;
+  // Load balancing (load-balance, upstream-hash-by): never null. The only mutable state in a
+  // snapshot: one Balancer per worker, each touched by its worker's thread only. An upstream
+  // whose model did not change shares its state, balancer included, with the next snapshot; a
+  // changed one gets a balancer built from the previous one (UpstreamBalancer::build), which is
+  // the previous one itself when endpoints and policy are unchanged (a TLS change), and
+  // otherwise shares the load figures of the endpoints that stay.
+  std::shared_ptr<const balancer::UpstreamBalancer> balancer;
+  // affinity: cookie. Its config's path is SessionAffinity::path, or "/" when that is empty and
+  // the path comes from the route (affinity_cookie_path()).
+  std::optional<balancer::CookieAffinity> affinity;
+  bool affinity_path_from_route = false;
   // What it was built from: compared to reuse the state, and to reassemble Snapshot::config().
   model::Upstream model;
 };
+
+// The Path of an affinity cookie set on a response of `route` (see SessionAffinity::path): the
+// explicit path, else the route's path for Exact and Prefix routes and "/" for regex routes (or
+// when the route's path is not a valid cookie path).
+std::string_view affinity_cookie_path(const UpstreamState& upstream, const model::Route* route);
+
+// The balancer's identity of an endpoint: "10.0.0.1:8080", "[fd00::1]:8080" (canonical address
+// text), the key of hash rings and affinity cookies.
+std::string endpoint_key(const Endpoint& endpoint);
 
 struct StringHash {
   using is_transparent = void;

@@ -9,6 +9,7 @@
 
 #include "balancer/request_view.h"
 #include "log/log.h"
+#include "ratelimit/client_address.h"
 #include "server/canary.h"
 #include "server/headers.h"
 #include "server/substitution.h"
@@ -27,6 +28,18 @@ constexpr std::uint64_t kUnlimitedBody = std::numeric_limits<std::uint64_t>::max
 
 // The policy of requests that matched no route: the defaults (equal to server::Limits).
 const model::RoutePolicy kDefaultPolicy{};
+
+// RequestView::header over the request's fields (names given in lower case; Beast compares
+// case-insensitively).
+std::string_view request_field(const void* context, std::string_view name) {
+  const auto& fields = *static_cast<const Fields*>(context);
+  auto it = fields.find(name);
+  return it == fields.end() ? std::string_view() : it->value();
+}
+
+// X-Forwarded-For lines read for the client address; past it only the last ones (the hops
+// nearest to us) are read.
+constexpr size_t kMaxForwardedForLines = 16;
 
 std::string_view host_without_port(std::string_view host) {
   if (!host.empty() && host.front() == '[') {
@@ -55,6 +68,7 @@ HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket, asio::ssl::c
 
 template <class S>
 HttpSession<S>::~HttpSession() {
+  end_attempt(false);
   worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->connection_closed();
   worker_.remove_session(this);
@@ -119,6 +133,7 @@ void HttpSession<S>::do_read_header() {
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
   error_response_.reset();
+  end_attempt(false);
   snapshot_.reset();
   upstream_ = nullptr;
   attempts_ = 0;
@@ -182,6 +197,7 @@ void HttpSession<S>::handle_request() {
   client_keep_alive_ = req.keep_alive();
   head_request_ = req.method() == http::verb::head;
   idempotent_ = is_idempotent(req.method());
+  resolve_client();
 
   snapshot_ = worker_.snapshot();
   if (!snapshot_) {
@@ -225,12 +241,34 @@ void HttpSession<S>::handle_request() {
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     memo_resource_.append(target.path_and_query.data(), target.path_and_query.size());
   }
+  start_balancing();  // before the request is edited: hash keys read it as received
   prepare_upstream_request();
   if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {
     rewrite_upstream_request(target);
   }
-  next_endpoint_ = upstream_->round_robin[worker_.id()].value++;
-  pick_and_connect();
+  connect_endpoint(pick_endpoint());
+}
+
+template <class S>
+void HttpSession<S>::resolve_client() {
+  client_ip_ = peer_ip_;
+  const ratelimit::CidrSet& trusted = worker_.trusted_proxies();
+  if (!peer_ip_ || trusted.empty() || !trusted.contains(*peer_ip_)) return;
+  const auto& req = request_->get();
+  auto range = req.equal_range("X-Forwarded-For");
+  size_t skip = static_cast<size_t>(std::distance(range.first, range.second));
+  skip = skip > kMaxForwardedForLines ? skip - kMaxForwardedForLines : 0;
+  std::array<std::string_view, kMaxForwardedForLines> lines;
+  size_t n = 0;
+  for (auto it = range.first; it != range.second; ++it) {
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    lines[n++] = it->value();
+  }
+  client_ip_ = ratelimit::resolve_client_address(
+      *peer_ip_, std::span<const std::string_view>(lines.data(), n), trusted);
 }
 
 template <class S>
@@ -245,7 +283,7 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
     // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
     // that is missing or failed to compile denies (a broken allow list never opens a route).
     const CompiledRoute* compiled = worker_.compiled(route_);
-    const auto& peer = peer_ip_;
+    const auto& peer = client_ip_;
     bool allowed = compiled != nullptr && compiled->source_ranges && peer &&
                    compiled->source_ranges->contains(*peer);
     if (!allowed) {
@@ -257,7 +295,7 @@ bool HttpSession<S>::apply_route_policy(const RequestTarget& target) {
     // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
     // 429 (or limit-status-code) with Retry-After, the connection kept.
     const CompiledRoute* compiled = worker_.compiled(route_);
-    const auto& peer = peer_ip_;
+    const auto& peer = client_ip_;
     bool exempt = compiled == nullptr || !peer ||
                   (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
     if (!exempt) {
@@ -345,12 +383,51 @@ void HttpSession<S>::prepare_upstream_request() {
 }
 
 template <class S>
-void HttpSession<S>::pick_and_connect() {
+void HttpSession<S>::start_balancing() {
+  balancer_ = &upstream_->balancer->worker(worker_.id());
+  tried_ = {};
+  timed_attempts_ = balancer_->method() == balancer::Method::kEwma;
+  const auto& req = request_->get();
+  const balancer::EndpointTable& table = balancer_->table();
+  const Fields& fields = req;
+  balancer::RequestView view{client_ip_.value_or(ratelimit::IpAddress()), req.target(),
+                             &request_field, &fields};
+  balance_key_ = balancer::request_key(table, view);
+  cookie_endpoint_ = upstream_->affinity
+                         ? upstream_->affinity->endpoint_for(table, req[http::field::cookie])
+                         : kNoEndpoint;
+}
+
+template <class S>
+uint32_t HttpSession<S>::pick_endpoint() {
+  // affinity: the cookie's endpoint while it is in the table and untried (a failed one moves
+  // the client, and the response re-pins it).
+  if (cookie_endpoint_ != kNoEndpoint && !tried_.contains(cookie_endpoint_)) {
+    return cookie_endpoint_;
+  }
+  balancer::PickContext ctx;
+  ctx.tried = &tried_;
+  ctx.key = &balance_key_;
+  if (timed_attempts_) ctx.now = std::chrono::steady_clock::now();
+  return balancer_->pick(ctx);
+}
+
+template <class S>
+void HttpSession<S>::connect_endpoint(uint32_t index) {
+  if (index >= upstream_->endpoints.size()) {  // nothing to pick from (not expected here)
+    send_error(503, "no endpoints available\n", !request_->is_done());
+    return;
+  }
   ++attempts_;
   if (attempts_ == 1 && observing()) upstream_started_ = std::chrono::steady_clock::now();
-  const auto& eps = upstream_->endpoints;
-  const auto& ep = eps[next_endpoint_ % eps.size()];
-  ++next_endpoint_;
+  endpoint_index_ = index;
+  tried_.add(index);
+  balancer_->on_start(index);
+  attempt_open_ = true;
+  attempt_failed_ = false;
+  attempt_latency_ = std::chrono::nanoseconds(-1);
+  if (timed_attempts_) attempt_started_ = std::chrono::steady_clock::now();
+  const auto& ep = upstream_->endpoints[index];
   // An upgrade gets a fresh connection: it will never come back to the pool.
   if (!upgrade_) connection_ = worker_.pool().take(ep, upstream_->tls_key);
   if (connection_) {
@@ -363,6 +440,60 @@ void HttpSession<S>::pick_and_connect() {
   connection_->stream.expires_after(policy().connect_timeout);
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
+}
+
+template <class S>
+void HttpSession<S>::end_attempt(bool failed) {
+  if (!attempt_open_) return;
+  attempt_open_ = false;
+  std::chrono::nanoseconds latency(0);
+  balancer::TimePoint now{};
+  if (timed_attempts_) {
+    // Only ewma reads latencies: the other methods cost no clock read here.
+    now = std::chrono::steady_clock::now();
+    latency = attempt_latency_.count() >= 0 ? attempt_latency_ : now - attempt_started_;
+  }
+  balancer_->on_finish(endpoint_index_, latency, failed || attempt_failed_, now);
+}
+
+template <class S>
+bool HttpSession<S>::retry_on_status(unsigned status) {
+  const model::NextUpstream& next = policy().next_upstream;
+  const bool listed = (status == 502 && next.http_502) || (status == 503 && next.http_503) ||
+                      (status == 504 && next.http_504);
+  if (!listed) return false;
+  attempt_failed_ = true;  // also when it is forwarded: the balancer hears of a failure
+  // The same rule as for errors (upstream_failed): a body that was streamed up cannot be sent
+  // again, and a non-idempotent request moves only with non_idempotent.
+  if (request_body_started_ || attempts_ >= policy().next_upstream_tries ||
+      !(idempotent_ || next.non_idempotent)) {
+    return false;
+  }
+  const uint32_t index = pick_endpoint();
+  if (index == kNoEndpoint) return false;  // every endpoint tried: forward this answer
+  TG_DEBUG("http", "upstream " << connection_->endpoint << " answered " << status << ", retrying");
+  end_attempt(true);
+  // Discard the answer. A connection whose response ended with its header may serve again;
+  // any other is closed rather than drained (as nginx does): draining would delay the retry.
+  const auto& current = worker_.snapshot();
+  if (response_->is_done() && response_->keep_alive() && upstream_out_.done() && current &&
+      current->all_endpoints.contains(connection_->endpoint)) {
+    connection_->reused = false;
+    worker_.pool().put(std::move(connection_));
+  }
+  connection_.reset();
+  connect_endpoint(index);
+  return true;
+}
+
+template <class S>
+void HttpSession<S>::add_affinity_cookie(http::response_header<Fields>& res) {
+  // affinity: cookie. Pin the client to the endpoint that answered unless its cookie already
+  // names that one.
+  if (!upstream_->affinity || endpoint_index_ == cookie_endpoint_) return;
+  res.insert(http::field::set_cookie,
+             upstream_->affinity->set_cookie(balancer_->table(), endpoint_index_,
+                                             runtime::affinity_cookie_path(*upstream_, route_)));
 }
 
 template <class S>
@@ -527,6 +658,10 @@ void HttpSession<S>::on_response_header(error_code ec) {
   }
   auto& res = response_->get();
   unsigned status = res.result_int();
+  if (timed_attempts_ && attempt_latency_.count() < 0) {
+    attempt_latency_ = std::chrono::steady_clock::now() - attempt_started_;
+  }
+  if (status >= 502 && status <= 504 && retry_on_status(status)) return;
   if (status < 100 || status >= 200 || status == 101) {
     status_sent_ = status;
     upstream_endpoint_ = connection_->endpoint;
@@ -534,6 +669,7 @@ void HttpSession<S>::on_response_header(error_code ec) {
   }
   if (status == 101) {
     if (!upgrade_) {
+      end_attempt(true);
       connection_.reset();
       send_error(502, "upstream switched protocols unexpectedly\n", true);
       return;
@@ -543,6 +679,7 @@ void HttpSession<S>::on_response_header(error_code ec) {
     res.set(http::field::upgrade, protocol.empty() ? upgrade_protocol_ : protocol);
     res.set(http::field::connection, "upgrade");
     res.version(11);
+    add_affinity_cookie(res);
     client_out_.start(res, false);
     response_started_ = true;
     lowest().expires_after(worker_.limits().client_send_timeout);
@@ -590,6 +727,7 @@ void HttpSession<S>::on_response_header(error_code ec) {
   // custom-headers: set on the backend's responses (not on the proxy's own answers).
   for (const auto& h : policy().response_headers) res.set(h.name, h.value);
   add_cors_fields(res);
+  add_affinity_cookie(res);
   client_out_.start(res, res.chunked());
   if (!body_expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
@@ -649,6 +787,7 @@ void HttpSession<S>::on_read_response_body(error_code ec) {
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     TG_WARN("http", "upstream " << connection_->endpoint << " failed mid-body: " << ec.message());
+    end_attempt(true);
     connection_.reset();
     if (!response_started_) {
       send_error(502, "upstream failed\n", true);
@@ -824,6 +963,7 @@ void HttpSession<S>::end_substitution() {
 
 template <class S>
 void HttpSession<S>::finish_exchange() {
+  end_attempt(false);
   end_observation();
   // The upstream connection goes back to the pool only if it is clean and its endpoint is still
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
@@ -861,11 +1001,24 @@ void HttpSession<S>::upstream_failed(error_code ec, const char* stage) {
                               : (!timed_out && next.error && (idempotent_ || next.non_idempotent));
   bool can_retry = !request_body_started_ && attempts_ < policy().next_upstream_tries &&
                    ((reused && !next.off()) || allowed);
-  if (can_retry) {
+  if (can_retry && reused) {
+    // A stale pooled connection is not the endpoint's fault: the same endpoint again, on
+    // another connection, without counting an attempt.
+    TG_DEBUG("http", "upstream " << endpoint << " " << stage << " failed on a pooled connection ("
+                                 << ec.message() << "), retrying");
+    --attempts_;
+    end_attempt(false);
+    connect_endpoint(endpoint_index_);
+    return;
+  }
+  end_attempt(true);
+  // Another endpoint, never one this request tried: with every endpoint tried the answer is the
+  // error, as nginx gives once its tries exceed the servers.
+  const uint32_t index = can_retry ? pick_endpoint() : kNoEndpoint;
+  if (index != kNoEndpoint) {
     TG_DEBUG("http", "upstream " << endpoint << " " << stage << " failed (" << ec.message()
                                  << "), retrying");
-    if (reused) --attempts_;  // a stale pooled connection is not the endpoint's fault
-    pick_and_connect();
+    connect_endpoint(index);
     return;
   }
   TG_WARN("http", "upstream " << endpoint << " " << stage << " failed: " << ec.message());
@@ -980,6 +1133,7 @@ observability::LabelSetId HttpSession<S>::labels() const {
 template <class S>
 void HttpSession<S>::send_error(unsigned status, std::string_view text, bool close,
                                 std::string_view location, long retry_after_seconds) {
+  end_attempt(false);  // ended by the request (a body error), not by the endpoint
   if (close) client_keep_alive_ = false;
   auto& res = error_response_.emplace(static_cast<http::status>(status), client_version_);
   if (!location.empty()) res.set(http::field::location, location);
@@ -1013,6 +1167,8 @@ void HttpSession<S>::on_error_written(error_code ec, bool close) {
 
 template <class S>
 void HttpSession<S>::close_client() {
+  end_attempt(false);
+  tunnel_balancer_.reset();
   if (state_ == State::kClosed) return;
   end_observation();  // an exchange cut short is still recorded
   state_ = State::kClosed;
@@ -1031,6 +1187,9 @@ void HttpSession<S>::start_tunnel() {
   state_ = State::kTunnel;
   // proxy-read-timeout of the route that admitted it: kept, as the route may go away.
   tunnel_idle_ = policy().read_timeout;
+  // The attempt lasts as long as the tunnel (least_conn counts it); its balancer must outlive
+  // the snapshot, which the tunnel lets go.
+  if (attempt_open_) tunnel_balancer_ = upstream_->balancer;
   route_ = nullptr;
   snapshot_.reset();
   upstream_ = nullptr;

@@ -18,6 +18,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "balancer/balancer.h"
 #include "filters/substitution/stream.h"
 #include "observability/metrics.h"
 #include "ratelimit/connection_limiter.h"
@@ -85,7 +86,22 @@ class HttpSession : public SessionBase,
   const model::RoutePolicy& policy() const;
   bool apply_route_policy(const RequestTarget& target);
   void rewrite_upstream_request(const RequestTarget& target);
-  void pick_and_connect();
+  // The client address of this request: the peer, or through --trusted-proxies.
+  void resolve_client();
+  // Load balancing (docs/proxy.md, "Choosing an endpoint"): start_balancing() reads what the
+  // balancer needs from the request as received (the hash key, the affinity cookie);
+  // pick_endpoint() returns the endpoint for the next attempt (the cookie's while untried, else
+  // the balancer's), or kNone when every endpoint was tried; connect_endpoint() starts an
+  // attempt on it; end_attempt() reports its end to the balancer (idempotent).
+  static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
+  void start_balancing();
+  uint32_t pick_endpoint();
+  void connect_endpoint(uint32_t index);
+  void end_attempt(bool failed);
+  // proxy-next-upstream http_502/503/504: true when this response was discarded and the
+  // request moved on to another endpoint.
+  bool retry_on_status(unsigned status);
+  void add_affinity_cookie(boost::beast::http::response_header<Fields>& res);
   void on_connect(error_code ec);
   void start_upstream_tls();
   void send_request();
@@ -135,7 +151,10 @@ class HttpSession : public SessionBase,
   ClientStream client_;
   boost::beast::flat_buffer client_buffer_;
   std::string peer_address_;
-  std::optional<ratelimit::IpAddress> peer_ip_;  // for source ranges and rate limits
+  std::optional<ratelimit::IpAddress> peer_ip_;
+  // The client of the current request (source ranges, rate limits, ip_hash): peer_ip_, or the
+  // address X-Forwarded-For gives when the peer is a trusted proxy.
+  std::optional<ratelimit::IpAddress> client_ip_;
   State state_ = State::kIdle;
   bool draining_ = false;
 
@@ -154,7 +173,19 @@ class HttpSession : public SessionBase,
   const runtime::UpstreamState* upstream_ = nullptr;
   std::unique_ptr<upstream::Connection> connection_;
   unsigned attempts_ = 0;
-  size_t next_endpoint_ = 0;
+  // Load balancing of this exchange. balancer_ is upstream_'s Balancer of this worker, kept
+  // alive by snapshot_ (or, in a tunnel, by tunnel_balancer_) until end_attempt().
+  balancer::Balancer* balancer_ = nullptr;
+  balancer::Tried tried_;
+  balancer::RequestKey balance_key_;
+  uint32_t cookie_endpoint_ = kNoEndpoint;  // the endpoint the request's affinity cookie names
+  uint32_t endpoint_index_ = kNoEndpoint;   // of the current attempt
+  bool attempt_open_ = false;               // on_start called, on_finish not yet
+  bool attempt_failed_ = false;             // answered with a proxy-next-upstream status
+  bool timed_attempts_ = false;             // ewma: latencies are measured
+  std::chrono::steady_clock::time_point attempt_started_;
+  std::chrono::nanoseconds attempt_latency_{-1};  // to the response header; -1: none yet
+  std::shared_ptr<const balancer::UpstreamBalancer> tunnel_balancer_;
   bool client_keep_alive_ = false;
   bool expect_continue_ = false;
   bool request_body_started_ = false;

@@ -18,6 +18,7 @@
 
 #include "observability/access_log.h"
 #include "observability/metrics.h"
+#include "ratelimit/cidr_set.h"
 #include "runtime/snapshot.h"
 #include "server/limits.h"
 #include "server/route_table.h"
@@ -58,6 +59,11 @@ class Worker {
     access_log_ = log;
   }
 
+  // Before start(): the proxies (--trusted-proxies) whose X-Forwarded-For names the client for
+  // ip_hash, $remote_addr, source ranges and rate limits (ratelimit/client_address.h). Empty
+  // (the default): the connection's peer is the client.
+  void trust_proxies(ratelimit::CidrSet proxies) { trusted_proxies_ = std::move(proxies); }
+
   // Called from the control thread: the new snapshot reaches this worker through its own queue,
   // with the compiled per-route data of its routing table (may be null; see route_table.h).
   void publish(std::shared_ptr<const runtime::Snapshot> snapshot,
@@ -82,6 +88,7 @@ class Worker {
   SubstitutionWorkerState& substitution() { return substitution_; }
   size_t id() const { return id_; }
   const Limits& limits() const { return limits_; }
+  const ratelimit::CidrSet& trusted_proxies() const { return trusted_proxies_; }
   boost::asio::io_context& io() { return io_; }
   uint64_t next_random();  // request ids
   void add_session(SessionBase* s) { sessions_.insert(s); }
@@ -109,6 +116,7 @@ class Worker {
 
   size_t id_;
   Limits limits_;
+  ratelimit::CidrSet trusted_proxies_;
   boost::asio::ssl::context* tls_;
   // Declared before io_ so that they outlive it: destroying io_ destroys pending handlers, and
   // with them sessions, whose destructors unregister here.

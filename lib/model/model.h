@@ -42,8 +42,8 @@ struct Upstream {
   std::vector<Endpoint> endpoints;  // sorted, unique
   UpstreamTls tls = {};
   // How a backend is chosen and connected to (issue #6, lib/model/policy.h): the annotations of
-  // the oldest Ingress using this upstream. Carried to the data plane; of it, only the protocol
-  // (through `tls`) is applied yet (docs/annotations.md, status).
+  // the oldest Ingress using this upstream. Applied by the data plane: load balancing, hashing
+  // and affinity (runtime::UpstreamState), the protocol through `tls` (docs/annotations.md).
   UpstreamPolicy policy = {};
   bool operator==(const Upstream&) const = default;
 };

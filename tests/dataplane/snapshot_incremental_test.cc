@@ -79,7 +79,13 @@ void expect_same(const Snapshot& got, const Snapshot& want, const std::string& w
     EXPECT_EQ(g->tls_server_name, w->tls_server_name) << where;
     EXPECT_EQ(g->tls_verify, w->tls_verify) << where;
     EXPECT_EQ(g->tls_key, w->tls_key) << where;
-    ASSERT_NE(g->round_robin, nullptr);
+    ASSERT_NE(g->balancer, nullptr);
+    // The balancer's table is parallel to the resolved endpoints.
+    ASSERT_EQ(g->balancer->table().size(), g->endpoints.size()) << where << " " << name;
+    for (uint32_t i = 0; i < g->endpoints.size(); ++i) {
+      EXPECT_EQ(g->balancer->table().endpoint(i).address, endpoint_key(g->endpoints[i]));
+    }
+    EXPECT_EQ(g->balancer->workers(), kWorkers);
   }
   EXPECT_EQ(got.all_endpoints, want.all_endpoints) << where;
 }
@@ -218,28 +224,112 @@ TEST(SnapshotIncrementalTest, RemovingAnUpstreamARouteNamesIsRefusedLikeAFullBui
       {boost::asio::ip::make_address("10.0.1.2"), 80}));
 }
 
-TEST(SnapshotIncrementalTest, RoundRobinPositionsKeptForUnchangedUpstreamsResetForChanged) {
+TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForChanged) {
   Harness h;
-  ASSERT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{1, base_config()}), "");
+  model::Config config = base_config();
+  config.upstreams["ns/u1:80"].endpoints = {{"10.0.9.1", 8080}, {"10.0.9.2", 8080}};
+  config.upstreams["ns/u1:80"].policy.load_balance = model::LoadBalance::kLeastConn;
+  ASSERT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{1, config}), "");
   auto first = h.publisher.current();
-  // Workers have been picking: their positions moved.
-  for (size_t w = 0; w < kWorkers; ++w) {
-    first->upstream("ns/u0:80")->round_robin[w].value = 100 + w;
-    first->upstream("ns/u1:80")->round_robin[w].value = 200 + w;
-  }
+  const UpstreamState* u1 = first->upstream("ns/u1:80");
+  EXPECT_EQ(u1->balancer->table().policy().method, balancer::Method::kLeastConn);
+  // Worker 2 has an attempt in flight on 10.0.9.2 when the endpoints change.
+  const uint32_t busy = u1->balancer->table().find("10.0.9.2:8080");
+  ASSERT_NE(busy, balancer::EndpointTable::kNone);
+  u1->balancer->worker(2).on_start(busy);
+
   model::Delta d;
-  d.upsert_upstreams = {upstream("ns/u1:80", {{"10.0.9.1", 8080}, {"10.0.9.2", 8080}})};
+  d.upsert_upstreams = {upstream("ns/u1:80", {{"10.0.9.2", 8080}, {"10.0.9.3", 8080}})};
+  d.upsert_upstreams[0].policy.load_balance = model::LoadBalance::kLeastConn;
   ASSERT_EQ(h.publisher.apply_delta(delta(2, 1, d)), "");
   auto second = h.publisher.current();
-  for (size_t w = 0; w < kWorkers; ++w) {
-    // Unchanged: the same counters, so a worker's rotation goes on across the update.
-    EXPECT_EQ(second->upstream("ns/u0:80")->round_robin[w].value, 100 + w);
-    // Changed: its endpoint list is new, so positions start again (worker w at endpoint w).
-    EXPECT_EQ(second->upstream("ns/u1:80")->round_robin[w].value, w);
-  }
-  // The old snapshot's changed upstream keeps its own counters for requests still using it.
-  EXPECT_EQ(first->upstream("ns/u1:80")->round_robin[0].value, 200u);
-  EXPECT_EQ(first->upstream("ns/u1:80")->endpoints.size(), 1u);
+  // Unchanged: the same state, balancer included.
+  EXPECT_EQ(second->upstreams.at("ns/u0:80"), first->upstreams.at("ns/u0:80"));
+  // Changed: a new balancer whose worker 2 still sees the attempt begun under the old one, so
+  // least_conn sends its next request to the idle new endpoint.
+  const UpstreamState* u1b = second->upstream("ns/u1:80");
+  ASSERT_NE(u1b->balancer, u1->balancer);
+  const uint32_t kept = u1b->balancer->table().find("10.0.9.2:8080");
+  ASSERT_NE(kept, balancer::EndpointTable::kNone);
+  EXPECT_EQ(u1b->balancer->worker(2).in_flight(kept), 1u);
+  EXPECT_EQ(u1b->balancer->worker(1).in_flight(kept), 0u);
+  EXPECT_EQ(u1b->balancer->worker(2).pick({}), u1b->balancer->table().find("10.0.9.3:8080"));
+  // The attempt ends on the old balancer (its request holds the old snapshot): the new one sees it.
+  u1->balancer->worker(2).on_finish(busy, std::chrono::milliseconds(1), false, {});
+  EXPECT_EQ(u1b->balancer->worker(2).in_flight(kept), 0u);
+
+  // A TLS-only change: a new state, the same balancer (endpoints and policy are unchanged).
+  model::Delta tls;
+  tls.upsert_upstreams = {d.upsert_upstreams[0]};
+  tls.upsert_upstreams[0].tls = {true, "backend.internal", ""};
+  ASSERT_EQ(h.publisher.apply_delta(delta(3, 2, tls)), "");
+  auto third = h.publisher.current();
+  EXPECT_NE(third->upstream("ns/u1:80"), u1b);
+  EXPECT_EQ(third->upstream("ns/u1:80")->balancer, u1b->balancer);
+
+  // A policy change: upstream-hash-by overrides load-balance.
+  model::Delta hash = tls;
+  hash.upsert_upstreams[0].policy.hash_by = "$http_x_user";
+  ASSERT_EQ(h.publisher.apply_delta(delta(4, 3, hash)), "");
+  const auto& table = h.publisher.current()->upstream("ns/u1:80")->balancer->table();
+  EXPECT_EQ(table.policy().method, balancer::Method::kConsistentHash);
+  ASSERT_NE(table.policy().hash_by, nullptr);
+  EXPECT_EQ(table.policy().hash_by->text(), "$http_x_user");
+}
+
+TEST(SnapshotIncrementalTest, AffinityCookiePathComesFromTheConfigurationOrTheRoute) {
+  model::Config config = base_config();
+  config.upstreams["ns/u1:80"].policy.affinity = model::SessionAffinity{};
+  model::SessionAffinity explicit_path;
+  explicit_path.cookie_name = "route";
+  explicit_path.path = "/app";
+  explicit_path.max_age_seconds = 60;
+  explicit_path.same_site = model::SameSite::kNone;
+  config.upstreams["ns/u2:80"].policy.affinity = explicit_path;
+  std::string error;
+  auto snap = build_snapshot(1, config, kWorkers, &error);
+  ASSERT_NE(snap, nullptr) << error;
+  const UpstreamState& u1 = *snap->upstream("ns/u1:80");
+  const UpstreamState& u2 = *snap->upstream("ns/u2:80");
+  EXPECT_FALSE(snap->upstream("ns/u0:80")->affinity.has_value());
+  ASSERT_TRUE(u1.affinity.has_value());
+  EXPECT_EQ(u1.affinity->config().cookie_name, "INGRESSCOOKIE");
+  model::Route prefix{"/api", PathMatch::kPrefix, "ns/u1:80", "ns/in"};
+  model::Route exact{"/api/v1", PathMatch::kExact, "ns/u1:80", "ns/in"};
+  model::Route regex{"/api/v[0-9]+", PathMatch::kRegex, "ns/u1:80", "ns/in"};
+  model::Route odd{"/a;b", PathMatch::kPrefix, "ns/u1:80", "ns/in"};
+  EXPECT_EQ(affinity_cookie_path(u1, &prefix), "/api");
+  EXPECT_EQ(affinity_cookie_path(u1, &exact), "/api/v1");
+  EXPECT_EQ(affinity_cookie_path(u1, &regex), "/");
+  EXPECT_EQ(affinity_cookie_path(u1, &odd), "/");  // not a cookie path
+  EXPECT_EQ(affinity_cookie_path(u1, nullptr), "/");
+  EXPECT_EQ(affinity_cookie_path(u2, &prefix), "/app");
+  EXPECT_EQ(affinity_cookie_path(u2, &regex), "/app");
+  const std::string value =
+      balancer::CookieAffinity::cookie_value(u2.balancer->table().endpoint_hash(0));
+  EXPECT_EQ(u2.affinity->set_cookie(u2.balancer->table(), 0, affinity_cookie_path(u2, &prefix)),
+            "route=" + value + "; Path=/app; Max-Age=60; Secure; HttpOnly; SameSite=None");
+}
+
+TEST(SnapshotIncrementalTest, EndpointKeysAreCanonicalAndDuplicatesAfterParsingAreRefused) {
+  EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("10.0.0.1"), 8080}), "10.0.0.1:8080");
+  EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("fd00:0::1"), 80}), "[fd00::1]:80");
+  Harness h;
+  ASSERT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{1, base_config()}), "");
+  auto before = h.publisher.current();
+  // Two spellings of one address: the model sees two endpoints, the balancer one. Refused (the
+  // controller writes canonical addresses, so only a hand-made configuration gets here).
+  model::Delta d;
+  d.upsert_upstreams = {upstream("ns/x0:80", {{"fd00:0::1", 80}, {"fd00::1", 80}})};
+  std::string reason = h.publisher.apply_delta(delta(2, 1, d));
+  EXPECT_NE(reason.find("upstream ns/x0:80: endpoint [fd00::1]:80 is listed twice"),
+            std::string::npos)
+      << reason;
+  EXPECT_EQ(h.publisher.current(), before);
+  // The full build refuses it the same way.
+  model::Config config = base_config();
+  config.upstreams["ns/x0:80"].endpoints = {{"fd00:0::1", 80}, {"fd00::1", 80}};
+  EXPECT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{3, config}), reason);
 }
 
 TEST(SnapshotIncrementalTest, BadUpstreamIsRefusedAndNothingChanges) {

@@ -439,6 +439,41 @@ TEST(ConsistentHash, EmptyKeyIsSpreadNotPinned) {
   EXPECT_EQ(seen.size(), 1u);
 }
 
+// The HTTP session computes the key once, from the request as received, and picks every attempt
+// with it while it edits the request (X-Forwarded-For, rewrite-target).
+TEST(ConsistentHash, PrecomputedKeyServesEveryAttemptWhateverTheRequestBecomes) {
+  auto b = make_balancer(table(endpoints(6), policy(Method::kConsistentHash, "$http_x_user")), 0,
+                         nullptr);
+  TestRequest r;
+  r.headers["x-user"] = "alice";
+  auto view = r.view();
+  const RequestKey key = request_key(b->table(), view);
+  ASSERT_TRUE(key.present);
+  // Attempt by attempt, the key gives what the request itself gives.
+  Tried from_view, from_key;
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    uint32_t want = b->pick({&view, &from_view, kT0});
+    uint32_t got = b->pick({nullptr, &from_key, kT0, &key});
+    ASSERT_EQ(got, want) << attempt;
+    from_view.add(want);
+    from_key.add(got);
+  }
+  EXPECT_EQ(b->pick({nullptr, &from_key, kT0, &key}), Balancer::kNone);
+  // The request changes; the key, not the request, decides.
+  const uint32_t first = b->pick({&view, nullptr, kT0});
+  r.headers["x-user"] = "mallory";
+  auto edited = r.view();
+  EXPECT_EQ(b->pick({&edited, nullptr, kT0, &key}), first);
+  // Keys per method: none for the others; the client address for ip_hash; none for an empty key.
+  EXPECT_FALSE(request_key(*table(endpoints(3), policy(Method::kRoundRobin)), view).present);
+  EXPECT_FALSE(request_key(*table(endpoints(3), policy(Method::kEwma)), view).present);
+  const RequestKey ip = request_key(*table(endpoints(3), policy(Method::kIpHash)), view);
+  EXPECT_TRUE(ip.present);
+  EXPECT_EQ(ip.hash, view.client.hash());
+  TestRequest anonymous;
+  EXPECT_FALSE(request_key(b->table(), anonymous.view()).present);
+}
+
 TEST(IpHash, ClientStaysAndForwardedForCountsOnlyFromTrustedProxies) {
   auto b = make_balancer(table(endpoints(8), policy(Method::kIpHash)), 0, nullptr);
   std::string error;
