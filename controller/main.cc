@@ -90,10 +90,16 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     std::cerr << "tidegate-controller: --watch-idle-timeout: a positive number of seconds\n";
     return 2;
   }
+  int recheck_s = std::atoi(flags.get("crd-recheck-interval").c_str());
+  if (recheck_s <= 0) {
+    std::cerr << "tidegate-controller: --crd-recheck-interval: a positive number of seconds\n";
+    return 2;
+  }
   kube::RestClientOptions client_options;
   client_options.idle_timeout = std::chrono::seconds(idle_s);
   kube::KubeSourceOptions source_options;
   source_options.watch_namespace = flags.get("watch-namespace");
+  source_options.reflector.absent_recheck = std::chrono::seconds(recheck_s);
   translate::TranslateOptions translate_options{class_options.ingress_class,
                                                 class_options.controller_name,
                                                 flags.get_bool("nginx-annotations")};
@@ -263,6 +269,9 @@ int main(int argc, char** argv) {
   flags.define("election-lease-seconds", "15", "the Lease's duration");
   flags.define("watch-idle-timeout", "150",
                "seconds without a byte (event or bookmark) before a watch is reconnected");
+  flags.define("crd-recheck-interval", "30",
+               "seconds between lists of SubstitutionRuleSets while the API server does not "
+               "serve them (CRD not installed, or not granted to us)");
   flags.define("ingress-class", std::string(store::kDefaultIngressClass),
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),

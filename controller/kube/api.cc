@@ -18,8 +18,21 @@ Resource resource_of(Kind kind) {
       return {"/apis/discovery.k8s.io/v1", "endpointslices", true};
     case Kind::kSecret:
       return {"/api/v1", "secrets", true};
+    case Kind::kSubstitutionRuleSet:  // crds/substitutionruleset.yaml
+      return {"/apis/tidegate.io/v1alpha1", "substitutionrulesets", true};
   }
   return {"/api/v1", "unknown", true};
+}
+
+std::string group_resource(Kind kind) {
+  const Resource r = resource_of(kind);
+  std::string out(r.plural);
+  std::string_view gv = r.group_version_path;
+  if (gv.starts_with("/apis/")) {
+    gv.remove_prefix(6);
+    out.append(".").append(gv.substr(0, gv.find('/')));
+  }
+  return out;
 }
 
 std::string resource_path(Kind kind, std::string_view namespace_, std::string_view name) {

@@ -21,6 +21,8 @@ struct Resource {
   bool namespaced = true;
 };
 Resource resource_of(objects::Kind kind);
+// "substitutionrulesets.tidegate.io", "services": the resource as RBAC rules and CRDs name it.
+std::string group_resource(objects::Kind kind);
 
 // "/apis/networking.k8s.io/v1/namespaces/NS/ingresses" (no namespace segment when `namespace_` is
 // empty or the kind is cluster-scoped), plus "/NAME" when `name` is given.
@@ -69,7 +71,7 @@ struct WatchEvent {
 std::optional<WatchEvent> parse_watch_event(std::string_view line, std::string* error);
 
 // Exponential backoff with jitter: each delay is drawn from [d/2, d], d doubling from `min` to
-// `max`; reset() after a success. Jitter keeps many controllers (or five watches of one) from
+// `max`; reset() after a success. Jitter keeps many controllers (or six watches of one) from
 // reconnecting in lockstep after the API server comes back.
 class Backoff {
  public:

@@ -14,7 +14,7 @@ namespace client = web::http::client;
 namespace {
 
 // cpprestsdk runs its completions on a shared pool of 40 threads unless told otherwise before
-// first use; a handful is plenty for six connections and keeps the controller's footprint small.
+// first use; a handful is plenty for seven connections and keeps the controller's footprint small.
 void init_thread_pool() {
   static std::once_flag once;
   std::call_once(once, [] {

@@ -14,10 +14,13 @@ KubeSource::KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions cl
       options_(std::move(options)),
       notify_(std::move(notify)),
       store_(std::move(class_options)) {
-  for (Kind kind :
-       {Kind::kIngressClass, Kind::kIngress, Kind::kService, Kind::kEndpointSlice, Kind::kSecret}) {
-    reflectors_.push_back(std::make_unique<Reflector>(*client_, kind, options_.watch_namespace,
-                                                      *this, options_.reflector));
+  for (Kind kind : {Kind::kIngressClass, Kind::kIngress, Kind::kService, Kind::kEndpointSlice,
+                    Kind::kSecret, Kind::kSubstitutionRuleSet}) {
+    ReflectorOptions reflector = options_.reflector;
+    // Our own CRD may not be installed: the controller then runs without rule sets.
+    reflector.optional = kind == Kind::kSubstitutionRuleSet;
+    reflectors_.push_back(
+        std::make_unique<Reflector>(*client_, kind, options_.watch_namespace, *this, reflector));
   }
 }
 
@@ -129,6 +132,9 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
         break;
       case Kind::kSecret:
         before = keys_of(store_.secrets());
+        break;
+      case Kind::kSubstitutionRuleSet:
+        before = keys_of(store_.substitution_rule_sets());
         break;
     }
     for (auto& o : objects) {

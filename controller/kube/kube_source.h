@@ -6,6 +6,10 @@
 //
 // Secrets: only those an Ingress names (spec.tls, proxy-ssl-secret) are kept; the rest are dropped
 // on arrival, and one that becomes referenced later is fetched by name.
+//
+// SubstitutionRuleSets: all are kept (they are small, and an Ingress may start naming one at any
+// time). Their CRD is optional: while the API server does not serve the resource, the kind is
+// empty and synced, and the reflector lists again every ReflectorOptions::absent_recheck.
 
 #include <atomic>
 #include <functional>

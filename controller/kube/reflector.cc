@@ -76,6 +76,12 @@ std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
       result.error = r.error;
       break;
     }
+    case Kind::kSubstitutionRuleSet: {
+      auto r = objects::parse_substitution_rule_set(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
   }
   // The message names the field, never a value, so this is safe for Secrets too.
   std::string ns, name;
@@ -89,25 +95,56 @@ std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
   return std::nullopt;
 }
 
-bool Reflector::list() {
+namespace {
+
+bool not_there(int status) { return status == 404 || status == 403; }
+
+}  // namespace
+
+void Reflector::note_absent(const Response& r) {
+  const bool was_absent = absent_.exchange(true);
+  const std::string resource = group_resource(kind_);
+  const long recheck_s =
+      std::chrono::duration_cast<std::chrono::seconds>(options_.absent_recheck).count();
+  if (r.status == 404) {
+    // The usual case: the CRD is not installed. Not a problem, so not a warning.
+    TG_LOG(was_absent ? log::Level::kDebug : log::Level::kInfo, "kube",
+           "list " << name() << ": " << resource
+                   << " is not served (404: its CRD is not installed); no " << name()
+                   << " until it is, checking every " << recheck_s << " s");
+  } else {
+    Status s = status_from_body(r.status, r.body);
+    TG_LOG(was_absent ? log::Level::kDebug : log::Level::kWarn, "kube",
+           "list " << name() << " forbidden (" << s.code << " " << s.message
+                   << "); treated as none: grant get, list and watch on " << resource
+                   << "; checking every " << recheck_s << " s");
+  }
+}
+
+Reflector::ListEnd Reflector::list() {
   std::vector<objects::Object> all;
   std::string continue_token;
   std::string version;
   do {
     Response r = client_.get(list_url(kind_, namespace_, options_.list_page_size, continue_token));
+    if (options_.optional && continue_token.empty() && not_there(r.status)) {
+      note_absent(r);
+      sink_.replace(kind_, {});  // the CRD (and with it every object) may have been deleted
+      return ListEnd::kAbsent;
+    }
     if (r.status != 200) {
       // 410 here means our continue token expired mid-list: start over (the caller backs off).
       Status s = r.status == 0 ? Status{0, "", r.error} : status_from_body(r.status, r.body);
       TG_WARN("kube", "list " << name() << " failed: "
                               << (r.status ? std::to_string(s.code) + " " + s.reason + " " : "")
                               << s.message);
-      return false;
+      return ListEnd::kFailed;
     }
     std::string error;
     auto page = parse_list(r.body, &error);
     if (!page) {
       TG_WARN("kube", "list " << name() << ": " << error);
-      return false;
+      return ListEnd::kFailed;
     }
     for (const auto& item : page->items) {
       if (auto o = convert(item)) all.push_back(std::move(*o));
@@ -119,8 +156,11 @@ bool Reflector::list() {
   sink_.replace(kind_, std::move(all));
   resource_version_ = version;
   ++lists_;
+  if (absent_.exchange(false)) {
+    TG_INFO("kube", group_resource(kind_) << " is served now");
+  }
   TG_INFO("kube", "listed " << count << " " << name() << " at resourceVersion " << version);
-  return true;
+  return ListEnd::kListed;
 }
 
 Reflector::WatchEnd Reflector::watch() {
@@ -130,6 +170,7 @@ Reflector::WatchEnd Reflector::watch() {
   auto stream = client_.stream(watch_url(kind_, namespace_, resource_version_, timeout), &failed);
   if (!stream) {
     if (failed.status == 410) return WatchEnd::kGone;
+    if (options_.optional && not_there(failed.status)) return WatchEnd::kAbsent;
     Status s = failed.status == 0 ? Status{0, "", failed.error}
                                   : status_from_body(failed.status, failed.body);
     // The first failure in a row is a warning; the retries after it are not news.
@@ -195,6 +236,7 @@ Reflector::WatchEnd Reflector::watch() {
         break;
       case EventType::kError:
         if (ev->status.code == 410) return WatchEnd::kGone;
+        if (options_.optional && not_there(ev->status.code)) return WatchEnd::kAbsent;
         TG_WARN("kube", "watch " << name() << ": error " << ev->status.code << " "
                                  << ev->status.reason << ": " << ev->status.message);
         return WatchEnd::kError;
@@ -217,12 +259,18 @@ void Reflector::run() {
       if (stopping_) return;
     }
     if (resource_version_.empty()) {
-      if (!list()) {
+      const ListEnd listed = list();
+      if (listed == ListEnd::kFailed) {
         if (!sleep_for(backoff_.next())) return;
         continue;
       }
       synced_ = true;
       backoff_.reset();
+      if (listed == ListEnd::kAbsent) {
+        // Nothing to watch: look again later (a CRD installed meanwhile is picked up then).
+        if (!sleep_for(options_.absent_recheck)) return;
+        continue;
+      }
     }
     switch (watch()) {
       case WatchEnd::kClosed:
@@ -232,6 +280,14 @@ void Reflector::run() {
                                  << " is gone (compacted, or older than a restarted API server's "
                                     "cache); relisting");
         resource_version_.clear();
+        break;
+      case WatchEnd::kAbsent:
+        // Served when we listed, not any more (the CRD was deleted, or our role changed): the
+        // relist says so and empties the kind.
+        TG_INFO("kube", "watch " << name() << ": " << group_resource(kind_)
+                                 << " is no longer served; relisting");
+        resource_version_.clear();
+        if (!sleep_for(backoff_.next())) return;
         break;
       case WatchEnd::kError:
         if (!sleep_for(backoff_.next())) return;

@@ -26,6 +26,12 @@ struct ReflectorOptions {
   std::chrono::seconds watch_timeout{300};
   std::chrono::milliseconds backoff_min{200};
   std::chrono::milliseconds backoff_max{5'000};
+  // For a resource that may not be served at all (a CRD that is not installed): a list answered
+  // 404 (not served) or 403 (our role does not grant it) hands the sink an empty set, counts as
+  // synced, and is tried again every `absent_recheck`; a watch answered 404 relists. Off for the
+  // built-in kinds, whose absence is an error retried with backoff.
+  bool optional = false;
+  std::chrono::milliseconds absent_recheck{30'000};
 };
 
 // Receives a reflector's results, on the reflector's thread. Implementations lock what they share.
@@ -47,13 +53,19 @@ class Reflector {
   void start();
   void stop();                             // any thread; joins
   bool synced() const { return synced_; }  // the first list has been handed over
+  // An optional resource that the last list found not served (or forbidden).
+  bool absent() const { return absent_; }
   uint64_t lists() const { return lists_; }
   std::string name() const;  // "Ingress" or "Ingress in NS"
 
  private:
-  enum class WatchEnd { kClosed, kGone, kError };
+  enum class ListEnd { kListed, kAbsent, kFailed };
+  enum class WatchEnd { kClosed, kGone, kAbsent, kError };
   void run();
-  bool list();
+  ListEnd list();
+  // An optional resource's list or watch was answered `status` (404 or 403): the resource is
+  // not there for us. Logs the news once per change, not on every recheck.
+  void note_absent(const Response& r);
   WatchEnd watch();
   // Converts one object; logs and returns nullopt when it cannot be read.
   std::optional<objects::Object> convert(const YAML::Node& node);
@@ -69,6 +81,7 @@ class Reflector {
   std::string resource_version_;
   bool failing_ = false;  // the last watch attempt failed: log retries quietly
   std::atomic<bool> synced_{false};
+  std::atomic<bool> absent_{false};
   std::atomic<uint64_t> lists_{0};
 
   std::mutex mu_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <exception>
+#include <iterator>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
@@ -45,9 +46,13 @@ const char* to_string(Kind k) {
       return "EndpointSlice";
     case Kind::kSecret:
       return "Secret";
+    case Kind::kSubstitutionRuleSet:
+      return "SubstitutionRuleSet";
   }
   return "?";
 }
+
+static_assert(std::variant_size_v<Object> == std::size(kAllKinds));
 
 Kind kind_of(const Object& o) {
   // The variant's alternatives are declared in the same order as Kind.
@@ -61,8 +66,7 @@ const ObjectMeta& meta_of(const Object& o) {
 bool is_namespaced(Kind k) { return k != Kind::kIngressClass; }
 
 std::optional<Kind> kind_from_string(std::string_view kind) {
-  for (Kind k :
-       {Kind::kIngress, Kind::kIngressClass, Kind::kService, Kind::kEndpointSlice, Kind::kSecret}) {
+  for (Kind k : kAllKinds) {
     if (kind == to_string(k)) return k;
   }
   return std::nullopt;
@@ -78,6 +82,8 @@ std::string_view api_version_of(Kind k) {
     case Kind::kService:
     case Kind::kSecret:
       return "v1";
+    case Kind::kSubstitutionRuleSet:
+      return kSubstitutionRuleSetApiVersion;
   }
   return "";
 }
@@ -591,6 +597,8 @@ ParseResult<Object> parse_object(const YAML::Node& node) {
         return convert_endpoint_slice(obj);
       case Kind::kSecret:
         return convert_secret(obj);
+      case Kind::kSubstitutionRuleSet:
+        return convert_substitution_rule_set(obj);
     }
     fail("kind", "unsupported kind \"" + kind_name + "\"");
   });

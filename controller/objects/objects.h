@@ -183,9 +183,9 @@ struct Secret {
 
 // ---- tidegate.io/v1alpha1 SubstitutionRuleSet (crds/substitutionruleset.yaml) ----
 //
-// Kept out of Kind and Object below: those are switched over by the API client, the reflector
-// and the store, which read the built-in kinds. The manifest loader reads this kind on its own
-// (LoadResult::substitution_rule_sets) and the store keeps it in a map of its own.
+// A kind like the others (Kind, Object below): the manifest loader, the API source's reflector
+// and the store handle it with the built-in kinds. It is the one kind whose resource may not be
+// served at all (the CRD is optional); see docs/kubernetes.md.
 
 inline constexpr std::string_view kSubstitutionRuleSetKind = "SubstitutionRuleSet";
 inline constexpr std::string_view kSubstitutionRuleSetApiVersion = "tidegate.io/v1alpha1";
@@ -205,10 +205,23 @@ struct SubstitutionRuleSet {
 
 // ---- Dispatch ----
 
-enum class Kind { kIngress, kIngressClass, kService, kEndpointSlice, kSecret };
+enum class Kind {
+  kIngress,
+  kIngressClass,
+  kService,
+  kEndpointSlice,
+  kSecret,
+  kSubstitutionRuleSet
+};
 const char* to_string(Kind k);  // "Ingress", ...
+// Every kind, in declaration order.
+inline constexpr Kind kAllKinds[] = {Kind::kIngress, Kind::kIngressClass,
+                                     Kind::kService, Kind::kEndpointSlice,
+                                     Kind::kSecret,  Kind::kSubstitutionRuleSet};
 
-using Object = std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret>;
+// Alternatives in the same order as Kind (kind_of relies on it).
+using Object =
+    std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret, SubstitutionRuleSet>;
 
 Kind kind_of(const Object& o);
 const ObjectMeta& meta_of(const Object& o);

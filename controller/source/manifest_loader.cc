@@ -173,9 +173,7 @@ class Loader {
     std::string name = scalar_at(meta, "name");
     std::string ns = scalar_at(meta, "namespace");
     auto known = objects::kind_from_string(kind);
-    const bool namespaced =
-        (known && objects::is_namespaced(*known)) || kind == objects::kSubstitutionRuleSetKind;
-    if (ns.empty() && namespaced) ns = "default";
+    if (ns.empty() && known && objects::is_namespaced(*known)) ns = "default";
     if (known && !objects::is_namespaced(*known)) ns.clear();
     std::string s = kind;
     if (!name.empty()) {
@@ -210,10 +208,6 @@ class Loader {
       load_list(doc, kind, api_version, where, in_list);
       return;
     }
-    if (kind == objects::kSubstitutionRuleSetKind) {
-      load_rule_set(doc, api_version, where, id);
-      return;
-    }
     auto known = objects::kind_from_string(kind);
     if (!known) {
       add(Severity::kWarning, where.file, where.describe(id) + ": ignored: unsupported kind");
@@ -235,33 +229,6 @@ class Loader {
     }
     result_.objects.push_back(
         LoadedObject{std::move(*parsed.value), where.file, where.document, where.item});
-  }
-
-  void load_rule_set(const YAML::Node& doc, const std::string& api_version, const Where& where,
-                     const std::string& id) {
-    if (api_version != objects::kSubstitutionRuleSetApiVersion) {
-      add(Severity::kError, where.file,
-          where.describe(id) + ": apiVersion: unsupported apiVersion \"" + api_version +
-              "\" for kind SubstitutionRuleSet (want " +
-              std::string(objects::kSubstitutionRuleSetApiVersion) + ")");
-      return;
-    }
-    auto parsed = objects::parse_substitution_rule_set(doc);
-    if (!parsed.ok()) {
-      add(Severity::kError, where.file, where.describe(id) + ": " + parsed.error);
-      return;
-    }
-    const objects::ObjectMeta& meta = parsed.value->metadata;
-    std::string key =
-        std::string(objects::kSubstitutionRuleSetKind) + " " + meta.namespace_ + "/" + meta.name;
-    auto [it, inserted] = seen_.emplace(key, where.describe());
-    if (!inserted) {
-      add(Severity::kError, where.file,
-          where.describe(key) + ": duplicate of the object in " + it->second + "; ignored");
-      return;
-    }
-    result_.substitution_rule_sets.push_back(
-        LoadedRuleSet{std::move(*parsed.value), where.file, where.document, where.item});
   }
 
   void load_list(const YAML::Node& list, const std::string& kind, const std::string& api_version,

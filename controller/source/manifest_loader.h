@@ -20,15 +20,6 @@ struct LoadedObject {
   int item = -1;     // 0-based index in the document's List, or -1
 };
 
-// A SubstitutionRuleSet, kept apart from `objects` because it is not an objects::Kind (see
-// objects.h).
-struct LoadedRuleSet {
-  objects::SubstitutionRuleSet rule_set;
-  std::string file;
-  int document = 0;
-  int item = -1;
-};
-
 enum class Severity { kWarning, kError };
 const char* to_string(Severity s);
 
@@ -42,9 +33,8 @@ struct LoadError {
 
 struct LoadResult {
   std::vector<LoadedObject> objects;
-  std::vector<LoadedRuleSet> substitution_rule_sets;  // tidegate.io/v1alpha1
-  std::vector<LoadError> errors;                      // warnings too; see LoadError::severity
-  bool has_errors() const;                            // any of severity kError
+  std::vector<LoadError> errors;  // warnings too; see LoadError::severity
+  bool has_errors() const;        // any of severity kError
 };
 
 // Loads every document of `text` (YAML or JSON; "---"-separated documents; `kind: List` and typed

@@ -4,6 +4,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "annotations/substitution.h"
+
 namespace tidegate::controller::store {
 
 IngressSelection select_ingress(const objects::Ingress& ingress,
@@ -46,7 +48,7 @@ Store::Store(ClassOptions options) : options_(std::move(options)) {}
 
 size_t Store::size() const {
   return ingresses_.size() + ingress_classes_.size() + services_.size() + endpoint_slices_.size() +
-         secrets_.size();
+         secrets_.size() + substitution_rule_sets_.size();
 }
 
 bool Store::ingress_matters(const objects::Ingress& ingress) const {
@@ -139,6 +141,16 @@ std::set<std::string> secrets_named(const objects::Ingress& ingress) {
   return out;
 }
 
+std::string rule_set_named(const objects::Ingress& ingress) {
+  // The translator reads the same annotation with the same parser (annotations/substitution.h).
+  auto it =
+      ingress.metadata.annotations.find(std::string(annotations::kSubstitutionRuleSetAnnotation));
+  if (it == ingress.metadata.annotations.end()) return {};
+  const std::string_view name = annotations::trim(it->second);
+  if (name.empty()) return {};
+  return object_key(ingress.metadata.namespace_, name);
+}
+
 void Store::index_ingress(const objects::Ingress& ingress, bool add) {
   const std::string key = object_key(ingress.metadata.namespace_, ingress.metadata.name);
   for (const auto& service : services_named(ingress)) {
@@ -146,6 +158,9 @@ void Store::index_ingress(const objects::Ingress& ingress, bool add) {
   }
   for (const auto& secret : secrets_named(ingress)) {
     index_entry(secrets_by_ingress_ref_, secret, key, add);
+  }
+  if (std::string rule_set = rule_set_named(ingress); !rule_set.empty()) {
+    index_entry(rule_sets_by_ingress_ref_, rule_set, key, add);
   }
 }
 
@@ -187,6 +202,12 @@ bool Store::secret_referenced(const std::string& namespace_, const std::string& 
                 [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
 }
 
+bool Store::rule_set_referenced(const std::string& namespace_, const std::string& name) const {
+  // Only our Ingresses' rule sets end up in the configuration.
+  return any_in(rule_sets_by_ingress_ref_, object_key(namespace_, name),
+                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
+}
+
 bool Store::matters(const objects::Ingress& o) const { return ingress_matters(o); }
 bool Store::matters(const objects::IngressClass& o) const { return ingress_class_matters(o); }
 bool Store::matters(const objects::Service& o) const {
@@ -197,6 +218,9 @@ bool Store::matters(const objects::EndpointSlice& o) const {
 }
 bool Store::matters(const objects::Secret& o) const {
   return secret_referenced(o.metadata.namespace_, o.metadata.name);
+}
+bool Store::matters(const objects::SubstitutionRuleSet& o) const {
+  return rule_set_referenced(o.metadata.namespace_, o.metadata.name);
 }
 
 template <typename T>
@@ -259,9 +283,11 @@ bool Store::insert(objects::Object object) {
           return upsert(services_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::EndpointSlice>) {
           return upsert(endpoint_slices_, std::move(obj));
-        } else {
-          static_assert(std::is_same_v<T, objects::Secret>);
+        } else if constexpr (std::is_same_v<T, objects::Secret>) {
           return upsert(secrets_, std::move(obj));
+        } else {
+          static_assert(std::is_same_v<T, objects::SubstitutionRuleSet>);
+          return upsert(substitution_rule_sets_, std::move(obj));
         }
       },
       object);
@@ -279,6 +305,8 @@ bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_
       return erase(endpoint_slices_, object_key(namespace_, name));
     case objects::Kind::kSecret:
       return erase(secrets_, object_key(namespace_, name));
+    case objects::Kind::kSubstitutionRuleSet:
+      return erase(substitution_rule_sets_, object_key(namespace_, name));
   }
   return false;
 }
@@ -286,9 +314,6 @@ bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_
 Store build_store(const source::LoadResult& loaded, ClassOptions options) {
   Store store(std::move(options));
   for (const auto& object : loaded.objects) store.insert(object.object);
-  for (const auto& loaded_set : loaded.substitution_rule_sets) {
-    store.insert_rule_set(loaded_set.rule_set);
-  }
   return store;
 }
 

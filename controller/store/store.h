@@ -57,8 +57,9 @@ class Store {
 
   // Adds or replaces an object. Returns whether the change can alter the translation, so that a
   // sync loop can skip a rebuild: false when the object is identical to the stored one, or when
-  // it is an Ingress of another class, a Service, EndpointSlice or Secret that none of our
-  // Ingresses refers to, or an IngressClass that is neither named after our class nor ours.
+  // it is an Ingress of another class, a Service, EndpointSlice, Secret or SubstitutionRuleSet
+  // that none of our Ingresses refers to, or an IngressClass that is neither named after our
+  // class nor ours.
   bool insert(objects::Object object);
 
   // Removes an object (namespace ignored for IngressClass). Returns whether the removal can alter
@@ -75,6 +76,9 @@ class Store {
     return endpoint_slices_;
   }
   const std::map<std::string, objects::Secret>& secrets() const { return secrets_; }
+  const std::map<std::string, objects::SubstitutionRuleSet>& substitution_rule_sets() const {
+    return substitution_rule_sets_;
+  }
   size_t size() const;
 
   // The EndpointSlices labelled with `service` in `namespace_`, in key order (an index: no scan).
@@ -86,20 +90,14 @@ class Store {
   // what insert() and remove() answer for Services, EndpointSlices and Secrets.
   bool service_referenced(const std::string& namespace_, const std::string& service) const;
   bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
+  // Whether one of our Ingresses in `namespace_` names the SubstitutionRuleSet `name`
+  // (tidegate.io/substitution-rule-set): what insert() and remove() answer for rule sets.
+  bool rule_set_referenced(const std::string& namespace_, const std::string& name) const;
 
   // Returns what changed since the previous call, and starts recording afresh.
   Changes take_changes();
-  // SubstitutionRuleSets (tidegate.io), kept apart from insert()/remove() because they are not an
-  // objects::Kind (see objects.h). Same contract as insert()/remove(): whether the change can
-  // alter the translation (a rule set that one of our Ingresses names). In store/rule_sets.cc.
-  bool insert_rule_set(objects::SubstitutionRuleSet rule_set);
-  bool remove_rule_set(std::string_view namespace_, std::string_view name);
-  const std::map<std::string, objects::SubstitutionRuleSet>& substitution_rule_sets() const {
-    return substitution_rule_sets_;
-  }
 
  private:
-  bool rule_set_referenced(const std::string& namespace_, const std::string& name) const;
   bool ingress_matters(const objects::Ingress& ingress) const;
   bool ingress_class_matters(const objects::IngressClass& ingress_class) const;
   bool matters(const objects::Ingress& ingress) const;
@@ -107,6 +105,7 @@ class Store {
   bool matters(const objects::Service& service) const;
   bool matters(const objects::EndpointSlice& slice) const;
   bool matters(const objects::Secret& secret) const;
+  bool matters(const objects::SubstitutionRuleSet& rule_set) const;
 
   ClassOptions options_;
   std::map<std::string, objects::Ingress> ingresses_;
@@ -114,6 +113,7 @@ class Store {
   std::map<std::string, objects::Service> services_;
   std::map<std::string, objects::EndpointSlice> endpoint_slices_;
   std::map<std::string, objects::Secret> secrets_;
+  std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
 
   // Indexes, so that "does anything refer to this object" never scans a kind (with 10,000
   // Ingresses in one namespace, scanning them for every Service listed made start-up quadratic).
@@ -132,17 +132,22 @@ class Store {
   void record(const objects::IngressClass&) { changes_.other = true; }
   void record(const objects::Service&) { changes_.other = true; }
   void record(const objects::Secret&) { changes_.other = true; }
+  void record(const objects::SubstitutionRuleSet&) { changes_.other = true; }
   void record(const objects::EndpointSlice& slice);
-  Index services_by_ingress_ref_;  // "ns/service" -> Ingresses naming it in a backend
-  Index secrets_by_ingress_ref_;   // "ns/secret" -> Ingresses naming it (secrets_named)
-  Index slices_by_service_;        // "ns/service" -> its EndpointSlices
+  Index services_by_ingress_ref_;   // "ns/service" -> Ingresses naming it in a backend
+  Index secrets_by_ingress_ref_;    // "ns/secret" -> Ingresses naming it (secrets_named)
+  Index rule_sets_by_ingress_ref_;  // "ns/set" -> Ingresses naming it (rule_set_named)
+  Index slices_by_service_;         // "ns/service" -> its EndpointSlices
   Changes changes_;
-  std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
 };
 
 // "ns/name" of every Secret an Ingress names: its spec.tls Secrets and its proxy-ssl-secret
 // (tidegate.io/ or nginx.ingress.kubernetes.io/, same namespace only). Only these are kept.
 std::set<std::string> secrets_named(const objects::Ingress& ingress);
+
+// "ns/name" of the SubstitutionRuleSet an Ingress names (tidegate.io/substitution-rule-set, the
+// value trimmed, always in the Ingress's own namespace); empty when it names none.
+std::string rule_set_named(const objects::Ingress& ingress);
 
 // A Store holding every object the loader produced (the loader already dropped duplicates).
 Store build_store(const source::LoadResult& loaded, ClassOptions options = {});

@@ -4,8 +4,15 @@ conftest.py of its own, and `import conftest` would be ambiguous.)"""
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import harness
 import kubecluster
+
+SUBSTITUTION_CRD = harness.REPO / "crds" / "substitutionruleset.yaml"
+SUBSTITUTION_CRD_NAME = "substitutionrulesets.tidegate.io"
 
 
 def start(stack: harness.Stack) -> harness.Stack:
@@ -50,3 +57,95 @@ def backends(stack: harness.Stack, *names: str) -> list[harness.Backend]:
     for n in names[1:]:
         out.append(stack.backend(n, backend_address(), port))
     return out
+
+
+def install_substitution_crd(cluster) -> None:
+    """Installs crds/substitutionruleset.yaml and waits until the API server serves it."""
+    cluster.kubectl("apply", "-f", str(SUBSTITUTION_CRD))
+    cluster.kubectl("wait", "--for=condition=Established", f"crd/{SUBSTITUTION_CRD_NAME}",
+                    "--timeout=30s")
+
+
+def rule_set(name: str, namespace: str, rules: list[dict]) -> dict:
+    """A SubstitutionRuleSet; rules are {match, replace[, flags]}."""
+    return {"apiVersion": "tidegate.io/v1alpha1", "kind": "SubstitutionRuleSet",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"rules": rules}}
+
+
+def ingress_events(cluster, namespace: str, name: str) -> list[dict]:
+    out = cluster.kubectl("get", "events", "-n", namespace, "-o", "json", "--field-selector",
+                          f"involvedObject.kind=Ingress,involvedObject.name={name}")
+    return json.loads(out)["items"]
+
+
+def wait_events(cluster, namespace: str, name: str, predicate, timeout: float = 15.0,
+                what: str = "events") -> list[dict]:
+    """Polls the Ingress's Events until predicate(events) holds; returns them."""
+    last: list = []
+
+    def probe():
+        last[:] = ingress_events(cluster, namespace, name)
+        return last if predicate(last) else None
+    try:
+        return harness.wait_until(probe, timeout, what, interval=0.3)
+    except harness.WaitTimeout as e:
+        raise harness.WaitTimeout(f"{e}; events: {json.dumps(last, indent=1)[:3000]}") from None
+
+
+# An HTML backend for the substitution tests.
+
+PAGE = b"<p>Visit shop.example.com today, own words.</p>"
+SET_RULES = [{"match": r"shop\.example\.com", "replace": "shop.clone.test"}]  # for a rule set
+OWN_RULES = "- {match: 'own words', replace: 'OWN WORDS'}\n"  # an Ingress's own
+
+
+def with_set(set_name: str) -> dict:
+    """An Ingress's annotations: the rule set `set_name`, then OWN_RULES."""
+    return {"tidegate.io/substitution-rule-set": set_name, "tidegate.io/substitutions": OWN_RULES}
+
+
+class _PageHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_GET(self):
+        body = self.server.body
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class HtmlSite:
+    """One HTML page on a 192.0.2.x address (the API server refuses loopback endpoints)."""
+
+    def __init__(self, body: bytes = PAGE):
+        self.host = backend_address()
+        self.server = ThreadingHTTPServer((self.host, harness.free_port(self.host)), _PageHandler)
+        self.server.daemon_threads = True
+        self.server.body = body
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def html_app(namespace: str, site: HtmlSite, host: str, annotations: dict,
+             name: str = "site") -> list[dict]:
+    """A Service, an EndpointSlice for `site` and an Ingress routing `host` to it."""
+    return [kube_service(name, namespace),
+            harness.endpoint_slice(f"{name}-1", name, [site.host], site.port, namespace=namespace),
+            kube_ingress(name, namespace, host, name, annotations=annotations)]
+
+
+def wait_body(s: harness.Stack, host: str, want: bytes, timeout: float = 15.0,
+              what: str | None = None) -> harness.Response:
+    """Polls the proxy until `host`/ answers 200 with exactly `want`."""
+    return s.wait_route("/", host, lambda r: r.status == 200 and r.body == want, timeout,
+                        what or f"{host} to answer {want!r}")

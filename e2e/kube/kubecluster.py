@@ -33,6 +33,10 @@ import harness  # noqa: E402
 BACKEND_NET = "192.0.2"  # backends listen on 192.0.2.1, .2, ... inside the namespace
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 TOKEN = "tidegate-e2e-admin-token"
+# Users without any group (so without any permission until a test binds a role to them), for
+# the tests of the controller's RBAC rules: name -> static token.
+USER_TOKENS = {"tidegate-controller": "tidegate-e2e-controller-token",
+               "tidegate-restricted": "tidegate-e2e-restricted-token"}
 CLONE_NEWNET = 0x40000000
 
 _netns_error: str | None = None
@@ -86,7 +90,9 @@ def make_pki(d: Path) -> None:
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", ext, cwd=d)
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
-    (d / "tokens.csv").write_text(f'{TOKEN},tidegate-admin,1,"system:masters"\n')
+    lines = [f'{TOKEN},tidegate-admin,1,"system:masters"']
+    lines += [f"{token},{user},{i + 2}" for i, (user, token) in enumerate(USER_TOKENS.items())]
+    (d / "tokens.csv").write_text("\n".join(lines) + "\n")
 
 
 class KubeController(harness.Process):
@@ -158,9 +164,12 @@ class Cluster:
         other.start_apiserver()
         return other
 
-    def write_kubeconfig(self, path: Path, client_cert: bool = False) -> Path:
+    def write_kubeconfig(self, path: Path, client_cert: bool = False,
+                         as_user: str | None = None) -> Path:
+        """Admin (a token, or the client certificate), or `as_user` of USER_TOKENS."""
         user = ({"client-certificate": str(self.pki / "admin.crt"),
-                 "client-key": str(self.pki / "admin.key")} if client_cert else {"token": TOKEN})
+                 "client-key": str(self.pki / "admin.key")} if client_cert else
+                {"token": USER_TOKENS[as_user] if as_user else TOKEN})
         cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "e2e",
                "clusters": [{"name": "e2e", "cluster": {
                    "server": self.server, "certificate-authority": str(self.pki / "ca.crt")}}],

@@ -12,26 +12,8 @@ import time
 from pathlib import Path
 
 import harness
-from kubeapps import backends, kube_ingress, kube_service, kube_slice, start
-
-
-def ingress_events(cluster, namespace: str, name: str) -> list[dict]:
-    out = cluster.kubectl("get", "events", "-n", namespace, "-o", "json", "--field-selector",
-                          f"involvedObject.kind=Ingress,involvedObject.name={name}")
-    return json.loads(out)["items"]
-
-
-def wait_events(cluster, namespace: str, name: str, predicate, timeout: float = 15.0,
-                what: str = "events") -> list[dict]:
-    last: list = []
-
-    def probe():
-        last[:] = ingress_events(cluster, namespace, name)
-        return last if predicate(last) else None
-    try:
-        return harness.wait_until(probe, timeout, what, interval=0.3)
-    except harness.WaitTimeout as e:
-        raise harness.WaitTimeout(f"{e}; events: {json.dumps(last, indent=1)[:3000]}") from None
+from kubeapps import (backends, ingress_events, kube_ingress, kube_service, kube_slice, start,
+                      wait_events)
 
 
 def test_invalid_ingress_gets_one_event_from_the_leader(cluster, namespace, kube_stack_factory):

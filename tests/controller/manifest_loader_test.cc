@@ -449,18 +449,21 @@ kind: SubstitutionRuleSet
 metadata: {name: common, namespace: shop}
 )",
                                     "sets.yaml");
-  EXPECT_TRUE(r.objects.empty());  // not an objects::Kind: kept apart
-  ASSERT_EQ(r.substitution_rule_sets.size(), 3u);
-  const auto& common = r.substitution_rule_sets[0];
-  EXPECT_EQ(common.rule_set.metadata.namespace_, "shop");
-  EXPECT_EQ(common.rule_set.metadata.name, "common");
-  EXPECT_EQ(common.document, 1);
-  EXPECT_EQ(common.rule_set.rules, (std::vector<objects::SubstitutionRuleSetRule>{
-                                       {"example\\.com", "clone.test", ""}, {"tracker", "", "i"}}));
-  EXPECT_EQ(r.substitution_rule_sets[1].rule_set.metadata.namespace_, "default");
-  EXPECT_TRUE(r.substitution_rule_sets[1].rule_set.rules.empty());
-  EXPECT_EQ(r.substitution_rule_sets[2].rule_set.metadata.name, "listed");
-  EXPECT_EQ(r.substitution_rule_sets[2].item, 0);
+  ASSERT_EQ(r.objects.size(), 3u);
+  for (const auto& o : r.objects) {
+    EXPECT_EQ(objects::kind_of(o.object), objects::Kind::kSubstitutionRuleSet);
+  }
+  const auto& common = std::get<objects::SubstitutionRuleSet>(r.objects[0].object);
+  EXPECT_EQ(common.metadata.namespace_, "shop");
+  EXPECT_EQ(common.metadata.name, "common");
+  EXPECT_EQ(r.objects[0].document, 1);
+  EXPECT_EQ(common.rules, (std::vector<objects::SubstitutionRuleSetRule>{
+                              {"example\\.com", "clone.test", ""}, {"tracker", "", "i"}}));
+  const auto& empty = std::get<objects::SubstitutionRuleSet>(r.objects[1].object);
+  EXPECT_EQ(empty.metadata.namespace_, "default");
+  EXPECT_TRUE(empty.rules.empty());
+  EXPECT_EQ(std::get<objects::SubstitutionRuleSet>(r.objects[2].object).metadata.name, "listed");
+  EXPECT_EQ(r.objects[2].item, 0);
   std::vector<std::string> errors;
   for (const auto& e : r.errors) errors.push_back(e.message);
   EXPECT_EQ(errors,

@@ -1649,35 +1649,54 @@ TEST(TranslateStoreTest, SecretsNamedByProxySslSecretMatter) {
   EXPECT_EQ(store::secrets_named(other), std::set<std::string>{});
 }
 
-objects::SubstitutionRuleSet parse_rule_set(const std::string& yaml) {
-  auto r = objects::parse_substitution_rule_set(YAML::Load(yaml));
-  EXPECT_TRUE(r.ok()) << r.error;
-  return r.value.value_or(objects::SubstitutionRuleSet{});
-}
-
 TEST(TranslateStoreTest, RuleSetsMatterWhenOneOfOurIngressesNamesThem) {
+  using objects::Kind;
   store::Store s;
   const std::string set = rule_set("common", {{"a", "b", ""}});
   const std::string changed = rule_set("common", {{"a", "c", ""}});
-  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(set))) << "no Ingress names it";
+  EXPECT_FALSE(s.insert(parse(set))) << "no Ingress names it";
   ASSERT_EQ(s.substitution_rule_sets().count("default/common"), 1u);
+  s.take_changes();
   s.insert(parse(ingress("web")
-                     .annotation("tidegate.io/substitution-rule-set", "common")
+                     .annotation("tidegate.io/substitution-rule-set", " common ")
                      .rule("foo.com", {path("/", "Prefix", "web", "80")})));
   s.insert(parse(ingress("theirs")
                      .class_name("nginx")
                      .annotation("tidegate.io/substitution-rule-set", "other")
                      .rule("foo.com", {path("/", "Prefix", "web", "80")})));
-  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(set))) << "identical";
-  EXPECT_TRUE(s.insert_rule_set(parse_rule_set(changed)));
-  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(rule_set("common", {{"a", "b", ""}}, "team"))))
-      << "other namespace";
-  EXPECT_FALSE(s.insert_rule_set(parse_rule_set(rule_set("other", {{"a", "b", ""}}))))
+  EXPECT_TRUE(s.rule_set_referenced("default", "common"));
+  EXPECT_FALSE(s.rule_set_referenced("default", "other")) << "another class's Ingress";
+  s.take_changes();
+  EXPECT_FALSE(s.insert(parse(set))) << "identical";
+  EXPECT_TRUE(s.take_changes().empty());
+  EXPECT_TRUE(s.insert(parse(changed)));
+  EXPECT_TRUE(s.take_changes().other) << "a full translation, not the endpoint fast path";
+  EXPECT_FALSE(s.insert(parse(rule_set("common", {{"a", "b", ""}}, "team")))) << "other namespace";
+  EXPECT_FALSE(s.insert(parse(rule_set("other", {{"a", "b", ""}}))))
       << "named only by another class's Ingress";
-  EXPECT_TRUE(s.remove_rule_set("default", "common"));
-  EXPECT_FALSE(s.remove_rule_set("default", "common")) << "already gone";
-  EXPECT_FALSE(s.remove_rule_set("team", "common"));
+  EXPECT_TRUE(s.take_changes().empty()) << "changes that do not matter are not recorded";
+  EXPECT_TRUE(s.remove(Kind::kSubstitutionRuleSet, "default", "common"));
+  EXPECT_FALSE(s.remove(Kind::kSubstitutionRuleSet, "default", "common")) << "already gone";
+  EXPECT_FALSE(s.remove(Kind::kSubstitutionRuleSet, "team", "common"));
   EXPECT_EQ(s.substitution_rule_sets().size(), 1u);  // default/other
+
+  // The Ingress stops naming the set, then names it again.
+  EXPECT_TRUE(s.insert(parse(changed)));
+  s.insert(parse(ingress("web").rule("foo.com", {path("/", "Prefix", "web", "80")})));
+  EXPECT_FALSE(s.rule_set_referenced("default", "common"));
+  EXPECT_FALSE(s.insert(parse(set)));
+  s.insert(parse(ingress("web")
+                     .annotation("tidegate.io/substitution-rule-set", "common")
+                     .rule("foo.com", {path("/", "Prefix", "web", "80")})));
+  EXPECT_TRUE(s.insert(parse(changed)));
+  auto named = [](const std::string& ns, const std::string& value) {
+    return store::rule_set_named(
+        std::get<objects::Ingress>(parse(ingress("x", ns)
+                                             .annotation("tidegate.io/substitution-rule-set", value)
+                                             .rule("a.com", {path("/", "Prefix", "web", "80")}))));
+  };
+  EXPECT_EQ(named("team", " c "), "team/c");
+  EXPECT_EQ(named("default", " "), "");
 }
 
 TEST(TranslateStoreTest, KeysAreNamespaceSlashName) {

@@ -9,6 +9,7 @@
 #include <re2/re2.h>
 #include <yaml-cpp/yaml.h>
 
+#include "kube/api.h"
 #include "objects/objects.h"
 #include "substitution/rule.h"
 
@@ -53,12 +54,18 @@ TEST(SubstitutionRuleSetCrdTest, Shape) {
   EXPECT_EQ(spec["scope"].as<std::string>(), "Namespaced");
   EXPECT_EQ(spec["names"]["kind"].as<std::string>(), controller::objects::kSubstitutionRuleSetKind);
   EXPECT_EQ(spec["names"]["plural"].as<std::string>(), "substitutionrulesets");
+  // The API source lists and watches the resource the CRD defines.
+  EXPECT_EQ(controller::kube::group_resource(controller::objects::Kind::kSubstitutionRuleSet),
+            spec["names"]["plural"].as<std::string>() + "." + spec["group"].as<std::string>());
   EXPECT_EQ(spec["names"]["listKind"].as<std::string>(), "SubstitutionRuleSetList");
 
   ASSERT_EQ(spec["versions"].size(), 1u);
   const YAML::Node version = spec["versions"][0];
   EXPECT_EQ(spec["group"].as<std::string>() + "/" + version["name"].as<std::string>(),
             controller::objects::kSubstitutionRuleSetApiVersion);
+  EXPECT_EQ(controller::kube::resource_path(controller::objects::Kind::kSubstitutionRuleSet, ""),
+            "/apis/" + spec["group"].as<std::string>() + "/" + version["name"].as<std::string>() +
+                "/" + spec["names"]["plural"].as<std::string>());
   EXPECT_TRUE(version["served"].as<bool>());
   EXPECT_TRUE(version["storage"].as<bool>());
 

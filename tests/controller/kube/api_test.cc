@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace tidegate::controller::kube {
 namespace {
 
@@ -19,10 +21,28 @@ TEST(KubeApi, ResourcePaths) {
       {Kind::kService, "a", "", "/api/v1/namespaces/a/services"},
       {Kind::kEndpointSlice, "", "", "/apis/discovery.k8s.io/v1/endpointslices"},
       {Kind::kSecret, "a", "tls", "/api/v1/namespaces/a/secrets/tls"},
+      {Kind::kSubstitutionRuleSet, "", "", "/apis/tidegate.io/v1alpha1/substitutionrulesets"},
+      {Kind::kSubstitutionRuleSet, "a", "common",
+       "/apis/tidegate.io/v1alpha1/namespaces/a/substitutionrulesets/common"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(resource_path(c.kind, c.ns, c.name), c.want) << objects::to_string(c.kind);
   }
+  // Every kind has a path of its own (a kind added without one would read "unknown").
+  std::set<std::string> paths;
+  for (Kind kind : objects::kAllKinds) {
+    EXPECT_EQ(resource_of(kind).group_version_path.substr(1),
+              std::string(kind == Kind::kService || kind == Kind::kSecret ? "api/" : "apis/") +
+                  std::string(objects::api_version_of(kind)))
+        << objects::to_string(kind);
+    EXPECT_TRUE(paths.insert(resource_path(kind, "")).second) << objects::to_string(kind);
+  }
+}
+
+TEST(KubeApi, GroupResource) {
+  EXPECT_EQ(group_resource(Kind::kSubstitutionRuleSet), "substitutionrulesets.tidegate.io");
+  EXPECT_EQ(group_resource(Kind::kIngress), "ingresses.networking.k8s.io");
+  EXPECT_EQ(group_resource(Kind::kService), "services");
 }
 
 TEST(KubeApi, ListAndWatchUrls) {

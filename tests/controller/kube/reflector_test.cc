@@ -12,8 +12,9 @@ using namespace std::chrono_literals;
 using objects::Kind;
 
 // Serves scripted responses: each list or watch request takes the next script entry for its
-// type. A watch script is a list of lines; the stream ends after the last one. When the script
-// runs out, watches block until cancelled, as an idle watch does.
+// type. A watch script is a list of lines; the stream ends after the last one; a script whose
+// only line is "!NNN" is a watch refused with HTTP status NNN. When the script runs out, watches
+// block until cancelled, as an idle watch does.
 class FakeClient : public ApiClient {
  public:
   std::mutex mu;
@@ -65,6 +66,11 @@ class FakeClient : public ApiClient {
     if (watches.empty()) return std::make_unique<Stream>(std::vector<std::string>{}, true);
     auto lines = watches.front();
     watches.pop_front();
+    if (lines.size() == 1 && lines[0].starts_with("!")) {
+      failed->status = std::stoi(lines[0].substr(1));
+      failed->body = "refused";
+      return nullptr;
+    }
     return std::make_unique<Stream>(std::move(lines), false);
   }
 
@@ -185,6 +191,9 @@ TEST(Reflector, FailedListsAreRetriedAndNothingIsHandedOver) {
   FakeClient client;
   client.lists.push_back({500, R"({"kind":"Status","code":500,"message":"boom"})", ""});
   client.lists.push_back({0, "", "connection refused"});
+  // A built-in kind is never optional: 404 and 403 are failures like the others.
+  client.lists.push_back({404, "404 page not found", ""});
+  client.lists.push_back({403, R"({"kind":"Status","code":403,"reason":"Forbidden"})", ""});
   client.lists.push_back({200, list_json("3", {}), ""});
   RecordingSink sink;
   Reflector r(client, Kind::kIngressClass, "", sink, fast());
@@ -194,6 +203,68 @@ TEST(Reflector, FailedListsAreRetriedAndNothingIsHandedOver) {
   auto log = sink.snapshot();
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0], "replace");
+}
+
+std::string rule_set_json(const std::string& name, const std::string& rv) {
+  return R"({"metadata":{"name":")" + name + R"(","namespace":"ns","resourceVersion":")" + rv +
+         R"("},"spec":{"rules":[{"match":"a","replace":"b"}]}})";
+}
+
+ReflectorOptions optional(std::chrono::milliseconds recheck) {
+  ReflectorOptions o = fast();
+  o.optional = true;
+  o.absent_recheck = recheck;
+  return o;
+}
+
+TEST(Reflector, OptionalResourceNotServedIsEmptyAndSyncedThenPickedUp) {
+  FakeClient client;
+  client.lists.push_back({404, "404 page not found", ""});  // the CRD is not installed
+  client.lists.push_back({403, R"({"kind":"Status","code":403,"reason":"Forbidden"})", ""});
+  client.lists.push_back({200, list_json("7", {rule_set_json("common", "6")}), ""});
+  RecordingSink sink;
+  ReflectorOptions o = optional(1ms);
+  o.backoff_min = o.backoff_max = 60s;  // so that only the recheck interval can bring the list
+  Reflector r(client, Kind::kSubstitutionRuleSet, "ns", sink, o);
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 3; }));
+  r.stop();
+  EXPECT_TRUE(r.synced());
+  EXPECT_FALSE(r.absent());
+  EXPECT_EQ(sink.snapshot(), (std::vector<std::string>{"replace", "replace", "replace common"}));
+  std::lock_guard lock(client.mu);
+  EXPECT_EQ(client.requests[0],
+            "/apis/tidegate.io/v1alpha1/namespaces/ns/substitutionrulesets?limit=2");
+  EXPECT_NE(client.requests[3].find("substitutionrulesets?watch=1&"), std::string::npos)
+      << client.requests[3];
+}
+
+TEST(Reflector, OptionalResourceNotServedIsRecheckedAtTheIntervalNotInALoop) {
+  FakeClient client;
+  for (int i = 0; i < 100; ++i) client.lists.push_back({404, "404 page not found", ""});
+  RecordingSink sink;
+  Reflector r(client, Kind::kSubstitutionRuleSet, "", sink, optional(60s));
+  r.start();
+  ASSERT_TRUE(eventually([&] { return r.synced(); }));
+  EXPECT_TRUE(r.absent());
+  std::this_thread::sleep_for(100ms);  // 25 backoff periods of fast()
+  r.stop();
+  std::lock_guard lock(client.mu);
+  EXPECT_EQ(client.requests.size(), 1u);
+}
+
+TEST(Reflector, OptionalResourceThatStopsBeingServedIsEmptied) {
+  FakeClient client;
+  client.lists.push_back({200, list_json("7", {rule_set_json("common", "6")}), ""});
+  client.lists.push_back({404, "404 page not found", ""});  // the CRD was deleted
+  client.watches.push_back({"!404"});
+  RecordingSink sink;
+  Reflector r(client, Kind::kSubstitutionRuleSet, "", sink, optional(60s));
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 2; }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot(), (std::vector<std::string>{"replace common", "replace"}));
+  EXPECT_TRUE(r.absent());
 }
 
 TEST(Reflector, UnreadableObjectIsRemovedNotKept) {

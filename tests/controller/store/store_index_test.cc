@@ -1,7 +1,7 @@
-// The store answers "can this change alter the translation" from indexes (Services and Secrets
-// by the Ingresses naming them, EndpointSlices by Service). These tests replay random sequences of
-// inserts and removes of every kind and check each answer, and each index lookup, against a
-// brute-force scan of the store: what the store did before it had indexes.
+// The store answers "can this change alter the translation" from indexes (Services, Secrets and
+// SubstitutionRuleSets by the Ingresses naming them, EndpointSlices by Service). These tests replay
+// random sequences of inserts and removes of every kind and check each answer, and each index
+// lookup, against a brute-force scan of the store: what the store did before it had indexes.
 
 #include <gtest/gtest.h>
 
@@ -22,6 +22,7 @@ const std::vector<std::string> kNamespaces = {"a", "b"};
 const std::vector<std::string> kServices = {"web", "api", "db", ""};
 const std::vector<std::string> kSecrets = {"tls-1", "tls-2", ""};
 const std::vector<std::string> kClasses = {"tidegate", "nginx", ""};
+const std::vector<std::string> kRuleSets = {"common", "shop", ""};
 
 class Random {
  public:
@@ -71,6 +72,11 @@ objects::Ingress random_ingress(Random& r) {
   for (size_t i = r.below(3); i > 0; --i) {
     in.spec.tls.push_back(objects::IngressTLS{{}, r.pick(kSecrets)});
   }
+  if (r.chance(50)) {
+    // Padded sometimes: the value is trimmed, as the translator reads it.
+    in.metadata.annotations["tidegate.io/substitution-rule-set"] =
+        (r.chance(20) ? " " : "") + r.pick(kRuleSets);
+  }
   return in;
 }
 
@@ -118,6 +124,16 @@ objects::Secret random_secret(Random& r) {
   return s;
 }
 
+objects::SubstitutionRuleSet random_rule_set(Random& r) {
+  objects::SubstitutionRuleSet s;
+  s.metadata.namespace_ = r.pick(kNamespaces);
+  s.metadata.name = r.pick(kRuleSets);
+  if (s.metadata.name.empty()) s.metadata.name = "unnamed";
+  s.metadata.resource_version = std::to_string(r.below(3));
+  s.rules.push_back({"a", std::to_string(r.below(2)), ""});
+  return s;
+}
+
 // ---- The brute-force answers: scans, as the store did before its indexes ----
 
 bool ingress_matters(const Store& s, const objects::Ingress& in) {
@@ -148,6 +164,18 @@ bool scan_secret_named(const Store& s, const std::string& ns, const std::string&
     for (const auto& tls : in.spec.tls) {
       if (!tls.secret_name.empty() && tls.secret_name == secret) return true;
     }
+  }
+  return false;
+}
+
+bool scan_rule_set_referenced(const Store& s, const std::string& ns, const std::string& name) {
+  for (const auto& [key, in] : s.ingresses()) {
+    if (in.metadata.namespace_ != ns || !ingress_matters(s, in)) continue;
+    auto it = in.metadata.annotations.find("tidegate.io/substitution-rule-set");
+    if (it == in.metadata.annotations.end()) continue;
+    std::string value = it->second;
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    if (!value.empty() && value == name) return true;
   }
   return false;
 }
@@ -192,6 +220,9 @@ bool matters_slice(const Store& s, const objects::EndpointSlice& o) {
 bool matters_secret(const Store& s, const objects::Secret& o) {
   return scan_secret_named(s, o.metadata.namespace_, o.metadata.name, true);
 }
+bool matters_rule_set(const Store& s, const objects::SubstitutionRuleSet& o) {
+  return scan_rule_set_referenced(s, o.metadata.namespace_, o.metadata.name);
+}
 
 void check_lookups(const Store& s) {
   for (const auto& ns : kNamespaces) {
@@ -208,6 +239,10 @@ void check_lookups(const Store& s) {
       EXPECT_EQ(s.secret_referenced(ns, secret), scan_secret_named(s, ns, secret, true))
           << ns << "/" << secret;
     }
+    for (const auto& set : kRuleSets) {
+      EXPECT_EQ(s.rule_set_referenced(ns, set), scan_rule_set_referenced(s, ns, set))
+          << ns << "/" << set;
+    }
   }
 }
 
@@ -220,7 +255,7 @@ TEST(StoreIndexTest, AnswersMatchABruteForceScanOverRandomChanges) {
     s.take_changes();
     Changes want_changes;
     for (int step = 0; step < 300; ++step) {
-      const size_t kind = r.below(5);
+      const size_t kind = r.below(6);
       const bool remove = r.chance(25);
       bool got = false, want = false;
       std::string slice_key;
@@ -277,6 +312,19 @@ TEST(StoreIndexTest, AnswersMatchABruteForceScanOverRandomChanges) {
             if (want && matters_slice(s, o)) {
               slice_services.insert(object_key(o.metadata.namespace_, o.service_name()));
             }
+            got = s.insert(o);
+          }
+          break;
+        }
+        case 5: {
+          auto o = random_rule_set(r);
+          const auto& sets = s.substitution_rule_sets();
+          if (remove) {
+            auto it = sets.find(object_key(o.metadata.namespace_, o.metadata.name));
+            want = it != sets.end() && matters_rule_set(s, it->second);
+            got = s.remove(Kind::kSubstitutionRuleSet, o.metadata.namespace_, o.metadata.name);
+          } else {
+            want = expected_insert(s, sets, o, matters_rule_set);
             got = s.insert(o);
           }
           break;
