@@ -347,16 +347,142 @@ def test_memo_skips_a_resource_that_matched_nothing(sub):
     _, h, body = get(sub.port, "/quiet.html")
     assert body.endswith(b"<p>shop.clone.test</p>") and h["etag"] == 'W/"q2"'
 
-    # A resource with matches is never remembered; one without a validator neither.
+    sub.dataplane.wait_for_log(r"quiet\.html: .* 6 of 6 rules, remembered.*memo_stores=2\b")
+
+    # A resource with matches is remembered with the rules that matched it: the next response
+    # runs only those (1 of 6 here) and is still rewritten.
     for _ in range(2):
-        assert get(sub.port, "/busy.html")[2] == b"<p>shop.clone.test</p>"
+        _, h, body = get(sub.port, "/busy.html")
+        assert body == b"<p>shop.clone.test</p>" and h["etag"] == 'W/"b1"'
+    sub.dataplane.wait_for_log(r"busy\.html: .* 1 of 6 rules, remembered .*memo_subsets=1\b")
+    # One without a validator is never remembered.
     sub.site.page("/nov.html", b"<p>plain</p>")
     for _ in range(2):
         _, h, _ = get(sub.port, "/nov.html")
         assert "content-length" not in h
     time.sleep(0.2)
     c = counters(sub)
-    assert c["memo_skips"] == 1 and c["memo_stores"] == 1, c
+    assert c["memo_skips"] == 1 and c["memo_stores"] == 4 and c["memo_subsets"] == 1, c
+
+
+# ---------------------------------------------------------------------------------------------
+# The per-rule memo and the substitution series on /metrics, on a route with three rules.
+
+THREE_HOST = "three.example.com"
+THREE_RULES_YAML = textwrap.dedent("""\
+    - {match: 'shop\\.example\\.com', replace: 'shop.clone.test'}
+    - {match: 'UA-[0-9]+', replace: 'UA-0'}
+    - {match: '\\bcolour\\b', replace: 'color', flags: i}
+    """)
+THREE_RULES = [
+    (rb"shop\.example\.com", b"shop.clone.test", False),
+    (rb"UA-[0-9]+", b"UA-0", False),
+    (rb"\bcolour\b", b"color", True),
+]
+THREE_LABELS = (f'ingress="three",namespace="default",host="{THREE_HOST}",service="site"')
+
+
+def scrape(stack) -> dict[str, float]:
+    status, text = stack.dataplane.admin("/metrics")
+    assert status == 200, (status, text[:300])
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def three_metrics(stack) -> dict[str, float]:
+    """The tidegate_substitution_* series of the three-rule route, by short name."""
+    out = {}
+    for key, value in scrape(stack).items():
+        m = re.fullmatch(r"tidegate_substitution_(\w+)\{" + re.escape(THREE_LABELS) + r"\}", key)
+        if m:
+            out[m.group(1)] = value
+    return out
+
+
+def wait_metrics(stack, want: dict[str, float]) -> dict[str, float]:
+    """Waits until the route's series have these values (a response is counted after its last
+    byte is written, so the client can be a moment ahead)."""
+    got: dict[str, float] = {}
+
+    def check():
+        nonlocal got
+        got = three_metrics(stack)
+        return all(got.get(k) == v for k, v in want.items())
+
+    try:
+        wait_until(check, 5, f"substitution series {want}")
+    except AssertionError:
+        raise AssertionError(f"want {want}, got {got}") from None
+    return got
+
+
+def test_memo_runs_only_the_rules_that_matched_and_metrics_count_it(sub):
+    sub.manifests.write(
+        "three.yaml",
+        ingress("three", [rule(THREE_HOST, path("/", "site"))],
+                annotations={"tidegate.io/substitutions": THREE_RULES_YAML,
+                             "tidegate.io/substitution-max-buffer": "1k"}))
+    # Only the first of the three rules matches this page (near misses of the others included).
+    page = (b"<html>" + b"<p>see shop.example.com, UA-x, colours, shop.example.co</p>\n" * 3000
+            + b"</html>")
+    want = reference(page, THREE_RULES)
+    assert want != page and want.count(b"shop.clone.test") == 3000
+    sub.site.page("/one-of-three.html", page, ETag='"v1"')
+    # Probed with a type the route does not substitute, so that neither the memo nor the
+    # substitution series see the probes.
+    sub.site.page("/probe.txt", b"shop.example.com", content_type="text/plain")
+    sub.wait_route("/probe.txt", THREE_HOST, lambda r: r.status == 200,
+                   what="the three-rule route")
+    assert three_metrics(sub) == {}, "series appear with the route's first substitution event"
+
+    # Once with every rule: the memo learns that rule 0 alone matched this representation.
+    _, h, body = get(sub.port, "/one-of-three.html", host=THREE_HOST)
+    assert body == want and h["etag"] == 'W/"v1"'
+    # Then with rule 0 alone: the same bytes, two rules not run.
+    _, h, body = get(sub.port, "/one-of-three.html", host=THREE_HOST)
+    assert body == want, "the subset's output differs"
+    assert h["etag"] == 'W/"v1"' and "content-length" not in h
+    sub.dataplane.wait_for_log(r"one-of-three\.html: .* 1 of 3 rules, remembered")
+    m = wait_metrics(sub, {"responses_total": 2, "rules_skipped_total": 2})
+    assert m["input_bytes_total"] == 2 * len(page)
+    assert m["output_bytes_total"] == 2 * len(want)
+    assert m["replacements_total"] == 6000
+    assert m["skipped_by_memo_total"] == 0 and m["forced_releases_total"] == 0
+
+    # A new validator is a new key: its bytes now match rule 1 too, and all rules run again.
+    page2 = page + b"<p>UA-12345</p>"
+    sub.site.page("/one-of-three.html", page2, ETag='"v2"')
+    _, h, body = get(sub.port, "/one-of-three.html", host=THREE_HOST)
+    assert body == reference(page2, THREE_RULES) and body.endswith(b"<p>UA-0</p>")
+    assert h["etag"] == 'W/"v2"'
+    sub.dataplane.wait_for_log(r"one-of-three\.html: .* 3 of 3 rules, remembered")
+
+    # A page no rule matches: scanned once, then relayed unscanned (all three rules skipped).
+    quiet = b"<p>nothing here</p>\n" * 500
+    sub.site.page("/none-of-three.html", quiet, ETag='"q"')
+    for _ in range(2):
+        assert get(sub.port, "/none-of-three.html", host=THREE_HOST)[2] == quiet
+    wait_metrics(sub, {"skipped_by_memo_total": 1, "rules_skipped_total": 2 + 3,
+                       "responses_total": 4})
+
+    # A candidate longer than the 1 KiB buffer, arriving over several reads (a body that comes
+    # whole is decided at once, nothing held): released unmodified, counted.
+    digits = b"<p>UA-" + b"7" * 200_000 + b"</p>"
+    sub.site.page("/long.html", digits)
+    assert get(sub.port, "/long.html", host=THREE_HOST)[2] == digits
+    m = wait_metrics(sub, {"responses_total": 5})
+    assert m["forced_releases_total"] > 0
+
+    # A compressed body of a substituted type: relayed untouched, counted.
+    import gzip
+    gz = gzip.compress(b"<p>shop.example.com</p>" * 10)
+    sub.site.page("/gz3.html", gz, Content_Encoding="gzip")
+    assert get(sub.port, "/gz3.html", host=THREE_HOST)[2] == gz
+    wait_metrics(sub, {"compressed_passthrough_total": 1})
 
 
 # ---------------------------------------------------------------------------------------------

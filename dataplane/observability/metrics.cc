@@ -58,6 +58,14 @@ struct Folded {
   } request_duration, upstream_duration, upstream_connect;
   uint64_t bytes_in = 0, bytes_out = 0, rate_limited = 0;
   uint64_t substitution_bytes_in = 0, substitution_bytes_out = 0, substitution_skipped = 0;
+  uint64_t substitution_responses = 0, substitution_replacements = 0,
+           substitution_forced_releases = 0, substitution_rules_skipped = 0,
+           substitution_compressed = 0;
+  uint64_t any_substitution() const {
+    return substitution_bytes_in + substitution_bytes_out + substitution_skipped +
+           substitution_responses + substitution_replacements + substitution_forced_releases +
+           substitution_rules_skipped + substitution_compressed;
+  }
 
   void add(const RouteSlots& s) {
     for (size_t m = 0; m < kMethodCount; ++m) {
@@ -72,6 +80,11 @@ struct Folded {
     substitution_bytes_in += s.substitution_bytes_in.get();
     substitution_bytes_out += s.substitution_bytes_out.get();
     substitution_skipped += s.substitution_skipped_by_memo.get();
+    substitution_responses += s.substitution_responses.get();
+    substitution_replacements += s.substitution_replacements.get();
+    substitution_forced_releases += s.substitution_forced_releases.get();
+    substitution_rules_skipped += s.substitution_rules_skipped.get();
+    substitution_compressed += s.substitution_compressed_passthrough.get();
   }
   static void add(Histogram& to, const HistogramSlots& from) {
     for (size_t i = 0; i < kBuckets; ++i) to.bucket[i] += from.bucket[i].get();
@@ -208,12 +221,16 @@ void WorkerMetrics::record_rate_limited(LabelSetId labels) noexcept {
   route(labels).rate_limited.add(1);
 }
 
-void WorkerMetrics::record_substitution(LabelSetId labels, uint64_t bytes_in, uint64_t bytes_out,
-                                        uint64_t skipped_by_memo) noexcept {
-  RouteSlots& s = route(labels);
-  s.substitution_bytes_in.add(bytes_in);
-  s.substitution_bytes_out.add(bytes_out);
-  s.substitution_skipped_by_memo.add(skipped_by_memo);
+void WorkerMetrics::record_substitution(const SubstitutionObservation& o) noexcept {
+  RouteSlots& s = route(o.labels);
+  s.substitution_responses.add(o.responses);
+  s.substitution_bytes_in.add(o.bytes_in);
+  s.substitution_bytes_out.add(o.bytes_out);
+  s.substitution_replacements.add(o.replacements);
+  s.substitution_forced_releases.add(o.forced_releases);
+  s.substitution_skipped_by_memo.add(o.skipped_by_memo);
+  s.substitution_rules_skipped.add(o.rules_skipped);
+  s.substitution_compressed_passthrough.add(o.compressed_passthrough);
 }
 
 // ---- Labels ----
@@ -320,9 +337,27 @@ std::vector<MetricFamily> Metrics::Collect() const {
   auto subst_out =
       family("tidegate_substitution_output_bytes_total",
              "Response body bytes produced by body substitution.", MetricType::Counter);
-  auto subst_skipped = family("tidegate_substitution_skipped_by_memo_total",
-                              "Substitution work skipped because a memoised result was reused.",
-                              MetricType::Counter);
+  auto subst_responses =
+      family("tidegate_substitution_responses_total",
+             "Responses streamed through body substitution to their end.", MetricType::Counter);
+  auto subst_replacements = family("tidegate_substitution_replacements_total",
+                                   "Matches replaced by body substitution.", MetricType::Counter);
+  auto subst_forced = family(
+      "tidegate_substitution_forced_releases_total",
+      "Times a partial match outgrew the substitution buffer and its bytes went out unmodified.",
+      MetricType::Counter);
+  auto subst_skipped =
+      family("tidegate_substitution_skipped_by_memo_total",
+             "Responses relayed unscanned because the memo says no substitution rule matches them.",
+             MetricType::Counter);
+  auto subst_rules_skipped =
+      family("tidegate_substitution_rules_skipped_total",
+             "Substitution rules not run on a response because the memo says they do not match it.",
+             MetricType::Counter);
+  auto subst_compressed = family("tidegate_substitution_compressed_passthrough_total",
+                                 "Responses of a substituted type relayed untouched because they "
+                                 "came with a Content-Encoding.",
+                                 MetricType::Counter);
 
   for (LabelSetId id = 0; id < labels.size(); ++id) {
     Folded f;
@@ -361,10 +396,18 @@ std::vector<MetricFamily> Metrics::Collect() const {
     if (f.rate_limited > 0) {
       rate_limited.metric.push_back(counter(route, static_cast<double>(f.rate_limited)));
     }
-    if (f.substitution_bytes_in + f.substitution_bytes_out + f.substitution_skipped > 0) {
-      subst_in.metric.push_back(counter(route, static_cast<double>(f.substitution_bytes_in)));
-      subst_out.metric.push_back(counter(route, static_cast<double>(f.substitution_bytes_out)));
-      subst_skipped.metric.push_back(counter(route, static_cast<double>(f.substitution_skipped)));
+    if (f.any_substitution() > 0) {
+      auto add = [&route](MetricFamily& family, uint64_t v) {
+        family.metric.push_back(counter(route, static_cast<double>(v)));
+      };
+      add(subst_responses, f.substitution_responses);
+      add(subst_in, f.substitution_bytes_in);
+      add(subst_out, f.substitution_bytes_out);
+      add(subst_replacements, f.substitution_replacements);
+      add(subst_forced, f.substitution_forced_releases);
+      add(subst_skipped, f.substitution_skipped);
+      add(subst_rules_skipped, f.substitution_rules_skipped);
+      add(subst_compressed, f.substitution_compressed);
     }
   }
 
@@ -380,8 +423,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
   auto as_gauge = [](uint64_t v) { return static_cast<double>(static_cast<int64_t>(v)); };
 
   std::vector<MetricFamily> out;
-  for (auto* f : {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in,
-                  &bytes_out, &rate_limited, &subst_in, &subst_out, &subst_skipped}) {
+  for (auto* f :
+       {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in, &bytes_out,
+        &rate_limited, &subst_responses, &subst_in, &subst_out, &subst_replacements, &subst_forced,
+        &subst_skipped, &subst_rules_skipped, &subst_compressed}) {
     out.push_back(std::move(*f));
   }
   auto one = [&out](std::string name, std::string help, MetricType type, double value) {

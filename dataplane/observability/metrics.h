@@ -121,6 +121,11 @@ struct RouteSlots {
   Slot substitution_bytes_in;
   Slot substitution_bytes_out;
   Slot substitution_skipped_by_memo;
+  Slot substitution_responses;
+  Slot substitution_replacements;
+  Slot substitution_forced_releases;
+  Slot substitution_rules_skipped;
+  Slot substitution_compressed_passthrough;
 };
 
 // What the request path reports once per request, when the response is complete (or the
@@ -137,6 +142,21 @@ struct RequestObservation {
   std::chrono::nanoseconds upstream_duration{-1};
 };
 
+// What the request path reports about body substitution (docs/substitutions.md), once per
+// response of an applicable type: when it went through the engine to its end, when the memo
+// relayed it unscanned, or when it came compressed and was relayed untouched.
+struct SubstitutionObservation {
+  LabelSetId labels = kNoRouteLabels;
+  uint64_t responses = 0;               // 1: streamed through the engine to its end
+  uint64_t bytes_in = 0;                // body bytes fed to the engine
+  uint64_t bytes_out = 0;               // body bytes the engine produced
+  uint64_t replacements = 0;            // matches replaced
+  uint64_t forced_releases = 0;         // held bytes released unmodified at the buffer limit
+  uint64_t skipped_by_memo = 0;         // 1: relayed unscanned, the memo says no rule matches it
+  uint64_t rules_skipped = 0;           // rules not run because the memo says they do not match
+  uint64_t compressed_passthrough = 0;  // 1: a Content-Encoding, relayed untouched
+};
+
 // One worker's shard. Record functions: the owning worker thread only (they are not atomic
 // read-modify-writes). Construction and page allocation: Metrics, under its mutex.
 class WorkerMetrics {
@@ -149,8 +169,7 @@ class WorkerMetrics {
   // One per upstream connection established (a retry that connects again records again).
   void record_upstream_connect(LabelSetId labels, std::chrono::nanoseconds took) noexcept;
   void record_rate_limited(LabelSetId labels) noexcept;
-  void record_substitution(LabelSetId labels, uint64_t bytes_in, uint64_t bytes_out,
-                           uint64_t skipped_by_memo) noexcept;
+  void record_substitution(const SubstitutionObservation& s) noexcept;
 
   void connection_opened() noexcept {
     connections_open_.add(1);

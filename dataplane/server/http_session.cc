@@ -857,6 +857,9 @@ bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
       return false;
     case SubstitutionAction::kPassCompressed:
       ++state.counters.compressed_passthrough;
+      if (auto* m = worker_.metrics()) {
+        m->record_substitution(compressed_observation(worker_.route_labels(route_)));
+      }
       TG_DEBUG("substitution", memo_resource_ << ": Content-Encoding " << facts.content_encoding
                                               << ", relayed untouched (worker " << worker_.id()
                                               << " compressed_passthrough="
@@ -866,10 +869,14 @@ bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
       break;
   }
   memo_validator(res, &memo_validator_);
-  if (state.memo.contains(substitution_->rules_version, memo_resource_, memo_validator_)) {
+  SubstitutionPlan plan = state.plan(*substitution_, memo_resource_, memo_validator_, status);
+  if (plan.pass) {
     // The same representation matched no rule last time: relay it as it is (its bytes are the
     // upstream's, so Content-Length and a strong ETag stay right).
-    ++state.counters.memo_skips;
+    if (auto* m = worker_.metrics()) {
+      m->record_substitution(
+          memo_skip_observation(worker_.route_labels(route_), plan.rules_skipped));
+    }
     TG_DEBUG("substitution", memo_resource_ << ": memo skip (worker " << worker_.id()
                                             << " memo_skips=" << state.counters.memo_skips << ")");
     return false;
@@ -877,7 +884,8 @@ bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
   rewrite_substituted_header(res, client_version_);
   sub_out_.clear();
   sub_slice_ = kSubstitutionSliceBytes;
-  sub_stream_.emplace(substitution_->rules, &sub_out_,
+  // The route's rules, or only those the memo says matched this representation last time.
+  sub_stream_.emplace(std::move(plan.rules), &sub_out_,
                       filters::SubstitutionStreamOptions{substitution_->max_buffer});
   ++state.counters.responses;
   return true;
@@ -938,24 +946,24 @@ void HttpSession<S>::end_substitution() {
   auto& state = worker_.substitution();
   auto& c = state.counters;
   const auto& st = sub_stream_->stats();
-  ++c.completed;
-  c.bytes_in += st.bytes_in;
-  c.bytes_out += st.bytes_out;
-  c.replacements += st.replacements;
-  c.forced_releases += st.forced_releases;
-  // Remember only a complete scan that found nothing: a forced release skipped part of the body.
-  const bool remember =
-      st.replacements == 0 && st.forced_releases == 0 && response_->get().result_int() == 200 &&
-      state.memo.remember(substitution_->rules_version, memo_resource_, memo_validator_);
-  if (remember) ++c.memo_stores;
-  TG_DEBUG("substitution", memo_resource_
-                               << ": " << st.bytes_in << " -> " << st.bytes_out << " bytes, "
-                               << st.replacements << " replacements, " << st.forced_releases
-                               << " forced releases" << (remember ? ", remembered" : "")
-                               << " (worker " << worker_.id() << " responses=" << c.responses
-                               << " replacements=" << c.replacements << " forced_releases="
-                               << c.forced_releases << " memo_stores=" << c.memo_stores
-                               << " memo_skips=" << c.memo_skips << " yields=" << c.yields << ")");
+  const size_t ran = sub_stream_->rules() != nullptr ? sub_stream_->rules()->size() : 0;
+  const size_t rules_skipped = substitution_->rules->size() - ran;
+  if (auto* m = worker_.metrics()) {
+    m->record_substitution(completed_observation(worker_.route_labels(route_), st, rules_skipped));
+  }
+  const bool remember = state.learn(*substitution_, memo_resource_, memo_validator_,
+                                    response_->get().result_int(), st);
+  TG_DEBUG(
+      "substitution",
+      memo_resource_ << ": " << st.bytes_in << " -> " << st.bytes_out << " bytes, "
+                     << st.replacements << " replacements, " << st.forced_releases
+                     << " forced releases, " << ran << " of " << substitution_->rules->size()
+                     << " rules" << (remember ? ", remembered" : "") << " (worker " << worker_.id()
+                     << " responses=" << c.responses << " replacements=" << c.replacements
+                     << " forced_releases=" << c.forced_releases << " memo_stores=" << c.memo_stores
+                     << " memo_skips=" << c.memo_skips << " memo_subsets=" << c.memo_subsets
+                     << " rules_skipped=" << c.rules_skipped
+                     << " subset_compiles=" << c.subset_compiles << " yields=" << c.yields << ")");
   sub_stream_.reset();
   // One slice of output is the usual high-water mark; give back what an expanding body grew.
   if (sub_out_.capacity() > 4 * kSubstitutionSliceBytes) std::string().swap(sub_out_);

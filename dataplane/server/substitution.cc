@@ -56,4 +56,81 @@ void memo_validator(const http::response_header<Fields>& res, std::string* out) 
   }
 }
 
+SubstitutionPlan SubstitutionWorkerState::plan(const runtime::CompiledSubstitution& sub,
+                                               std::string_view resource,
+                                               std::string_view validator, unsigned status) {
+  SubstitutionPlan plan;
+  plan.rules = sub.rules;
+  if (status != 200 || !sub.rules) return plan;
+  const std::optional<filters::RuleBits> matched =
+      memo.find(sub.rules_version, resource, validator);
+  if (!matched) return plan;
+  const size_t all = sub.rules->size();
+  const uint64_t before = subsets.compiles();
+  plan.rules = subsets.get(sub.rules, *matched);
+  counters.subset_compiles += subsets.compiles() - before;
+  if (!plan.rules) {
+    plan.pass = true;
+    plan.rules_skipped = all;
+    ++counters.memo_skips;
+  } else if (plan.rules->size() < all) {
+    plan.rules_skipped = all - plan.rules->size();
+    ++counters.memo_subsets;
+  }
+  counters.rules_skipped += plan.rules_skipped;
+  return plan;
+}
+
+bool SubstitutionWorkerState::learn(const runtime::CompiledSubstitution& sub,
+                                    std::string_view resource, std::string_view validator,
+                                    unsigned status,
+                                    const filters::SubstitutionStreamStats& stats) {
+  ++counters.completed;
+  counters.bytes_in += stats.bytes_in;
+  counters.bytes_out += stats.bytes_out;
+  counters.replacements += stats.replacements;
+  counters.forced_releases += stats.forced_releases;
+  // A forced release skipped part of the body: what matched there is unknown. Keep what the memo
+  // holds (it came from a complete scan of the same representation).
+  if (status != 200 || stats.forced_releases != 0 || !sub.rules) return false;
+  if (stats.rules_matched == sub.rules->all_rules()) {
+    // Every rule matched: nothing to skip, not worth an entry.
+    memo.forget(sub.rules_version, resource, validator);
+    return false;
+  }
+  if (!memo.remember(sub.rules_version, resource, validator, stats.rules_matched)) return false;
+  ++counters.memo_stores;
+  return true;
+}
+
+observability::SubstitutionObservation completed_observation(
+    observability::LabelSetId labels, const filters::SubstitutionStreamStats& stats,
+    size_t rules_skipped) {
+  observability::SubstitutionObservation o;
+  o.labels = labels;
+  o.responses = 1;
+  o.bytes_in = stats.bytes_in;
+  o.bytes_out = stats.bytes_out;
+  o.replacements = stats.replacements;
+  o.forced_releases = stats.forced_releases;
+  o.rules_skipped = rules_skipped;
+  return o;
+}
+
+observability::SubstitutionObservation memo_skip_observation(observability::LabelSetId labels,
+                                                             size_t rules_skipped) {
+  observability::SubstitutionObservation o;
+  o.labels = labels;
+  o.skipped_by_memo = 1;
+  o.rules_skipped = rules_skipped;
+  return o;
+}
+
+observability::SubstitutionObservation compressed_observation(observability::LabelSetId labels) {
+  observability::SubstitutionObservation o;
+  o.labels = labels;
+  o.compressed_passthrough = 1;
+  return o;
+}
+
 }  // namespace tidegate::dataplane::server

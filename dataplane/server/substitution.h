@@ -16,6 +16,9 @@
 #include <boost/beast/http/message.hpp>
 
 #include "filters/substitution/memo.h"
+#include "filters/substitution/stream.h"
+#include "filters/substitution/subset_cache.h"
+#include "observability/metrics.h"
 #include "runtime/snapshot.h"
 #include "server/headers.h"
 
@@ -32,8 +35,9 @@ inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
 inline constexpr size_t kSubstitutionMinSliceBytes = 1024;
 inline constexpr std::chrono::microseconds kSubstitutionSliceTime{50};
 
-// Per worker, worker thread only: plain integers (the metrics wiring comes later). Documented in
-// docs/substitutions.md; logged at debug level after each processed response.
+// Per worker, worker thread only: plain integers, logged at debug level after each processed
+// response (docs/substitutions.md, "Counters"). The same events go to /metrics per route
+// (completed_observation and the others below, WorkerMetrics::record_substitution).
 struct SubstitutionCounters {
   uint64_t responses = 0;               // responses streamed through the engine
   uint64_t completed = 0;               // ... of which reached their end
@@ -42,15 +46,51 @@ struct SubstitutionCounters {
   uint64_t replacements = 0;            // matches replaced
   uint64_t forced_releases = 0;         // held bytes released unmodified at max_buffer
   uint64_t compressed_passthrough = 0;  // bodies with a Content-Encoding, relayed untouched
-  uint64_t memo_skips = 0;              // bodies relayed unscanned because the memo said so
-  uint64_t memo_stores = 0;             // resources remembered as matching no rule
+  uint64_t memo_skips = 0;              // bodies relayed unscanned: the memo says no rule matches
+  uint64_t memo_subsets = 0;            // bodies scanned with only the rules the memo names
+  uint64_t rules_skipped = 0;           // rules not run thanks to the memo (both cases above)
+  uint64_t memo_stores = 0;             // complete scans remembered (which rules matched)
+  uint64_t subset_compiles = 0;         // rule subsets compiled (RuleSubsetCache misses)
   uint64_t yields = 0;                  // slices after which the session yielded (asio::post)
+};
+
+// What the memo makes of one response about to be processed (SubstitutionWorkerState::plan).
+struct SubstitutionPlan {
+  // The memo says no rule matched this representation: relay it untouched and unscanned.
+  bool pass = false;
+  // Otherwise the rules to run: the route's, or the subset of them the memo names.
+  std::shared_ptr<const filters::RuleSet> rules;
+  // Rules of the route's set not run (all of them when `pass`).
+  size_t rules_skipped = 0;
 };
 
 struct SubstitutionWorkerState {
   filters::SubstitutionMemo memo;
+  filters::RuleSubsetCache subsets;
   SubstitutionCounters counters;
+
+  // Looks the response up in the memo (only a 200 with a validator can hit: nothing else is
+  // remembered) and counts the outcome. `validator` comes from memo_validator().
+  SubstitutionPlan plan(const runtime::CompiledSubstitution& sub, std::string_view resource,
+                        std::string_view validator, unsigned status);
+  // After a response streamed through the engine to its end: remembers which rules matched when
+  // the scan was complete (a 200, nothing released at the buffer limit), forgets the key when
+  // every rule matched (nothing to skip), and adds the stream's figures to the counters.
+  // Returns whether the memo now holds the key.
+  bool learn(const runtime::CompiledSubstitution& sub, std::string_view resource,
+             std::string_view validator, unsigned status,
+             const filters::SubstitutionStreamStats& stats);
 };
+
+// The metrics of one response that went through the engine to its end (`rules_skipped`: from
+// its SubstitutionPlan), of one relayed unscanned by the memo, and of one compressed body
+// relayed untouched.
+observability::SubstitutionObservation completed_observation(
+    observability::LabelSetId labels, const filters::SubstitutionStreamStats& stats,
+    size_t rules_skipped);
+observability::SubstitutionObservation memo_skip_observation(observability::LabelSetId labels,
+                                                             size_t rules_skipped);
+observability::SubstitutionObservation compressed_observation(observability::LabelSetId labels);
 
 enum class SubstitutionAction {
   kPass,            // not for the engine: relayed as it is

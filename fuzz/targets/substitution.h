@@ -11,7 +11,10 @@
 //     equals a straightforward non-streaming reference (reference_substitute below) whenever no
 //     candidate outgrew the buffer (forced_releases == 0);
 //   - the bytes held back never exceed max_buffer plus the piece being processed;
-//   - bytes_in and bytes_out agree with what went in and what came out.
+//   - bytes_in and bytes_out agree with what went in and what came out;
+//   - stats().rules_matched names exactly the rules that won a match in the reference, and the
+//     rule set of only those rules (RuleSet::subset, what the memo runs next time) gives the
+//     same output and names the same rules.
 
 #include <algorithm>
 #include <cstdint>
@@ -33,8 +36,10 @@ using dataplane::filters::SubstitutionRule;
 // The semantics, written the obvious way over the whole body and kept apart from the engine:
 // at each position try every rule anchored there with longest-match, keep the longest (the
 // earliest rule on ties), replace and skip past it, else copy one byte. Rules must be valid.
+// `winners` (optional) gets bit i set when rule i replaced at least one match.
 inline std::string reference_substitute(const std::vector<SubstitutionRule>& rules,
-                                        std::string_view body) {
+                                        std::string_view body, uint64_t* winners = nullptr) {
+  if (winners != nullptr) *winners = 0;
   std::vector<std::unique_ptr<RE2>> res;
   for (const auto& r : rules) {
     RE2::Options o;
@@ -59,6 +64,7 @@ inline std::string reference_substitute(const std::vector<SubstitutionRule>& rul
       out += body[p++];
       continue;
     }
+    if (winners != nullptr) *winners |= uint64_t{1} << best;
     re2::StringPiece groups[10];
     const int n = std::min(10, res[best]->NumberOfCapturingGroups() + 1);
     res[best]->Match(body, p, p + best_len, RE2::ANCHOR_BOTH, groups, n);
@@ -121,7 +127,8 @@ inline SubstitutionInput parse_substitution_input(std::string_view text) {
 // description or "" and the output in *out.
 inline std::string stream_substitute(
     const std::shared_ptr<const dataplane::filters::RuleSet>& rules, std::string_view body,
-    uint32_t seed, size_t max_buffer, std::string* out, uint64_t* forced) {
+    uint32_t seed, size_t max_buffer, std::string* out,
+    dataplane::filters::SubstitutionStreamStats* stats) {
   dataplane::filters::SubstitutionStream stream(rules, out, {max_buffer});
   size_t pos = 0;
   uint32_t state = seed * 2654435761u + 1;
@@ -144,7 +151,7 @@ inline std::string stream_substitute(
   TIDEGATE_FUZZ_CHECK(stream.done() && stream.pending_bytes() == 0, "stream not drained");
   TIDEGATE_FUZZ_CHECK(stream.stats().bytes_in == body.size(), "bytes_in");
   TIDEGATE_FUZZ_CHECK(stream.stats().bytes_out == out->size(), "bytes_out");
-  *forced = stream.stats().forced_releases;
+  *stats = stream.stats();
   return {};
 }
 
@@ -163,18 +170,38 @@ inline std::string run_substitution(const uint8_t* data, size_t size) {
   }
   TIDEGATE_FUZZ_CHECK(valid.size() + compiled.errors.size() == in.rules.size(),
                       "rules lost: " << valid.size() << " + " << compiled.errors.size());
-  const std::string want = detail::reference_substitute(valid, in.body);
+  uint64_t winners = 0;
+  const std::string want = detail::reference_substitute(valid, in.body, &winners);
   for (uint32_t round = 0; round < 3; ++round) {
     std::string got;
-    uint64_t forced = 0;
+    dataplane::filters::SubstitutionStreamStats stats;
     const size_t max_buffer = round == 2 ? 32 : dataplane::filters::kDefaultSubstitutionMaxBuffer;
     const std::string failure = detail::stream_substitute(
-        compiled.rules, in.body, static_cast<uint32_t>(size) + round, max_buffer, &got, &forced);
+        compiled.rules, in.body, static_cast<uint32_t>(size) + round, max_buffer, &got, &stats);
     if (!failure.empty()) return failure;
-    if (forced == 0) {
-      TIDEGATE_FUZZ_CHECK(got == want, "round " << round << ": stream \"" << escape(got)
-                                                << "\" reference \"" << escape(want) << "\"");
+    if (stats.forced_releases != 0) continue;
+    TIDEGATE_FUZZ_CHECK(got == want, "round " << round << ": stream \"" << escape(got)
+                                              << "\" reference \"" << escape(want) << "\"");
+    TIDEGATE_FUZZ_CHECK(stats.rules_matched == winners,
+                        "round " << round << ": rules matched " << stats.rules_matched
+                                 << ", reference winners " << winners);
+    if (round != 0) continue;
+    // The memo's subset: only the rules that won.
+    const auto subset = compiled.rules->subset(winners);
+    if (!subset) {
+      TIDEGATE_FUZZ_CHECK(winners == 0 && want == in.body, "no subset for winners " << winners);
+      continue;
     }
+    std::string again;
+    dataplane::filters::SubstitutionStreamStats subset_stats;
+    const std::string subset_failure = detail::stream_substitute(
+        subset, in.body, static_cast<uint32_t>(size) + 7, max_buffer, &again, &subset_stats);
+    if (!subset_failure.empty()) return subset_failure;
+    if (subset_stats.forced_releases != 0) continue;
+    TIDEGATE_FUZZ_CHECK(again == want, "subset " << winners << ": stream \"" << escape(again)
+                                                 << "\" reference \"" << escape(want) << "\"");
+    TIDEGATE_FUZZ_CHECK(subset_stats.rules_matched == winners,
+                        "subset " << winners << " matched " << subset_stats.rules_matched);
   }
   return {};
 }

@@ -171,11 +171,7 @@ CompiledRules compile_rules(const std::vector<Rule>& rules) {
       reject(i, "uses syntax the streaming engine does not support");
       continue;
     }
-    if (!result.combined.empty()) {
-      result.combined += '|';
-      result.viable += '|';
-    }
-    result.combined += open + *embedded + "))";
+    compiled.combined_part = open + *embedded + "))";
 
     // The prefix closure must compile on its own; when it does not (an unusual pattern or a
     // nesting RE2 refuses), fall back to "anything may still grow into a match".
@@ -185,13 +181,29 @@ CompiledRules compile_rules(const std::vector<Rule>& rules) {
       if (!check.ok()) pref.reset();
     }
     if (!pref) {
-      result.exact_prefixes = false;
+      compiled.exact_prefix = false;
       pref = "\\C*";
     }
-    result.viable += open + *pref + "))";
+    compiled.viable_part = open + *pref + "))";
     result.rules.push_back(std::move(compiled));
   }
+  join_rules(result.rules, &result);
   return result;
+}
+
+void join_rules(const std::vector<CompiledRule>& rules, CompiledRules* out) {
+  out->combined.clear();
+  out->viable.clear();
+  out->exact_prefixes = true;
+  for (const CompiledRule& r : rules) {
+    if (!out->combined.empty()) {
+      out->combined += '|';
+      out->viable += '|';
+    }
+    out->combined += r.combined_part;
+    out->viable += r.viable_part;
+    out->exact_prefixes = out->exact_prefixes && r.exact_prefix;
+  }
 }
 
 std::vector<RuleError> validate_rules(const std::vector<Rule>& rules) {

@@ -62,9 +62,17 @@ struct Piece {
 
 struct CompiledRule {
   size_t source_index = 0;  // index in the list given to compile_rules()
-  std::unique_ptr<RE2> re;  // longest-match, the rule's own flags
+  // Longest-match, the rule's own flags. Shared (RE2 is thread-safe and immutable once built), so
+  // that a rule set compiled from a subset of these rules reuses them.
+  std::shared_ptr<const RE2> re;
   std::vector<Piece> replacement;
   int max_group = 0;  // highest $n used; 0 means no capture groups are computed
+  // This rule's alternative in CompiledRules::combined and in CompiledRules::viable (each in its
+  // own capturing group), so that the joined patterns of any subset of the rules can be built
+  // again without compiling each rule anew.
+  std::string combined_part;
+  std::string viable_part;
+  bool exact_prefix = true;  // false when viable_part is "anything may still grow" (\C*)
 };
 
 // RE2 options of a single rule: longest match, no error logging.
@@ -87,5 +95,9 @@ struct CompiledRules {
 // Compiles each rule and builds the joined pattern texts. Invalid rules and those beyond
 // kMaxRules are left out and reported; the joined patterns themselves are not compiled here.
 CompiledRules compile_rules(const std::vector<Rule>& rules);
+
+// The joined pattern texts of `rules` (valid rules from compile_rules(), any subset, in order):
+// sets `combined`, `viable` and `exact_prefixes` of *out from the rules' parts.
+void join_rules(const std::vector<CompiledRule>& rules, CompiledRules* out);
 
 }  // namespace tidegate::substitution

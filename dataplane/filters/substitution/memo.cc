@@ -27,30 +27,31 @@ bool SubstitutionMemo::make_key(uint64_t rules_version, std::string_view resourc
   return true;
 }
 
-bool SubstitutionMemo::contains(uint64_t rules_version, std::string_view resource,
-                                std::string_view validator) {
-  if (index_.empty() || !make_key(rules_version, resource, validator)) return false;
+std::optional<RuleBits> SubstitutionMemo::find(uint64_t rules_version, std::string_view resource,
+                                               std::string_view validator) {
+  if (index_.empty() || !make_key(rules_version, resource, validator)) return std::nullopt;
   auto it = index_.find(std::string_view(scratch_));
-  if (it == index_.end()) return false;
+  if (it == index_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second);
-  return true;
+  return it->second->matched;
 }
 
 bool SubstitutionMemo::remember(uint64_t rules_version, std::string_view resource,
-                                std::string_view validator) {
+                                std::string_view validator, RuleBits matched) {
   if (!make_key(rules_version, resource, validator)) return false;
   auto it = index_.find(std::string_view(scratch_));
   if (it != index_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
+    it->second->matched = matched;
     return true;
   }
   if (index_.size() >= capacity_) {
-    index_.erase(std::string_view(lru_.back()));
+    index_.erase(std::string_view(lru_.back().key));
     lru_.pop_back();
     ++evictions_;
   }
-  lru_.push_front(scratch_);
-  index_.emplace(std::string_view(lru_.front()), lru_.begin());
+  lru_.push_front(Entry{scratch_, matched});
+  index_.emplace(std::string_view(lru_.front().key), lru_.begin());
   return true;
 }
 

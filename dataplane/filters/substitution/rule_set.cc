@@ -67,23 +67,53 @@ CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
   result.errors = std::move(compiled.errors);
   if (compiled.rules.empty()) return result;
   std::shared_ptr<RuleSet> set(new RuleSet());
+  for (size_t i = 0; i < compiled.rules.size(); ++i) {
+    set->sources_.push_back(rules[compiled.rules[i].source_index]);
+    set->origin_.push_back(static_cast<uint8_t>(i));
+    set->all_rules_ |= RuleBits{1} << i;
+  }
   set->rules_ = std::move(compiled.rules);
-  set->exact_prefixes_ = compiled.exact_prefixes;
-  set->combined_ = std::make_unique<RE2>(compiled.combined, substitution::joined_options());
-  set->viable_tail_ =
-      std::make_unique<RE2>("(?:" + compiled.viable + ")\\z", substitution::joined_options());
-  if (!set->combined_->ok() || !set->viable_tail_->ok()) {
-    // Each rule compiled alone, so only the size of the union can fail here.
-    std::string reason = "the rules together are too large to compile: " + set->combined_->error() +
-                         set->viable_tail_->error();
-    result.errors.push_back({0, reason, reason});
+  if (auto error = set->build(compiled)) {
+    result.errors.push_back({0, *error, *error});
     return result;
   }
-  std::vector<SubstitutionRule> valid;
-  for (const Rule& r : set->rules_) valid.push_back(rules[r.source_index]);
-  set->build_prefilter(valid);
   result.rules = std::move(set);
   return result;
+}
+
+std::shared_ptr<const RuleSet> RuleSet::subset(RuleBits rules) const {
+  std::shared_ptr<RuleSet> set(new RuleSet());
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if ((rules & origin_bit(i)) == 0) continue;
+    set->rules_.push_back(rules_[i]);  // shares the rule's RE2
+    set->sources_.push_back(sources_[i]);
+    set->origin_.push_back(origin_[i]);
+    set->all_rules_ |= origin_bit(i);
+  }
+  if (set->rules_.empty()) return nullptr;
+  substitution::CompiledRules joined;
+  substitution::join_rules(set->rules_, &joined);
+  // The prefix closures of this set's rules cover the subset's: share them (compiling them is
+  // most of the cost of a rule set, and their DFA is already warm).
+  joined.exact_prefixes = exact_prefixes_;
+  if (set->build(joined, viable_tail_)) return nullptr;
+  return set;
+}
+
+std::optional<std::string> RuleSet::build(const substitution::CompiledRules& joined,
+                                          std::shared_ptr<const RE2> viable_tail) {
+  exact_prefixes_ = joined.exact_prefixes;
+  combined_ = std::make_unique<RE2>(joined.combined, substitution::joined_options());
+  viable_tail_ = viable_tail ? std::move(viable_tail)
+                             : std::make_shared<const RE2>("(?:" + joined.viable + ")\\z",
+                                                           substitution::joined_options());
+  if (!combined_->ok() || !viable_tail_->ok()) {
+    // Each rule compiled alone, so only the size of the union can fail here.
+    return "the rules together are too large to compile: " + combined_->error() +
+           viable_tail_->error();
+  }
+  build_prefilter(sources_);
+  return std::nullopt;
 }
 
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {

@@ -27,6 +27,10 @@ using substitution::validate_rule;
 inline constexpr size_t kMaxSubstitutionRules = substitution::kMaxRules;
 inline constexpr size_t kMaxPatternBytes = substitution::kMaxPatternBytes;
 inline constexpr size_t kMaxReplacementBytes = substitution::kMaxReplacementBytes;
+// A set of rules is a bitmap (bit i: rule i of the rule set compiled from the annotation's list):
+// the memo of the rules that matched a resource, and RuleSet::subset().
+using RuleBits = uint64_t;
+static_assert(kMaxSubstitutionRules <= 64, "a RuleBits bitmap holds one bit per rule");
 
 class RuleSet;
 
@@ -46,6 +50,29 @@ class RuleSet {
 
   size_t size() const { return rules_.size(); }
   const Rule& rule(size_t i) const { return rules_[i]; }
+
+  // Rule i of this set is rule origin(i) of the set compiled by compile() (the root) — itself
+  // unless this set is a subset. Bitmaps (RuleBits) always use the root's numbering, so that a
+  // match found through a subset is recorded against the right rule.
+  size_t origin(size_t i) const { return origin_[i]; }
+  RuleBits origin_bit(size_t i) const { return RuleBits{1} << origin_[i]; }
+  // The bits of every rule of this set.
+  RuleBits all_rules() const { return all_rules_; }
+
+  // A rule set of only the rules whose bits are in `rules`, in the same order, with the same
+  // replacements and origins: its matches and output are what compile() would give for that
+  // list. Null when `rules` selects none of them (or, never seen, when the subset's joined
+  // pattern would not compile: run this set instead). Compiles one RE2 pattern, the subset's
+  // joined rules (tens of microseconds per rule); the rules' own RE2 objects and this set's
+  // viable_tail() are shared. The shared viable_tail() is the union of more prefix closures
+  // than the subset needs, which is safe (holding back bytes never changes the output; the
+  // closures are supersets anyway) and holds back what this set would. Callers cache the
+  // result (RuleSubsetCache).
+  //
+  // Why running a subset is exact (docs/substitutions.md, "The memo"): with leftmost, then
+  // longest, then earliest-rule wins, leaving out rules that never won a match over a body
+  // changes no winner on that body.
+  std::shared_ptr<const RuleSet> subset(RuleBits rules) const;
 
   // Every rule joined by '|', leftmost-longest: finds where the next match starts and ends.
   const RE2& combined() const { return *combined_; }
@@ -73,6 +100,11 @@ class RuleSet {
 
  private:
   RuleSet() = default;
+  // Compiles the joined patterns and the prefilter of rules_ (and sources_); the reason when
+  // the joined patterns do not compile. A non-null `viable_tail` is used instead of compiling
+  // joined.viable (a subset shares its parent's).
+  std::optional<std::string> build(const substitution::CompiledRules& joined,
+                                   std::shared_ptr<const RE2> viable_tail = nullptr);
   void build_prefilter(const std::vector<SubstitutionRule>& valid);
   size_t next_candidate(std::string_view text, size_t from) const;
   void check_hit(std::string_view text, size_t from, size_t i, size_t* best) const;
@@ -85,8 +117,11 @@ class RuleSet {
   };
 
   std::vector<Rule> rules_;
+  std::vector<SubstitutionRule> sources_;  // rules_ as written (the prefilter reads them)
+  std::vector<uint8_t> origin_;            // see origin()
+  RuleBits all_rules_ = 0;
   std::unique_ptr<RE2> combined_;
-  std::unique_ptr<RE2> viable_tail_;
+  std::shared_ptr<const RE2> viable_tail_;  // shared with the subsets of this set
   bool exact_prefixes_ = true;
   std::vector<Literal> literals_;       // empty: no prefilter
   std::vector<uint16_t> rule_literal_;  // each rule's literal in literals_

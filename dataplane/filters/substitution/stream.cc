@@ -141,9 +141,11 @@ void SubstitutionStream::emit(std::string_view text, size_t from, size_t to) {
 void SubstitutionStream::commit(std::string_view text, size_t start, size_t end) {
   emit(text, start_, start);
   const size_t before = out_->size();
-  rules_->expand(rules_->rule_for(text, start, end), text, start, end, out_);
+  const size_t rule = rules_->rule_for(text, start, end);
+  rules_->expand(rule, text, start, end, out_);
   stats_.bytes_out += out_->size() - before;
   ++stats_.replacements;
+  stats_.rules_matched |= rules_->origin_bit(rule);
   start_ = end;
 }
 

@@ -40,6 +40,9 @@ struct SubstitutionStreamStats {
   uint64_t replacements = 0;
   // Times held bytes went out unmodified because a candidate outgrew max_buffer.
   uint64_t forced_releases = 0;
+  // The rules that produced at least one replacement (RuleSet::origin_bit: the numbering of the
+  // rule set the memo knows, also when the stream runs a subset of it).
+  RuleBits rules_matched = 0;
 };
 
 class SubstitutionStream {
@@ -71,6 +74,8 @@ class SubstitutionStream {
   // Bytes received but not yet emitted (held back or queued).
   size_t pending_bytes() const { return buf_.size() - start_; }
   bool done() const { return done_; }
+  // The rules this stream runs (null: pass-through).
+  const RuleSet* rules() const { return rules_.get(); }
   const SubstitutionStreamStats& stats() const { return stats_; }
 
  private:

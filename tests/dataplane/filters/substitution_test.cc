@@ -449,6 +449,92 @@ TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
   EXPECT_GE(differential(77, 1200, literal_rule, true), 200u);
 }
 
+// The memo's claim (docs/substitutions.md, "The memo"): with leftmost, then longest, then
+// earliest-rule wins, the rules that never won a match over a body can be left out without
+// changing the output. Random rule sets (literal-led and not, so that the full set and its
+// subsets take the DFA or the prefilter path in every combination), random bodies in random
+// pieces: the stream names exactly the rules that won (the reference's winners), and the rule set
+// of only those rules — or of those plus any others — gives the same output and names the same
+// winners. Leaving out a rule that won does change the output in some cases, which shows the
+// comparison can tell.
+TEST(SubstitutionPropertyTest, RulesThatNeverWonCanBeLeftOut) {
+  std::mt19937 rng(51);
+  auto make_rule = [](std::mt19937& rng) {
+    SubstitutionRule r = random_rule(rng);
+    if (rng() % 2 == 0) {
+      static const std::vector<std::string> kLiterals = {"a", "ab", "b", "<a", "\\.", "c+"};
+      r.match = kLiterals[rng() % kLiterals.size()] + (rng() % 3 ? "(?:" + r.match + ")" : "");
+      if (validate_rule(r).has_value()) r.replace = "X";
+    }
+    return r;
+  };
+  auto random_pieces = [&rng](std::string_view body) {
+    std::vector<std::string_view> pieces;
+    for (size_t pos = 0; pos < body.size();) {
+      const size_t len = std::min<size_t>(body.size() - pos, 1 + rng() % 16);
+      pieces.push_back(body.substr(pos, len));
+      pos += len;
+    }
+    return pieces;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  size_t strict_subsets = 0, supersets = 0, winner_left_out_changed = 0, cases = 0;
+  for (int round = 0; round < 1500 && std::chrono::steady_clock::now() < deadline; ++round) {
+    Rules rules;
+    const int n = 2 + rng() % 5;
+    for (int i = 0; i < n; ++i) {
+      SubstitutionRule r = make_rule(rng);
+      if (!validate_rule(r).has_value()) rules.push_back(r);
+    }
+    if (rules.size() < 2) continue;
+    CompileResult compiled = RuleSet::compile(rules);
+    ASSERT_NE(compiled.rules, nullptr);
+    ASSERT_TRUE(compiled.errors.empty());
+    const auto& all = compiled.rules;
+    std::string description;
+    for (const auto& r : rules) description += r.match + " -> " + r.replace + " /" + r.flags + "\n";
+    for (int b = 0; b < 3; ++b) {
+      const std::string body = random_body(rng, b == 2 ? 300 : 40);
+      uint64_t winners = 0;
+      const std::string want = fuzz::detail::reference_substitute(rules, body, &winners);
+      const std::string context = description + "body: " + fuzz::escape(body);
+      ++cases;
+      SubstitutionStreamStats stats;
+      ASSERT_EQ(run_pieces(all, random_pieces(body), {}, &stats), want) << context;
+      ASSERT_EQ(stats.rules_matched, winners) << context;
+      const auto subset = all->subset(winners);
+      if (winners == 0) {
+        EXPECT_EQ(subset, nullptr);
+        EXPECT_EQ(want, body) << context;
+        continue;
+      }
+      ASSERT_NE(subset, nullptr) << context;
+      ASSERT_EQ(subset->all_rules(), winners);
+      if (winners != all->all_rules()) ++strict_subsets;
+      SubstitutionStreamStats subset_stats;
+      ASSERT_EQ(run_pieces(subset, random_pieces(body), {}, &subset_stats), want)
+          << context << "\nwinners " << winners;
+      ASSERT_EQ(subset_stats.rules_matched, winners) << context;
+      // Any superset of the winners: the same.
+      const RuleBits more = winners | (static_cast<RuleBits>(rng()) & all->all_rules());
+      if (more != winners && more != all->all_rules()) {
+        ++supersets;
+        ASSERT_EQ(run_pieces(all->subset(more), random_pieces(body)), want)
+            << context << "\nsuperset " << more;
+      }
+      // Leaving out a winner is another matter (the comparison above is not vacuous).
+      const RuleBits lowest = winners & (~winners + 1);
+      const auto without = all->subset(winners & ~lowest);
+      const std::string changed = without ? run_pieces(without, {body}) : body;
+      if (changed != want) ++winner_left_out_changed;
+    }
+  }
+  EXPECT_GE(cases, 600u);
+  EXPECT_GE(strict_subsets, 100u) << "too few cases where some rule never won";
+  EXPECT_GE(supersets, 50u);
+  EXPECT_GE(winner_left_out_changed, 100u);
+}
+
 TEST(SubstitutionPrefixTest, LiteralPrefixes) {
   EXPECT_EQ(literal_prefix(R"(example\.com)", false).bytes, "example.com");
   EXPECT_EQ(literal_prefix(R"(\bcat\b)", false).bytes, "cat");

@@ -53,7 +53,7 @@ model::Route route(std::string path, std::string upstream, std::string ingress) 
 }
 
 // docs/observability.md states the memory per label set.
-static_assert(sizeof(RouteSlots) == 840);
+static_assert(sizeof(RouteSlots) == 880);
 
 TEST(MetricsTest, LabelsComeFromTheRouteAndVirtualHost) {
   auto l = route_labels("foo.com", route("/", "shop/web-svc:8080", "shop/web"));
@@ -94,7 +94,16 @@ TEST(MetricsTest, ScrapeHasEverySeriesWithItsLabels) {
   w0.record_upstream_connect(web, 300us);
   w1.record_upstream_connect(web, 2s);
   w0.record_rate_limited(web);
-  w1.record_substitution(web, 4096, 4100, 7);
+  w1.record_substitution({.labels = web,
+                          .responses = 2,
+                          .bytes_in = 4096,
+                          .bytes_out = 4100,
+                          .replacements = 9,
+                          .forced_releases = 1,
+                          .skipped_by_memo = 7,
+                          .rules_skipped = 20});
+  w0.record_substitution({.labels = web, .compressed_passthrough = 1});
+  w0.record_substitution({.labels = web, .skipped_by_memo = 1, .rules_skipped = 3});
   w0.connection_opened();
   w0.connection_opened();
   w1.connection_opened();
@@ -153,7 +162,17 @@ TEST(MetricsTest, ScrapeHasEverySeriesWithItsLabels) {
   EXPECT_EQ(value(s, "tidegate_rate_limited_requests_total{" + kWeb + "}"), 1);
   EXPECT_EQ(value(s, "tidegate_substitution_input_bytes_total{" + kWeb + "}"), 4096);
   EXPECT_EQ(value(s, "tidegate_substitution_output_bytes_total{" + kWeb + "}"), 4100);
-  EXPECT_EQ(value(s, "tidegate_substitution_skipped_by_memo_total{" + kWeb + "}"), 7);
+  EXPECT_EQ(value(s, "tidegate_substitution_responses_total{" + kWeb + "}"), 2);
+  EXPECT_EQ(value(s, "tidegate_substitution_replacements_total{" + kWeb + "}"), 9);
+  EXPECT_EQ(value(s, "tidegate_substitution_forced_releases_total{" + kWeb + "}"), 1);
+  EXPECT_EQ(value(s, "tidegate_substitution_skipped_by_memo_total{" + kWeb + "}"), 8);
+  EXPECT_EQ(value(s, "tidegate_substitution_rules_skipped_total{" + kWeb + "}"), 23);
+  EXPECT_EQ(value(s, "tidegate_substitution_compressed_passthrough_total{" + kWeb + "}"), 1);
+  EXPECT_EQ(
+      s.count(
+          R"(tidegate_substitution_responses_total{ingress="",namespace="",host="",service=""})"),
+      0u)
+      << "routes without substitution events have no substitution series";
 
   EXPECT_EQ(value(s, "tidegate_connections_active"), 2);
   EXPECT_EQ(value(s, "tidegate_connections_total"), 3);

@@ -80,7 +80,12 @@ TEST(NoAllocationTest, RecordingMetricsNeverAllocates) {
                 w.record_request({id, http::verb::get, 200, 100, 1000, 3ms, 2ms});
                 w.record_request({kNoRouteLabels, http::verb::post, 404, 1, 2, 1ms, -1ns});
                 w.record_rate_limited(id);
-                w.record_substitution(id, 10, 12, 1);
+                w.record_substitution({.labels = id,
+                                       .responses = 1,
+                                       .bytes_in = 10,
+                                       .bytes_out = 12,
+                                       .replacements = 2,
+                                       .rules_skipped = 1});
                 w.tunnel_opened();
                 w.tunnel_closed();
                 w.connection_closed();

@@ -121,5 +121,140 @@ TEST(SubstitutionHeaders, MemoValidatorPrefersEtag) {
   EXPECT_EQ(v, "");
 }
 
+// ---- The memo in the request path: SubstitutionWorkerState::plan and learn ----
+
+runtime::CompiledSubstitution three_rules() {
+  runtime::CompiledSubstitution sub = html_and_css();
+  filters::CompileResult r =
+      filters::RuleSet::compile({{"aa", "1", ""}, {"bb", "2", ""}, {"cc", "3", ""}});
+  EXPECT_TRUE(r.errors.empty());
+  sub.rules = r.rules;
+  sub.rules_version = 77;
+  return sub;
+}
+
+// Streams `body` through the plan's rules, as the session does.
+filters::SubstitutionStreamStats stream(const SubstitutionPlan& plan, std::string_view body,
+                                        std::string* out,
+                                        filters::SubstitutionStreamOptions options = {}) {
+  filters::SubstitutionStream s(plan.rules, out, options);
+  s.feed(body);
+  s.end();
+  return s.stats();
+}
+
+TEST(SubstitutionMemoPlan, RunsOnlyTheRulesThatMatchedLastTime) {
+  const auto sub = three_rules();
+  SubstitutionWorkerState state;
+  const std::string body = "xx bb xx bb";
+  // First response: every rule runs; rule 1 alone matches; remembered.
+  SubstitutionPlan p = state.plan(sub, "a.com/x", "E:1", 200);
+  EXPECT_FALSE(p.pass);
+  EXPECT_EQ(p.rules, sub.rules);
+  EXPECT_EQ(p.rules_skipped, 0u);
+  std::string out;
+  auto st = stream(p, body, &out);
+  EXPECT_EQ(out, "xx 2 xx 2");
+  EXPECT_EQ(st.rules_matched, filters::RuleBits{0b010});
+  EXPECT_TRUE(state.learn(sub, "a.com/x", "E:1", 200, st));
+  // Second: only rule 1, the same output, remembered again (its winners are the same).
+  p = state.plan(sub, "a.com/x", "E:1", 200);
+  EXPECT_FALSE(p.pass);
+  ASSERT_NE(p.rules, nullptr);
+  EXPECT_EQ(p.rules->size(), 1u);
+  EXPECT_EQ(p.rules_skipped, 2u);
+  std::string again;
+  st = stream(p, body, &again);
+  EXPECT_EQ(again, out);
+  EXPECT_EQ(st.rules_matched, filters::RuleBits{0b010});
+  EXPECT_TRUE(state.learn(sub, "a.com/x", "E:1", 200, st));
+  // A third response reuses the compiled subset.
+  EXPECT_EQ(state.plan(sub, "a.com/x", "E:1", 200).rules, p.rules);
+  EXPECT_EQ(state.counters.subset_compiles, 1u);
+  EXPECT_EQ(state.counters.memo_subsets, 2u);
+  EXPECT_EQ(state.counters.rules_skipped, 4u);
+  EXPECT_EQ(state.counters.memo_stores, 2u);
+  EXPECT_EQ(state.counters.completed, 2u);
+  // Another validator, URL or rule set version: every rule.
+  EXPECT_EQ(state.plan(sub, "a.com/x", "E:2", 200).rules, sub.rules);
+  EXPECT_EQ(state.plan(sub, "a.com/y", "E:1", 200).rules, sub.rules);
+  auto other = sub;
+  other.rules_version = 78;
+  EXPECT_EQ(state.plan(other, "a.com/x", "E:1", 200).rules, sub.rules);
+}
+
+TEST(SubstitutionMemoPlan, NoMatchPassesUnscanned) {
+  const auto sub = three_rules();
+  SubstitutionWorkerState state;
+  std::string out;
+  auto st = stream(state.plan(sub, "a.com/q", "E:1", 200), "quiet", &out);
+  EXPECT_TRUE(state.learn(sub, "a.com/q", "E:1", 200, st));
+  const SubstitutionPlan p = state.plan(sub, "a.com/q", "E:1", 200);
+  EXPECT_TRUE(p.pass);
+  EXPECT_EQ(p.rules, nullptr);
+  EXPECT_EQ(p.rules_skipped, 3u);
+  EXPECT_EQ(state.counters.memo_skips, 1u);
+  EXPECT_EQ(state.counters.subset_compiles, 0u);
+}
+
+TEST(SubstitutionMemoPlan, WhatIsNotRemembered) {
+  const auto sub = three_rules();
+  SubstitutionWorkerState state;
+  std::string out;
+  // Every rule matched: nothing to skip, and a stale entry goes.
+  state.memo.remember(sub.rules_version, "a.com/all", "E:1", 0b001);
+  auto st = stream(state.plan(sub, "a.com/all", "E:1", 200), "aa bb cc", &out);
+  EXPECT_EQ(st.rules_matched, filters::RuleBits{0b001}) << "ran the remembered subset";
+  st.rules_matched = 0b111;  // as a full scan of the same bytes, changed unseen, would find
+  EXPECT_FALSE(state.learn(sub, "a.com/all", "E:1", 200, st));
+  EXPECT_FALSE(state.memo.find(sub.rules_version, "a.com/all", "E:1"));
+  // Not a 200: neither remembered nor looked up.
+  st = stream(state.plan(sub, "a.com/404", "E:1", 404), "quiet", &out);
+  EXPECT_FALSE(state.learn(sub, "a.com/404", "E:1", 404, st));
+  state.memo.remember(sub.rules_version, "a.com/404", "E:1", 0);
+  EXPECT_FALSE(state.plan(sub, "a.com/404", "E:1", 404).pass);
+  // No validator.
+  st = stream(state.plan(sub, "a.com/nov", "", 200), "quiet", &out);
+  EXPECT_FALSE(state.learn(sub, "a.com/nov", "", 200, st));
+  // Bytes released at the buffer limit were never searched: not remembered, and an entry
+  // that was there stays.
+  const std::string long_candidate = "a" + std::string(100, 'x');
+  runtime::CompiledSubstitution growing = html_and_css();
+  growing.rules = filters::RuleSet::compile({{"a[x]*y", "Y", ""}, {"zz", "Z", ""}}).rules;
+  growing.rules_version = 5;
+  st = stream(state.plan(growing, "a.com/long", "E:1", 200), long_candidate, &out, {16});
+  ASSERT_GT(st.forced_releases, 0u);
+  EXPECT_FALSE(state.learn(growing, "a.com/long", "E:1", 200, st));
+  EXPECT_FALSE(state.memo.find(5, "a.com/long", "E:1"));
+  state.memo.remember(5, "a.com/long", "E:1", 0b01);
+  EXPECT_FALSE(state.learn(growing, "a.com/long", "E:1", 200, st));
+  EXPECT_EQ(state.memo.find(5, "a.com/long", "E:1"), filters::RuleBits{0b01});
+}
+
+TEST(SubstitutionMemoPlan, ObservationsForTheMetrics) {
+  filters::SubstitutionStreamStats st;
+  st.bytes_in = 100;
+  st.bytes_out = 90;
+  st.replacements = 3;
+  st.forced_releases = 1;
+  auto done = completed_observation(9, st, 2);
+  EXPECT_EQ(done.labels, 9u);
+  EXPECT_EQ(done.responses, 1u);
+  EXPECT_EQ(done.bytes_in, 100u);
+  EXPECT_EQ(done.bytes_out, 90u);
+  EXPECT_EQ(done.replacements, 3u);
+  EXPECT_EQ(done.forced_releases, 1u);
+  EXPECT_EQ(done.rules_skipped, 2u);
+  EXPECT_EQ(done.skipped_by_memo, 0u);
+  auto skip = memo_skip_observation(9, 3);
+  EXPECT_EQ(skip.skipped_by_memo, 1u);
+  EXPECT_EQ(skip.rules_skipped, 3u);
+  EXPECT_EQ(skip.responses, 0u);
+  EXPECT_EQ(skip.bytes_in, 0u);
+  auto gz = compressed_observation(9);
+  EXPECT_EQ(gz.compressed_passthrough, 1u);
+  EXPECT_EQ(gz.responses + gz.skipped_by_memo + gz.rules_skipped, 0u);
+}
+
 }  // namespace
 }  // namespace tidegate::dataplane::server
