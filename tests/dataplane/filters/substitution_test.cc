@@ -477,9 +477,10 @@ TEST(SubstitutionPropertyTest, RulesThatNeverWonCanBeLeftOut) {
     }
     return pieces;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  // A fixed number of rounds from a fixed seed (not a time budget): the same cases on every
+  // machine and under the sanitizers, so the floors below cannot fail from slowness.
   size_t strict_subsets = 0, supersets = 0, winner_left_out_changed = 0, cases = 0;
-  for (int round = 0; round < 1500 && std::chrono::steady_clock::now() < deadline; ++round) {
+  for (int round = 0; round < 260; ++round) {
     Rules rules;
     const int n = 2 + rng() % 5;
     for (int i = 0; i < n; ++i) {
