@@ -379,9 +379,10 @@ std::string random_body(std::mt19937& rng, size_t max_len) {
 template <typename MakeRule>
 size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_prefilter) {
   std::mt19937 rng(seed);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   size_t rule_sets = 0;
-  for (int round = 0; round < rounds && std::chrono::steady_clock::now() < deadline; ++round) {
+  // A fixed number of rounds (not a time budget), so the floor the callers check holds on any
+  // machine and under the sanitizers.
+  for (int round = 0; round < rounds; ++round) {
     Rules rules;
     const int n = 1 + rng() % 4;
     for (int i = 0; i < n; ++i) {
@@ -431,7 +432,7 @@ size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_pre
 }
 
 TEST(SubstitutionPropertyTest, StreamingEqualsTheReference) {
-  EXPECT_GE(differential(20240605, 1200, random_rule, false), 200u);
+  EXPECT_GE(differential(20240605, 500, random_rule, false), 200u);
 }
 
 // Rules that all start with a literal, so that the literal prefilter is the one searching.
@@ -446,7 +447,7 @@ TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
     if (validate_rule(r).has_value()) r.replace = "X";
     return r;
   };
-  EXPECT_GE(differential(77, 1200, literal_rule, true), 200u);
+  EXPECT_GE(differential(77, 500, literal_rule, true), 200u);
 }
 
 // The memo's claim (docs/substitutions.md, "The memo"): with leftmost, then longest, then
