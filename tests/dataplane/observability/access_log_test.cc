@@ -311,9 +311,7 @@ class Collector {
   void stop() {
     if (!thread_.joinable()) return;
     stop_ = true;
-    thread_.join();
-    ::close(listener_);
-    if (!path_.empty()) ::unlink(path_.c_str());
+    thread_.join();  // run() closes the listener, then the connection
   }
 
   uint16_t port() const { return port_; }
@@ -364,6 +362,11 @@ class Collector {
       std::lock_guard lock(mutex_);
       data_.append(buf, static_cast<size_t>(n));
     }
+    // The listener first: the writer reconnects as soon as it sees its connection close, and
+    // must then find nobody listening — not a backlog that accepts it and is reset a moment
+    // later (a second disconnect the reconnection test does not expect).
+    ::close(listener_);
+    if (!path_.empty()) ::unlink(path_.c_str());
     if (conn >= 0) ::close(conn);
   }
 
