@@ -3,7 +3,8 @@
 // (AccessLogProducer::log, exactly what a worker calls); the writer thread ships frames over a
 // Unix socket to a collector thread that reads and counts lines. Run by bench/logs.sh.
 //
-// Usage: tidegate-bench-logs [--seconds S] [--queue-bytes N] [--socket PATH]
+// Usage: tidegate-bench-logs [--seconds S] [--queue-bytes N] [--socket PATH] [--format json|text]
+// (text: the default template, kDefaultTextTemplate)
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -27,6 +29,7 @@ int main(int argc, char** argv) {
   double seconds = 2;
   size_t queue_bytes = 1 << 20;
   std::string path = "/tmp/tidegate-bench-logs-" + std::to_string(::getpid()) + ".sock";
+  std::string format = "json";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0) {
       seconds = std::atof(argv[i + 1]);
@@ -34,10 +37,21 @@ int main(int argc, char** argv) {
       queue_bytes = static_cast<size_t>(std::atoll(argv[i + 1]));
     } else if (std::strcmp(argv[i], "--socket") == 0) {
       path = argv[i + 1];
+    } else if (std::strcmp(argv[i], "--format") == 0) {
+      format = argv[i + 1];
     } else {
-      std::fprintf(stderr, "usage: %s [--seconds S] [--queue-bytes N] [--socket PATH]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--seconds S] [--queue-bytes N] [--socket PATH] "
+                   "[--format json|text]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  std::string error;
+  auto layout = access_log_layout_from_flags(format, std::nullopt, std::nullopt, &error);
+  if (!layout || layout->format() == AccessLogFormat::kOff) {
+    std::fprintf(stderr, "--format must be json or text\n");
+    return 2;
   }
 
   // The collector: accepts one connection, reads everything, counts lines.
@@ -71,14 +85,14 @@ int main(int argc, char** argv) {
   });
 
   AccessLogOptions options;
-  std::string error;
+  options.layout = *layout;
   options.destination = *parse_log_destination("unix:" + path, &error);
   options.queue_bytes = queue_bytes;
   AccessLog log(1, options);
   log.start();
   AccessLogProducer& producer = log.producer(0);
 
-  // A typical request: ~330-byte line.
+  // A typical request: a ~355-byte JSON line, a ~290-byte text line (the default template).
   AccessLogRecord r;
   r.client = "10.244.1.17";
   r.method = "GET";
@@ -92,7 +106,16 @@ int main(int argc, char** argv) {
   r.upstream = "10.244.2.31:8080";
   r.ingress = "shop/storefront";
   r.service = "shop/storefront:80";
+  r.http_version = 11;
+  r.user_agent = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+  r.referer = "https://shop.example.com/products/12345";
   char id[32];
+
+  r.time = std::chrono::system_clock::now();
+  r.request_id = "0123456789abcdef";
+  std::string sample_line;
+  LineFormatter(*layout).format(r, sample_line);
+  const size_t line_bytes = sample_line.size();
 
   const auto start = Clock::now();
   const auto end =
@@ -123,6 +146,7 @@ int main(int argc, char** argv) {
           .count());
   const double offered_rate = static_cast<double>(offered) / produced_s;
   const double delivered_rate = static_cast<double>(received.load()) / delivered_s;
+  std::printf("format %s, %zu-byte lines\n", format.c_str(), line_bytes);
   std::printf("producer: %llu lines in %.2f s = %.0f lines/s offered (%.0f ns per log call)\n",
               static_cast<unsigned long long>(offered), produced_s, offered_rate,
               1e9 / offered_rate);

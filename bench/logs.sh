@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Access log benchmark: lines per second one thread can log with the shipper on, to a local
 # collector that reads (issue #6; target at least 200,000 lines/s per core). Runs
-# tidegate-bench-logs: one producer thread formats a typical ~330-byte JSON line and queues it
-# (the exact call a worker makes per request); the writer thread ships 64 KiB frames over a Unix
-# socket to a collector thread that reads and counts lines. Prints the producer's offered rate,
-# the delivered rate and the drops. There is no peer to compare with: the figure is absolute.
+# tidegate-bench-logs once per format: one producer thread formats a typical line (~355 bytes of
+# JSON, or ~290 bytes of the default text template) and queues it (the exact call a worker makes
+# per request); the writer thread ships 64 KiB frames over a Unix socket to a collector thread
+# that reads and counts lines. Prints the producer's offered rate, the delivered rate and the
+# drops. There is no peer to compare with: the figures are absolute, and the formats are
+# compared with each other in the same run.
 #
 # Environment: SECONDS_RUN (default 2), QUEUE_BYTES (per-worker queue, default 1048576),
-# TIDEGATE_BIN_DIR (default build/bin). The three threads (producer, writer, collector) share
+# FORMATS (default "json text"), TIDEGATE_BIN_DIR (default build/bin). The three threads (producer, writer, collector) share
 # whatever CPUs the machine has; on the 2-core development machine that is less than a core
 # each, so the figure is a lower bound.
 # Needs: scripts/build done (or it builds the tidegate-bench-logs target).
@@ -17,6 +19,7 @@ ROOT=$PWD
 
 SECONDS_RUN=${SECONDS_RUN:-2}
 QUEUE_BYTES=${QUEUE_BYTES:-1048576}
+FORMATS=${FORMATS:-json text}
 BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
 
 if [ ! -x "$BIN/tidegate-bench-logs" ]; then
@@ -25,4 +28,7 @@ if [ ! -x "$BIN/tidegate-bench-logs" ]; then
 fi
 
 echo "bench/logs.sh: $SECONDS_RUN s, queue $QUEUE_BYTES bytes, $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$BIN/tidegate-bench-logs" --seconds "$SECONDS_RUN" --queue-bytes "$QUEUE_BYTES"
+for format in $FORMATS; do
+  echo
+  "$BIN/tidegate-bench-logs" --seconds "$SECONDS_RUN" --queue-bytes "$QUEUE_BYTES" --format "$format"
+done

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -66,7 +68,15 @@ int main(int argc, char** argv) {
   flags.define("drain-timeout", "30", "seconds SIGTERM waits for requests and tunnels to finish");
   flags.define("admin-listen", "127.0.0.1:10254",
                "admin listener: /healthz, /readyz, /version, /metrics");
-  flags.define("access-log", "json", "access log format: json or off");
+  flags.define("access-log", "json",
+               "access log format: json, text or off (text: --access-log-format, or a default "
+               "nginx-like line)");
+  flags.define("access-log-format", "",
+               "text access log template: literal text and variables ($remote_addr, ${status}, "
+               "...; docs/observability.md); alone, it implies --access-log text");
+  flags.define("access-log-fields", "",
+               "JSON access log fields to write, in this order (comma-separated; default: time "
+               "through service)");
   flags.define("metrics", "on",
                "per-request metrics on /metrics: on or off (off: only configuration series)");
   flags.define("access-log-socket", "stdout",
@@ -98,12 +108,17 @@ int main(int argc, char** argv) {
 
   dataplane::observability::AccessLogOptions log_options;
   {
-    auto format = dataplane::observability::parse_access_log_format(flags.get("access-log"));
-    if (!format) {
-      std::cerr << "tidegate-dataplane: --access-log must be json or off\n";
+    auto given = [&flags](const char* name) -> std::optional<std::string_view> {
+      if (!flags.is_set(name)) return std::nullopt;
+      return flags.get(name);
+    };
+    auto layout = dataplane::observability::access_log_layout_from_flags(
+        given("access-log"), given("access-log-format"), given("access-log-fields"), &error);
+    if (!layout) {
+      std::cerr << "tidegate-dataplane: " << error << "\n";
       return 2;
     }
-    log_options.format = *format;
+    log_options.layout = std::move(*layout);
     auto destination =
         dataplane::observability::parse_log_destination(flags.get("access-log-socket"), &error);
     if (!destination) {

@@ -1,5 +1,6 @@
-"""Observability on the real processes: /metrics after a configuration push, and the access log
-writer connecting to a collector given with --access-log-socket, losing it and reconnecting.
+"""Observability on the real processes: /metrics after a configuration push, the access log
+writer connecting to a collector given with --access-log-socket, losing it and reconnecting, and
+the access log layouts (a text template, a JSON field list, a bad layout refused at start).
 Per-request series and access log lines come from the request path."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import socket
 import tempfile
 import threading
 from pathlib import Path
+
+import pytest
 
 from harness import ingress, path, rule, service_with_backend, wait_until
 
@@ -162,3 +165,78 @@ def test_each_request_is_counted_and_logged(stack):
     assert rec["duration_ms"] >= rec["upstream_duration_ms"] >= 0, rec
     missing = [r for r in records if r.get("status") == 404]
     assert missing and missing[0]["upstream"] is None and missing[0]["ingress"] is None
+
+
+TEXT_TEMPLATE = ('tg $remote_addr "$request_method $uri $server_protocol" $status $request_id '
+                 '[$namespace/$ingress_name ${proxy_upstream_name}] $upstream_addr '
+                 '"$http_user_agent" $request_time')
+
+
+def test_a_text_template_logs_the_expected_line(stack_factory):
+    """--access-log text with --access-log-format: one line per request, laid out by the
+    template, the query string left out and hostile header bytes escaped."""
+    s = stack_factory(dataplane_args=["--access-log", "text", "--access-log-format", TEXT_TEMPLATE])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = s.backend("t")
+    s.manifests.write("app.yaml", *service_with_backend("svc-t", b),
+                      ingress("txt", [rule("txt.example.com", path("/", "svc-t"))]))
+    s.wait_backend("/", "txt.example.com", "t")
+    log_start = s.dataplane.log_size()
+    # http.client sends str header values as Latin-1: \xff goes out as the byte 0xff.
+    r = s.get("/item/7?token=s3cret", host="txt.example.com",
+              headers={"X-Request-ID": "req-text-7", "User-Agent": 'evil"ua\xff'})
+    assert r.status == 200
+    want = re.compile(r'^tg 127\.0\.0\.1 "GET /item/7 HTTP/1\.1" 200 req-text-7 '
+                      r'\[default/txt default-svc-t-\w+\] 127\.0\.0\.1:\d+ '
+                      r'"evil\\x22ua\\xFF" \d+\.\d{3}$', re.M)
+    m = wait_until(lambda: want.search(s.dataplane.log(since=log_start)), 5,
+                   "the text access log line of req-text-7")
+    assert "s3cret" not in s.dataplane.log(since=log_start)
+    assert not m.group(0).startswith("{")
+
+
+def test_access_log_fields_select_and_order_the_json_keys(stack_factory):
+    fields = ["status", "request_id", "path", "host", "user_agent"]
+    s = stack_factory(dataplane_args=["--access-log-fields", ",".join(fields)])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = s.backend("f")
+    s.manifests.write("app.yaml", *service_with_backend("svc-f", b),
+                      ingress("fld", [rule("fld.example.com", path("/", "svc-f"))]))
+    s.wait_backend("/", "fld.example.com", "f")
+    log_start = s.dataplane.log_size()
+    r = s.get("/fields?x=1", host="fld.example.com",
+              headers={"X-Request-ID": "req-fields", "User-Agent": "e2e/1"})
+    assert r.status == 200
+
+    def logged():
+        for line in s.dataplane.log(since=log_start).splitlines():
+            if line.startswith("{") and '"req-fields"' in line:
+                return json.loads(line, object_pairs_hook=lambda pairs: pairs)
+        return None
+    pairs = wait_until(logged, 5, "the JSON access log line of req-fields")
+    assert [k for k, _ in pairs] == fields
+    assert dict(pairs) == {"status": 200, "request_id": "req-fields", "path": "/fields",
+                           "host": "fld.example.com", "user_agent": "e2e/1"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--access-log-format", 'x "$request_uri"'],
+     "--access-log-format: unknown variable $request_uri at byte 3: the query string is never "
+     "logged"),
+    (["--access-log-format", "$status $nope"], "--access-log-format: unknown variable $nope"),
+    (["--access-log-format", "${status"], "has no closing '}'"),
+    (["--access-log-fields", "status,nope"], "--access-log-fields: unknown field 'nope'"),
+    (["--access-log", "json", "--access-log-format", "$status"],
+     "--access-log-format is a text template"),
+])
+def test_a_bad_access_log_layout_stops_the_data_plane_at_start(stack_factory, args, message):
+    s = stack_factory(dataplane_args=args)
+    s.dataplane.start()
+    s.dataplane.expected_exit = True
+    wait_until(lambda: s.dataplane.returncode() is not None, 5, "the data plane to exit")
+    assert s.dataplane.returncode() == 2
+    assert message in s.dataplane.log(), s.dataplane.log()[-2000:]

@@ -11,10 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "cli/flags.h"
 
@@ -25,91 +23,7 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-// ---- JSON ----
-
 namespace {
-
-constexpr char kHex[] = "0123456789abcdef";
-
-bool plain_ascii(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
-
-// The length of the well-formed UTF-8 sequence at p[0..n) (n >= 1, p[0] >= 0x80), or, negated,
-// the length of its maximal ill-formed subpart (at least 1) when it is not well formed.
-int utf8_sequence(const unsigned char* p, size_t n) {
-  const unsigned char c = p[0];
-  int need;
-  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range (Unicode Table 3-7)
-  if (c >= 0xc2 && c <= 0xdf) {
-    need = 1;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    need = 2;
-    if (c == 0xe0) lo = 0xa0;  // overlong
-    if (c == 0xed) hi = 0x9f;  // surrogates
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    need = 3;
-    if (c == 0xf0) lo = 0x90;  // overlong
-    if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
-  } else {
-    return -1;  // a continuation byte, C0/C1 (overlong) or F5..FF
-  }
-  for (int k = 1; k <= need; ++k) {
-    if (static_cast<size_t>(k) >= n) return -k;  // cut short
-    const unsigned char b = p[k];
-    const unsigned char l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
-    if (b < l || b > h) return -k;
-  }
-  return need + 1;
-}
-
-void append_escape(std::string& out, unsigned char c) {
-  switch (c) {
-    case '"':
-      out.append("\\\"");
-      return;
-    case '\\':
-      out.append("\\\\");
-      return;
-    case '\b':
-      out.append("\\b");
-      return;
-    case '\f':
-      out.append("\\f");
-      return;
-    case '\n':
-      out.append("\\n");
-      return;
-    case '\r':
-      out.append("\\r");
-      return;
-    case '\t':
-      out.append("\\t");
-      return;
-    default: {
-      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
-      out.append(u, sizeof u);
-    }
-  }
-}
-
-template <class T>
-void append_number(std::string& out, T v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
-// Milliseconds with microsecond precision: 1234567 ns -> "1.234".
-void append_ms(std::string& out, std::chrono::nanoseconds d) {
-  uint64_t us = d.count() <= 0 ? 0 : static_cast<uint64_t>(d.count()) / 1000;
-  append_number(out, us / 1000);
-  const unsigned frac = static_cast<unsigned>(us % 1000);
-  const char f[4] = {'.', static_cast<char>('0' + frac / 100),
-                     static_cast<char>('0' + frac / 10 % 10), static_cast<char>('0' + frac % 10)};
-  out.append(f, sizeof f);
-}
-
-// `key` is the whole separator and key: ",\"name\":" (one append per field).
-void append_key(std::string& out, std::string_view key) { out.append(key); }
 
 // Lines in [p, p + n): memchr is vectorised, a byte loop is not at -O2.
 size_t count_lines(const char* p, size_t n) {
@@ -124,122 +38,7 @@ size_t count_lines(const char* p, size_t n) {
   return lines;
 }
 
-void append_string_or_null(std::string& out, std::string_view key, std::string_view value,
-                           size_t cap) {
-  append_key(out, key);  // already ",\"name\":"
-  if (value.empty()) {
-    out.append("null");
-  } else {
-    append_json_string(out, value, cap);
-  }
-}
-
 }  // namespace
-
-void append_json_string(std::string& out, std::string_view s, size_t max_input) {
-  const size_t n = std::min(s.size(), max_input);
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  out.push_back('"');
-  size_t i = 0;
-  while (i < n) {
-    size_t run = i;
-    while (run < n && plain_ascii(p[run])) ++run;
-    out.append(s.data() + i, run - i);
-    i = run;
-    if (i == n) break;
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      append_escape(out, c);  // control, DEL, quote or backslash
-      ++i;
-      continue;
-    }
-    const int len = utf8_sequence(p + i, n - i);
-    if (len > 0) {
-      out.append(s.data() + i, static_cast<size_t>(len));
-      i += static_cast<size_t>(len);
-    } else {
-      out.append("\\ufffd");
-      i += static_cast<size_t>(-len);
-    }
-  }
-  out.push_back('"');
-}
-
-void JsonLineFormatter::append_time(std::chrono::system_clock::time_point t, std::string& out) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch());
-  int64_t second = ms.count() / 1000;
-  int64_t milli = ms.count() % 1000;
-  if (milli < 0) {  // before 1970: floor, not truncation
-    milli += 1000;
-    second -= 1;
-  }
-  if (second != cached_second_) {
-    std::time_t tt = static_cast<std::time_t>(second);
-    std::tm tm{};
-    gmtime_r(&tt, &tm);
-    // "YYYY-MM-DDTHH:MM:SS", digit by digit (years past 9999 wrap; not our problem).
-    auto put = [this](int at, int value, int digits) {
-      for (int i = digits - 1; i >= 0; --i) {
-        cached_prefix_[at + i] = static_cast<char>('0' + value % 10);
-        value /= 10;
-      }
-    };
-    put(0, (tm.tm_year + 1900) % 10000, 4);
-    cached_prefix_[4] = '-';
-    put(5, tm.tm_mon + 1, 2);
-    cached_prefix_[7] = '-';
-    put(8, tm.tm_mday, 2);
-    cached_prefix_[10] = 'T';
-    put(11, tm.tm_hour, 2);
-    cached_prefix_[13] = ':';
-    put(14, tm.tm_min, 2);
-    cached_prefix_[16] = ':';
-    put(17, tm.tm_sec, 2);
-    cached_second_ = second;
-  }
-  out.push_back('"');
-  out.append(cached_prefix_, 19);
-  const char frac[6] = {'.',
-                        static_cast<char>('0' + milli / 100),
-                        static_cast<char>('0' + milli / 10 % 10),
-                        static_cast<char>('0' + milli % 10),
-                        'Z',
-                        '"'};
-  out.append(frac, sizeof frac);
-}
-
-void JsonLineFormatter::format(const AccessLogRecord& r, std::string& out) {
-  out.append("{\"time\":");
-  append_time(r.time, out);
-  append_key(out, ",\"request_id\":");
-  append_json_string(out, r.request_id, kMaxLoggedShortField);
-  append_key(out, ",\"client\":");
-  append_json_string(out, r.client, kMaxLoggedShortField);
-  append_key(out, ",\"method\":");
-  append_json_string(out, r.method, kMaxLoggedShortField);
-  append_key(out, ",\"host\":");
-  append_json_string(out, r.host, kMaxLoggedHost);
-  append_key(out, ",\"path\":");
-  append_json_string(out, r.path, kMaxLoggedPath);
-  append_key(out, ",\"status\":");
-  append_number(out, r.status);
-  append_key(out, ",\"bytes_in\":");
-  append_number(out, r.bytes_in);
-  append_key(out, ",\"bytes_out\":");
-  append_number(out, r.bytes_out);
-  append_key(out, ",\"duration_ms\":");
-  append_ms(out, r.duration);
-  append_key(out, ",\"upstream_duration_ms\":");
-  if (r.upstream_duration.count() < 0) {
-    out.append("null");
-  } else {
-    append_ms(out, r.upstream_duration);
-  }
-  append_string_or_null(out, ",\"upstream\":", r.upstream, kMaxLoggedShortField);
-  append_string_or_null(out, ",\"ingress\":", r.ingress, kMaxLoggedShortField);
-  append_string_or_null(out, ",\"service\":", r.service, kMaxLoggedShortField);
-  out.append("}\n");
-}
 
 std::string_view format_endpoint(const boost::asio::ip::tcp::endpoint& e, char (&buf)[64]) {
   const auto* sa = e.data();
@@ -255,12 +54,6 @@ std::string_view format_endpoint(const boost::asio::ip::tcp::endpoint& e, char (
     n = static_cast<size_t>(std::snprintf(buf, sizeof buf, "[%s]:%u", addr, e.port()));
   }
   return std::string_view(buf, std::min(n, sizeof buf - 1));
-}
-
-std::optional<AccessLogFormat> parse_access_log_format(std::string_view text) {
-  if (text == "json") return AccessLogFormat::kJson;
-  if (text == "off") return AccessLogFormat::kOff;
-  return std::nullopt;
 }
 
 std::optional<LogDestination> parse_log_destination(std::string_view text, std::string* error) {
@@ -342,16 +135,15 @@ void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {  // single writer
 }
 }  // namespace
 
-AccessLogProducer::AccessLogProducer(AccessLogFormat format, size_t queue_bytes)
-    : format_(format), ring_(format == AccessLogFormat::kOff ? 64 : queue_bytes) {
-  if (enabled()) line_.reserve(1024);
+AccessLogProducer::AccessLogProducer(const AccessLogLayout& layout, size_t queue_bytes)
+    : formatter_(layout), ring_(layout.format() == AccessLogFormat::kOff ? 64 : queue_bytes) {
+  if (enabled()) line_ = std::make_unique<char[]>(layout.max_line_bytes());
 }
 
 bool AccessLogProducer::log(const AccessLogRecord& record) {
   if (!enabled()) return false;
-  line_.clear();
-  formatter_.format(record, line_);
-  if (ring_.try_push(line_)) {
+  const size_t n = formatter_.format(record, line_.get());
+  if (ring_.try_push(std::string_view(line_.get(), n))) {
     bump(queued_);
     return true;
   }
@@ -366,7 +158,7 @@ AccessLog::AccessLog(size_t workers, AccessLogOptions options) : options_(std::m
   options_.frame_bytes = std::clamp(options_.frame_bytes, kMaxLineBytes, kMaxFrameBytes);
   for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) {
     producers_.push_back(
-        std::make_unique<AccessLogProducer>(options_.format, options_.queue_bytes));
+        std::make_unique<AccessLogProducer>(options_.layout, options_.queue_bytes));
   }
 }
 

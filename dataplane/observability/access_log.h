@@ -1,8 +1,9 @@
 #pragma once
-// Access logs (issue #6): one JSON line per request, formatted by the worker that served it into
-// a reused buffer and queued in that worker's bounded single-producer/single-consumer byte ring.
-// One background writer thread drains every ring into frames of whole lines (at most 64 KiB)
-// and writes them to stdout or ships them to a collector over a Unix or TCP stream socket.
+// Access logs (issue #6): one line per request (JSON by default, or a text template), formatted by
+// the worker that served it into a reused buffer and queued in that worker's bounded
+// single-producer/single-consumer byte ring. One background writer thread drains every ring into
+// frames of whole lines (at most 64 KiB) and writes them to stdout or ships them to a collector
+// over a Unix or TCP stream socket.
 //
 // The request path never blocks and never waits for the writer: when a worker's ring is full
 // the line is dropped and counted (tidegate_access_log_dropped_lines_total{reason="queue_full"}).
@@ -33,61 +34,12 @@
 #include <prometheus/metric_family.h>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "observability/log_format.h"
+
 namespace tidegate::dataplane::observability {
 
-// ---- Record and JSON formatting ----
-
-enum class AccessLogFormat { kOff, kJson };
-// "json" | "off".
-std::optional<AccessLogFormat> parse_access_log_format(std::string_view text);
-
-// One request. Views must stay valid for the duration of AccessLogProducer::log() only.
-struct AccessLogRecord {
-  std::chrono::system_clock::time_point time;  // when the request started
-  std::string_view request_id;
-  std::string_view client;  // peer address, without port
-  std::string_view method;
-  std::string_view host;  // Host header as sent
-  std::string_view path;  // without the query string (queries often carry secrets)
-  unsigned status = 0;    // 0: no response was sent
-  uint64_t bytes_in = 0;
-  uint64_t bytes_out = 0;
-  std::chrono::nanoseconds duration{0};
-  std::chrono::nanoseconds upstream_duration{-1};  // negative: no upstream response -> null
-  std::string_view upstream;                       // "10.0.0.1:8080"; empty -> null
-  std::string_view ingress;                        // "namespace/name"; empty -> null
-  std::string_view service;                        // "namespace/service:port"; empty -> null
-};
-
-// Per-field caps on input bytes, so that any line fits one frame even when every byte needs a
-// six-byte \u escape: see kMaxLineBytes.
-inline constexpr size_t kMaxLoggedPath = 4096;
-inline constexpr size_t kMaxLoggedHost = 512;
-inline constexpr size_t kMaxLoggedShortField = 256;  // request id, client, method, upstream...
-inline constexpr size_t kMaxLineBytes =
-    6 * (kMaxLoggedPath + kMaxLoggedHost) + 6 * 7 * kMaxLoggedShortField + 512;  // < 48 KiB
-inline constexpr size_t kMaxFrameBytes = 64 * 1024;
-static_assert(kMaxLineBytes <= kMaxFrameBytes);
-
-// Appends `s` as a JSON string (with its quotes): '"' and '\' escaped, control characters as
-// \b \f \n \r \t or \u00XX, DEL as \u007f, valid UTF-8 copied, each maximal ill-formed
-// subsequence (Unicode 15 §3.9, "U+FFFD substitution of maximal subparts") replaced by \ufffd.
-// Only the first `max_input` bytes of `s` are used.
-void append_json_string(std::string& out, std::string_view s,
-                        size_t max_input = std::string_view::npos);
-
-// Formats AccessLogRecords as JSON lines. Keeps the formatted "YYYY-MM-DDTHH:MM:SS" of the
-// current second, so one thread's formatter is cheap to call per request.
-class JsonLineFormatter {
- public:
-  // Appends one line, '\n' included, to `out`.
-  void format(const AccessLogRecord& r, std::string& out);
-
- private:
-  void append_time(std::chrono::system_clock::time_point t, std::string& out);
-  int64_t cached_second_ = INT64_MIN;
-  char cached_prefix_[20] = {};  // "YYYY-MM-DDTHH:MM:SS"
-};
+// Records and line layouts (AccessLogRecord, AccessLogLayout, LineFormatter, the caps and
+// kMaxLineBytes): observability/log_format.h.
 
 // "10.0.0.1:8080" / "[::1]:8080" into `buf`, without allocating.
 std::string_view format_endpoint(const boost::asio::ip::tcp::endpoint& e, char (&buf)[64]);
@@ -134,7 +86,7 @@ class SpscByteRing {
 // ---- The log ----
 
 struct AccessLogOptions {
-  AccessLogFormat format = AccessLogFormat::kJson;
+  AccessLogLayout layout = AccessLogLayout::json();  // AccessLogLayout::off(): no log
   LogDestination destination;
   // Per worker; rounded up to a power of two, at least 2 * kMaxLineBytes. About a second of
   // lines at 4,000 requests/s per worker, or 5 ms at 200,000 lines/s.
@@ -164,19 +116,22 @@ struct AccessLogOptions {
 // One worker's handle. log() is for that worker's thread only.
 class AccessLogProducer {
  public:
-  AccessLogProducer(AccessLogFormat format, size_t queue_bytes);
-  bool enabled() const noexcept { return format_ != AccessLogFormat::kOff; }
+  AccessLogProducer(const AccessLogLayout& layout, size_t queue_bytes);
+  bool enabled() const noexcept { return formatter_.layout().format() != AccessLogFormat::kOff; }
+  // Whether lines show `f`: the session looks up the headers behind a field (User-Agent,
+  // Referer) only when they are logged.
+  bool wants(LogField f) const noexcept { return formatter_.layout().uses(f); }
   // Formats `record` and queues it. Never blocks: returns false (and counts) when the queue is
-  // full. The line buffer is reused, so after warm-up nothing is allocated.
+  // full. The line buffer, sized for the layout's longest line, is allocated once here, so
+  // logging never allocates.
   bool log(const AccessLogRecord& record);
   uint64_t queued() const { return queued_.load(std::memory_order_relaxed); }
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
   friend class AccessLog;
-  AccessLogFormat format_;
-  JsonLineFormatter formatter_;
-  std::string line_;
+  LineFormatter formatter_;
+  std::unique_ptr<char[]> line_;  // layout().max_line_bytes()
   SpscByteRing ring_;
   std::atomic<uint64_t> queued_{0};   // written by the producer only
   std::atomic<uint64_t> dropped_{0};  // written by the producer only
@@ -189,10 +144,10 @@ class AccessLog {
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  bool enabled() const { return options_.format != AccessLogFormat::kOff; }
+  bool enabled() const { return options_.layout.format() != AccessLogFormat::kOff; }
   AccessLogProducer& producer(size_t worker) { return *producers_.at(worker); }
 
-  void start();  // starts the writer thread (nothing when the format is off)
+  void start();  // starts the writer thread (nothing when the layout is off)
   // Flushes what is queued (up to stop_timeout) and joins the writer. Idempotent.
   void stop();
 

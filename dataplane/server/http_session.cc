@@ -1334,6 +1334,9 @@ void HttpSession<S>::end_observation() {
   r.bytes_out = bytes_out_;
   r.duration = now - started_;
   r.upstream_duration = upstream_duration;
+  r.http_version = req.version();
+  if (log->wants(observability::LogField::kUserAgent)) r.user_agent = req[http::field::user_agent];
+  if (log->wants(observability::LogField::kReferer)) r.referer = req[http::field::referer];
   char upstream[64];
   if (upstream_endpoint_.port() != 0) {
     r.upstream = observability::format_endpoint(upstream_endpoint_, upstream);

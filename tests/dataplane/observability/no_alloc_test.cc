@@ -122,5 +122,38 @@ TEST(NoAllocationTest, LoggingAfterWarmUpNeverAllocates) {
   EXPECT_GT(p.dropped(), 0u) << "the drop path was exercised too";
 }
 
+TEST(NoAllocationTest, TextLinesAfterWarmUpNeverAllocate) {
+  if (!TIDEGATE_COUNTING_NEW) GTEST_SKIP() << "no counting allocator under AddressSanitizer";
+  AccessLogOptions o;
+  o.queue_bytes = 1 << 20;
+  std::string error;
+  o.layout = *AccessLogLayout::text(kDefaultTextTemplate, &error);
+  AccessLog log(1, o);
+  AccessLogProducer& p = log.producer(0);
+  AccessLogRecord r;
+  r.time = std::chrono::system_clock::now();
+  r.request_id = "0123456789abcdef0123456789abcdef";
+  r.client = "10.0.0.1";
+  r.method = "GET";
+  r.host = "foo.com";
+  r.path = "/a/b/\xff\"c\n";
+  r.status = 200;
+  r.upstream = "10.0.0.2:80";
+  r.ingress = "shop/web";
+  r.service = "shop/web:80";
+  r.http_version = 11;
+  r.user_agent = "Mozilla/5.0 (X11; Linux x86_64) \xe2\x80\xae";
+  r.referer = "https://foo.com/?q=1";
+  p.log(r);  // warm-up
+  EXPECT_EQ(allocations_in([&] {
+              for (int i = 0; i < 10'000; ++i) {
+                r.time += 1ms;
+                p.log(r);
+              }
+            }),
+            0u);
+  EXPECT_GT(p.dropped(), 0u) << "the drop path was exercised too";
+}
+
 }  // namespace
 }  // namespace tidegate::dataplane::observability
