@@ -304,6 +304,38 @@ TEST_F(ServerStreamTest, NotTlsFailsTheHandshake) {
   ERR_clear_error();
 }
 
+int tickets_received = 0;
+int count_ticket(SSL*, SSL_SESSION*) {
+  ++tickets_received;
+  return 0;  // not kept
+}
+
+TEST_F(ServerStreamTest, OneSessionTicketPerFullHandshake) {
+  // kTls13TicketsPerHandshake (OpenSSL's default would be 2), and the ticket resumes.
+  SSL_CTX_set_session_cache_mode(client_ctx_.native_handle(), SSL_SESS_CACHE_CLIENT);
+  SSL_CTX_sess_set_new_cb(client_ctx_.native_handle(), count_ticket);
+  tickets_received = 0;
+  connect();
+  handshake_ok();
+  std::optional<error_code> sent;
+  asio::async_write(*server_, asio::buffer(std::string_view("response")),
+                    [&](error_code ec, size_t) { sent = ec; });
+  EXPECT_EQ(client_read(8), "response");  // the ticket came with it
+  EXPECT_EQ(tickets_received, static_cast<int>(kTls13TicketsPerHandshake));
+
+  SSL_SESSION* session = SSL_get1_session(client_->native_handle());
+  ASSERT_NE(session, nullptr);
+  // As if closed properly (OpenSSL marks the session of a connection dropped without
+  // close_notify as not resumable).
+  SSL_set_shutdown(client_->native_handle(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+  connect();
+  SSL_set_session(client_->native_handle(), session);
+  SSL_SESSION_free(session);
+  handshake_ok();
+  EXPECT_TRUE(SSL_session_reused(server_->native_handle()));
+  EXPECT_TRUE(SSL_session_reused(client_->native_handle()));
+}
+
 TEST_F(ServerStreamTest, SessionTicketsLeaveBeforeTheServerWaitsToRead) {
   // TLS 1.3 tickets are held back to travel with the first response, but a server that reads
   // first (the client has not sent its request yet) sends them before it waits.
