@@ -8,9 +8,16 @@
 #   - keep-alive HTTPS requests per second (wrk, ECDSA certificate).
 # Prints each figure and tidegate/nginx ratios.
 #
+# Both without access logs (nginx: access_log off; tidegate: --access-log off), as in
+# bench/proxy.sh: the JSON access log costs tidegate CPU that nginx's configuration here does not
+# pay, and it is measured on its own (docs/benchmarks.md, "TLS").
+#
 # Environment: DURATION (seconds per run, default 5), ROUNDS (default 3; each peer is measured
 # once per round, interleaved, and the median round is reported), CONNECTIONS (50),
-# PIN=1 (default) pins the proxies under test to CPU 0 and wrk + the backend to CPU 1.
+# PIN=1 (default) pins the proxies under test to CPU 0 and wrk + the backend to CPU 1,
+# SYSCALLS=1 also counts each server's system calls per request (perf stat on the
+# syscalls:sys_enter_* tracepoints; needs perf and root), ACCESS_LOG=json turns tidegate's
+# access log on (to see what it costs).
 # Needs: scripts/build done (or it builds), nginx, wrk, openssl, curl (scripts/install-deps).
 # Caveat: with two CPUs the client's half of each handshake runs on one core too; for ECDSA the
 # client's work (verify) costs about as much as the server's (sign), so the handshake figures are
@@ -139,7 +146,7 @@ CONF
 start_tidegate() {  # name https_port http_port admin_port cert key
   "${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/$1.sock" \
     --http-listen "127.0.0.1:$3" --https-listen "127.0.0.1:$2" \
-    --admin-listen "127.0.0.1:$4" --workers 1 --log-level warn \
+    --admin-listen "127.0.0.1:$4" --workers 1 --log-level warn --access-log "${ACCESS_LOG:-off}" \
     --default-ssl-certificate "$5" --default-ssl-key "$6" >"$WORK/$1-dataplane.log" 2>&1 &
   PIDS+=($!)
   "$BIN/tidegate-controller" --dataplane-socket "$WORK/$1.sock" --manifests "$WORK/manifests" \
@@ -168,21 +175,38 @@ server_pids() {  # tidegate-instance-name | nginx
   esac
 }
 
-# Prints "requests_per_second errors user_us_per_request system_us_per_request" for one wrk run.
+# Prints "requests_per_second errors user_us_per_request system_us_per_request syscalls" for one
+# wrk run; syscalls is "-" unless SYSCALLS=1, else "total/request(name:count,...)".
 measure() {  # server url [wrk args...]
-  local pids url=$2 out u0 s0 u1 s1 hz
+  local pids url=$2 out u0 s0 u1 s1 hz perf_pid="" total
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(server_pids "$1")
   shift 2
+  if [ "${SYSCALLS:-0}" = 1 ]; then
+    perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${pids[*]}")" \
+      -o "$WORK/syscalls.txt" -- sleep "$((DURATION + 1))" 2>/dev/null &
+    perf_pid=$!
+    sleep 0.5
+  fi
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
-  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
+  total=$(echo "$out" | awk '/requests in/ { print $1 }')
+  local syscalls="-"
+  if [ -n "$perf_pid" ]; then
+    wait "$perf_pid" || true
+    syscalls=$(awk -F, -v t="$total" '$1 + 0 > 0 {
+        sub("syscalls:sys_enter_", "", $3); n[$3] = $1; sum += $1 }
+      END { line = sprintf("%.2f/request(", sum / t)
+            for (k in n) if (n[k] / t >= 0.05) line = line sprintf("%s:%.2f,", k, n[k] / t)
+            print line ")" }' "$WORK/syscalls.txt")
+  fi
+  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" -v sc="$syscalls" '
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s %.1f %.1f\n", rps, (errors == "" ? "none" : "yes"),
-          du * 1e6 / hz / total, ds * 1e6 / hz / total }'
+    END { printf "%s %s %.1f %.1f %s\n", rps, (errors == "" ? "none" : "yes"),
+          du * 1e6 / hz / total, ds * 1e6 / hz / total, sc }'
 }
 
 TESTS=(handshake-ecdsa handshake-rsa keepalive)
@@ -199,10 +223,11 @@ for round in $(seq 1 "$ROUNDS"); do
       esac
       args=()
       [ "$test" != keepalive ] && args=(-H "Connection: close")
-      read -r rps errors user_us sys_us < <(measure "$server" "https://127.0.0.1:$port/1k.html" \
-        "${args[@]}")
+      read -r rps errors user_us sys_us syscalls < <(measure "$server" \
+        "https://127.0.0.1:$port/1k.html" "${args[@]}")
       echo "bench: round $round $test $name: $rps/s, errors: $errors," \
-        "CPU per request: user ${user_us} us, system ${sys_us} us" >&2
+        "CPU per request: user ${user_us} us, system ${sys_us} us" \
+        "$([ "$syscalls" != - ] && echo ", syscalls $syscalls")" >&2
       RESULTS[$test/$name]+="$rps "
     done
   done
