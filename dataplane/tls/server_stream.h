@@ -265,7 +265,10 @@ struct ServerStream::ReadOp {
         break;
       case State::kFlush:
         if (s.flush_written(ec)) return s.write_flight(self);
-        break;  // a failed flush is the write side's error; reading goes on
+        // What we sent was what the peer may be waiting for: without it, reading is pointless
+        // (and after a timeout the next layer is closed).
+        if (s.write_error_) return self.complete(s.write_error_, 0);
+        break;
       case State::kFailedFlush:
         if (s.flush_written(ec)) return s.write_flight(self);
         return self.complete(result_, 0);

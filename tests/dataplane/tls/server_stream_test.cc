@@ -250,6 +250,33 @@ TEST_F(ServerStreamTest, CloseNotifyReadsAsEof) {
   EXPECT_EQ(*read, asio::error::eof) << read->message();
 }
 
+TEST_F(ServerStreamTest, WriteToAClosedPeerFailsAndStaysFailed) {
+  connect();
+  handshake_ok();
+  client_->next_layer().close();
+  const std::string chunk = pattern(16 * 1024, 'w');
+  std::optional<error_code> failed;
+  std::function<void()> write_loop = [&] {
+    asio::async_write(*server_, asio::buffer(chunk), [&](error_code ec, size_t) {
+      if (ec) {
+        failed = ec;
+        return;
+      }
+      write_loop();
+    });
+  };
+  write_loop();
+  run_until([&] { return failed.has_value(); });
+  // Every later write reports the same failure without touching the socket.
+  std::optional<error_code> again;
+  server_->async_write_some(asio::buffer(chunk), [&](error_code ec, size_t n) {
+    again = ec;
+    EXPECT_EQ(n, 0u);
+  });
+  run_until([&] { return again.has_value(); });
+  EXPECT_EQ(*again, *failed);
+}
+
 TEST_F(ServerStreamTest, CompletionWithoutIoIsNotInline) {
   connect();
   handshake_ok();
