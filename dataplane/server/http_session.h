@@ -16,7 +16,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "balancer/balancer.h"
 #include "filters/substitution/stream.h"
@@ -28,13 +27,15 @@
 #include "server/headers.h"
 #include "server/limits.h"
 #include "server/wire.h"
+#include "tls/server_stream.h"
 #include "upstream/pool.h"
 
 namespace tidegate::dataplane::server {
 
 class Worker;
 
-using TlsStream = boost::beast::ssl_stream<runtime::Stream>;
+// TLS termination: OpenSSL over the TCP stream with our own BIO (tls/server_stream.h).
+using TlsStream = tls::ServerStream;
 
 // What the worker needs from any session to drain it (worker thread only).
 class SessionBase {

@@ -89,6 +89,7 @@ SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& ke
   SSL_CTX_ctrl(ctx.get(), SSL_CTRL_SET_TLSEXT_TICKET_KEYS, static_cast<long>(keys.size()),
                const_cast<unsigned char*>(keys.data()));
   SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);  // tickets only: no shared cache
+  SSL_CTX_set_num_tickets(ctx.get(), kTls13TicketsPerHandshake);
   SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn, nullptr);
   return ctx;
 }

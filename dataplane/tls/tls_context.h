@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 
 #include <array>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,13 @@ struct SslCtxFree {
   void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
 };
 using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+
+// TLS 1.3 session tickets sent after a full handshake (OpenSSL's default, and nginx's, is 2).
+// Each ticket costs the server a session serialisation, an encryption and a MAC: one ticket is
+// about 6 % of a full ECDSA handshake's CPU (docs/benchmarks.md, "TLS"). One is enough for a
+// client to resume, and every resumption brings a fresh one; a client opening several
+// connections at once resumes one of them and makes full handshakes for the others.
+inline constexpr size_t kTls13TicketsPerHandshake = 1;
 
 // 80 bytes: key name, HMAC secret, AES key (OpenSSL's SSL_CTX_set_tlsext_ticket_keys layout).
 using TicketKeys = std::array<unsigned char, 80>;
