@@ -93,8 +93,11 @@ struct AccessLogOptions {
   size_t queue_bytes = 1 << 20;
   size_t frame_bytes = kMaxFrameBytes;  // clamped to [kMaxLineBytes, kMaxFrameBytes]
   // Writer polling when every ring was empty: starts at the minimum, doubles up to the maximum,
-  // back to the minimum as soon as a line shows up. The maximum bounds the delay of a line.
-  std::chrono::microseconds idle_min{200};
+  // back to the minimum as soon as a line shows up. The maximum bounds the delay of a line. The
+  // minimum sets how often the writer wakes while lines keep coming (at most 1,000 times a
+  // second): each wake-up may preempt a worker on the same CPU, so it batches rather than
+  // chasing every line (200 us cost ~0.2 wake-ups per request at 30,000 requests/s).
+  std::chrono::microseconds idle_min{1'000};
   std::chrono::microseconds idle_max{10'000};
   // Reconnect backoff: doubles from initial to max, reset by a successful connect.
   std::chrono::milliseconds reconnect_initial{100};
