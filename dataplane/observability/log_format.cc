@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <utility>
 
 namespace tidegate::dataplane::observability {
@@ -700,6 +701,45 @@ void LineFormatter::set_second(std::chrono::system_clock::time_point t) {
   epoch_size_ = static_cast<size_t>(r.ptr - epoch_);
 }
 
+namespace {
+
+// The record's string-valued fields with their input caps, shared by both renderings. `nullable`:
+// JSON writes null for an empty value (text writes "-" for any empty value).
+struct StringField {
+  std::string_view value;
+  size_t cap = 0;
+  bool nullable = false;
+};
+
+std::optional<StringField> string_field(LogField f, const AccessLogRecord& r) {
+  switch (f) {
+    case LF::kRequestId:
+      return StringField{r.request_id, kMaxLoggedShortField};
+    case LF::kClient:
+      return StringField{r.client, kMaxLoggedShortField};
+    case LF::kMethod:
+      return StringField{r.method, kMaxLoggedShortField};
+    case LF::kHost:
+      return StringField{r.host, kMaxLoggedHost};
+    case LF::kPath:
+      return StringField{r.path, kMaxLoggedPath};
+    case LF::kUpstream:
+      return StringField{r.upstream, kMaxLoggedShortField, true};
+    case LF::kIngress:
+      return StringField{r.ingress, kMaxLoggedShortField, true};
+    case LF::kService:
+      return StringField{r.service, kMaxLoggedShortField, true};
+    case LF::kUserAgent:
+      return StringField{r.user_agent, kMaxLoggedUserAgent, true};
+    case LF::kReferer:
+      return StringField{referer_without_query(r.referer), kMaxLoggedReferer, true};
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
 char* LineFormatter::put_json(LogField f, const AccessLogRecord& r, char* p) const {
   switch (f) {
     case LF::kTime:
@@ -707,16 +747,6 @@ char* LineFormatter::put_json(LogField f, const AccessLogRecord& r, char* p) con
       p = put(p, iso_, 19);
       p = put_millis(p, static_cast<unsigned>(milli_));
       return put(p, "Z\"", 2);
-    case LF::kRequestId:
-      return put_json_string(p, r.request_id, kMaxLoggedShortField);
-    case LF::kClient:
-      return put_json_string(p, r.client, kMaxLoggedShortField);
-    case LF::kMethod:
-      return put_json_string(p, r.method, kMaxLoggedShortField);
-    case LF::kHost:
-      return put_json_string(p, r.host, kMaxLoggedHost);
-    case LF::kPath:
-      return put_json_string(p, r.path, kMaxLoggedPath);
     case LF::kStatus:
       return put_number(p, r.status);
     case LF::kBytesIn:
@@ -727,22 +757,16 @@ char* LineFormatter::put_json(LogField f, const AccessLogRecord& r, char* p) con
       return put_ms(p, r.duration);
     case LF::kUpstreamDurationMs:
       return r.upstream_duration.count() < 0 ? put(p, "null", 4) : put_ms(p, r.upstream_duration);
-    case LF::kUpstream:
-      return put_json_string_or_null(p, r.upstream, kMaxLoggedShortField);
-    case LF::kIngress:
-      return put_json_string_or_null(p, r.ingress, kMaxLoggedShortField);
-    case LF::kService:
-      return put_json_string_or_null(p, r.service, kMaxLoggedShortField);
     case LF::kProtocol: {
       char buf[16];
       return put_json_string_or_null(p, protocol_name(r.http_version, buf), sizeof buf);
     }
-    case LF::kUserAgent:
-      return put_json_string_or_null(p, r.user_agent, kMaxLoggedUserAgent);
-    case LF::kReferer:
-      return put_json_string_or_null(p, referer_without_query(r.referer), kMaxLoggedReferer);
-    default:  // text-only renderings: json_fields() never selects them
-      return put(p, "null", 4);
+    default:
+      if (auto sf = string_field(f, r)) {
+        return sf->nullable ? put_json_string_or_null(p, sf->value, sf->cap)
+                            : put_json_string(p, sf->value, sf->cap);
+      }
+      return put(p, "null", 4);  // text-only renderings: json_fields() never selects them
   }
 }
 
@@ -758,16 +782,6 @@ char* LineFormatter::put_text(LogField f, const AccessLogRecord& r, char* p) con
       return put(put(p, iso_, 19), "+00:00", 6);
     case LF::kMsec:
       return put_millis(put(p, epoch_, epoch_size_), static_cast<unsigned>(milli_));
-    case LF::kRequestId:
-      return put_text_value(p, r.request_id, kMaxLoggedShortField);
-    case LF::kClient:
-      return put_text_value(p, r.client, kMaxLoggedShortField);
-    case LF::kMethod:
-      return put_text_value(p, r.method, kMaxLoggedShortField);
-    case LF::kHost:
-      return put_text_value(p, r.host, kMaxLoggedHost);
-    case LF::kPath:
-      return put_text_value(p, r.path, kMaxLoggedPath);
     case LF::kStatus:
       return put_number(p, r.status);
     case LF::kBytesIn:
@@ -782,20 +796,10 @@ char* LineFormatter::put_text(LogField f, const AccessLogRecord& r, char* p) con
       return r.upstream_duration.count() < 0 ? put(p, "-", 1) : put_ms(p, r.upstream_duration);
     case LF::kUpstreamHeaderTime:
       return r.upstream_duration.count() < 0 ? put(p, "-", 1) : put_seconds(p, r.upstream_duration);
-    case LF::kUpstream:
-      return put_text_value(p, r.upstream, kMaxLoggedShortField);
-    case LF::kIngress:
-      return put_text_value(p, r.ingress, kMaxLoggedShortField);
-    case LF::kService:
-      return put_text_value(p, r.service, kMaxLoggedShortField);
     case LF::kProtocol: {
       char buf[16];
       return put_text_value(p, protocol_name(r.http_version, buf), sizeof buf);
     }
-    case LF::kUserAgent:
-      return put_text_value(p, r.user_agent, kMaxLoggedUserAgent);
-    case LF::kReferer:
-      return put_text_value(p, referer_without_query(r.referer), kMaxLoggedReferer);
     case LF::kNamespace: {
       const std::string_view from = r.ingress.empty() ? r.service : r.ingress;
       return put_text_value(p, namespace_of(capped(from, kMaxLoggedShortField)),
@@ -822,8 +826,10 @@ char* LineFormatter::put_text(LogField f, const AccessLogRecord& r, char* p) con
     }
     case LF::kNone:
       return p;
+    default:
+      if (auto sf = string_field(f, r)) return put_text_value(p, sf->value, sf->cap);
+      return p;
   }
-  return p;
 }
 
 size_t LineFormatter::format(const AccessLogRecord& r, char* out) {
