@@ -48,3 +48,32 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
   done
   echo "$u $s"
 }
+
+write_bench_manifest() {  # file backend_port: one Ingress for every host and path to one backend
+  cat >"$1" <<CONF
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: bench, namespace: bench}
+spec:
+  ingressClassName: tidegate
+  rules:
+    - http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend: {service: {name: backend, port: {number: 80}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: bench}
+spec:
+  ports: [{name: http, port: 80, targetPort: $2}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: backend-1, namespace: bench, labels: {kubernetes.io/service-name: backend}}
+addressType: IPv4
+ports: [{name: http, port: $2}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+CONF
+}

@@ -118,32 +118,7 @@ CONF
   echo "}"
 } >"$WORK/nginx.conf"
 
-cat >"$WORK/manifests/bench.yaml" <<CONF
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {name: bench, namespace: bench}
-spec:
-  ingressClassName: tidegate
-  rules:
-    - http:
-        paths:
-          - path: /
-            pathType: Prefix
-            backend: {service: {name: backend, port: {number: 80}}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: bench}
-spec:
-  ports: [{name: http, port: 80, targetPort: $BACKEND_PORT}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: backend-1, namespace: bench, labels: {kubernetes.io/service-name: backend}}
-addressType: IPv4
-ports: [{name: http, port: $BACKEND_PORT}]
-endpoints: [{addresses: ["127.0.0.1"]}]
-CONF
+write_bench_manifest "$WORK/manifests/bench.yaml" "$BACKEND_PORT"
 
 "${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
