@@ -77,3 +77,19 @@ ports: [{name: http, port: $2}]
 endpoints: [{addresses: ["127.0.0.1"]}]
 CONF
 }
+
+# nginx's proxying location for the peers, to upstream "backend": the request fields tidegate
+# sets too (Host, X-Forwarded-*, X-Request-ID), keep-alive to the backend.
+nginx_proxy_location() {
+  cat <<CONF
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host \$host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Request-ID \$request_id;
+    }
+CONF
+}

@@ -61,15 +61,7 @@ http {
   server {
     listen 127.0.0.1:$NGINX_PORT backlog=4096;
     keepalive_requests 10000000;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host \$host;
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-      proxy_set_header X-Request-ID \$request_id;
-    }
+$(nginx_proxy_location)
   }
 }
 CONF

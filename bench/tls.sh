@@ -89,15 +89,7 @@ nginx_server() {  # port cert key
     ssl_certificate_key $3;
     ssl_protocols TLSv1.3;
     keepalive_requests 10000000;
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host \$host;
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
-      proxy_set_header X-Request-ID \$request_id;
-    }
+$(nginx_proxy_location)
   }
 CONF
 }
