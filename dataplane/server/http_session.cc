@@ -1061,14 +1061,7 @@ bool HttpSession<S>::apply_cors() {
   res.set(http::field::server, "tidegate");
   if (!request_->is_done()) client_keep_alive_ = false;
   res.keep_alive(client_keep_alive_ && !draining_);
-  response_started_ = true;
-  status_sent_ = 204;
-  lowest().expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
-    self->bytes_out_ += n;
-    self->end_observation();
-    self->on_error_written(ec, !self->client_keep_alive_);
-  });
+  write_local_response();
   return true;
 }
 
@@ -1154,9 +1147,15 @@ void HttpSession<S>::send_error(unsigned status, std::string_view text, bool clo
   res.keep_alive(client_keep_alive_ && !draining_);
   res.prepare_payload();
   if (head_request_) res.body().clear();
+  write_local_response();
+}
+
+template <class S>
+void HttpSession<S>::write_local_response() {
+  auto& res = *error_response_;
   response_started_ = true;
   lowest().expires_after(worker_.limits().client_send_timeout);
-  status_sent_ = status;
+  status_sent_ = res.result_int();
   http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
     self->bytes_out_ += n;
     self->end_observation();

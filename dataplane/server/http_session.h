@@ -127,6 +127,8 @@ class HttpSession : public SessionBase,
   // A short plain-text answer from the proxy itself (errors, redirects).
   void send_error(unsigned status, std::string_view text, bool close,
                   std::string_view location = {}, long retry_after_seconds = 0);
+  // Writes error_response_ (prepared by the caller) and ends the exchange when it is written.
+  void write_local_response();
   void on_error_written(error_code ec, bool close);
   // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
   // the origin for the response fields (add_cors_fields).
