@@ -469,41 +469,46 @@ std::optional<std::string> literal_char(const std::string& text) {
 }
 
 // Appends what `n` contributes to the literal prefix; false when the literal ends inside `n`.
-bool collect_literal(const Node& n, LiteralPrefix* out) {
+// With `whole`, the literal must be all of `n` (no assertion, no repeat) and a folded k or s is
+// kept (see LiteralPrefix::whole).
+bool collect_literal(const Node& n, bool whole, std::string* bytes, bool* fold) {
   switch (n.kind) {
     case Node::Kind::kAlt:
-      return n.kids.size() == 1 && collect_literal(n.kids[0], out);
+      return n.kids.size() == 1 && collect_literal(n.kids[0], whole, bytes, fold);
     case Node::Kind::kConcat:
       for (const auto& k : n.kids) {
-        if (!collect_literal(k, out)) return false;
+        if (!collect_literal(k, whole, bytes, fold)) return false;
       }
       return true;
     case Node::Kind::kAssert:
-      return true;
+      return !whole;
     case Node::Kind::kFlags: {
       const bool touches_i = n.text.find('i') != std::string::npos;
       if (!touches_i) return true;
-      if (out->bytes.empty() && n.text == "(?i)") {
-        out->fold = true;
+      if (bytes->empty() && n.text == "(?i)") {
+        *fold = true;
         return true;
       }
       return false;
     }
     case Node::Kind::kGroup:
-      return n.text == "(?:" && collect_literal(n.kids[0], out);
+      return n.text == "(?:" && collect_literal(n.kids[0], whole, bytes, fold);
     case Node::Kind::kRepeat:
-      if (n.min >= 1 && n.kids[0].kind == Node::Kind::kAtom) collect_literal(n.kids[0], out);
+      if (!whole && n.min >= 1 && n.kids[0].kind == Node::Kind::kAtom) {
+        collect_literal(n.kids[0], whole, bytes, fold);
+      }
       return false;
     case Node::Kind::kAtom: {
       std::optional<std::string> c = literal_char(n.text);
       if (!c) return false;
-      if (out->fold) {
+      if (*fold) {
         const auto b = static_cast<unsigned char>((*c)[0]);
-        if (b >= 0x80 || std::string_view("kKsS").find((*c)[0]) != std::string_view::npos) {
+        if (b >= 0x80) return false;
+        if (!whole && std::string_view("kKsS").find((*c)[0]) != std::string_view::npos) {
           return false;
         }
       }
-      out->bytes += *c;
+      *bytes += *c;
       return true;
     }
   }
@@ -517,7 +522,13 @@ LiteralPrefix literal_prefix(std::string_view pattern, bool fold) {
   out.fold = fold;
   Parser parser(pattern);
   std::optional<Node> root = parser.parse();
-  if (root) collect_literal(*root, &out);
+  if (!root) return out;
+  collect_literal(*root, false, &out.bytes, &out.fold);
+  std::string whole;
+  bool whole_fold = fold;
+  if (collect_literal(*root, true, &whole, &whole_fold) && !whole.empty()) {
+    out.whole = std::move(whole);
+  }
   return out;
 }
 

@@ -40,6 +40,11 @@ std::optional<std::string> embeddable_pattern(std::string_view pattern);
 struct LiteralPrefix {
   std::string bytes;
   bool fold = false;
+  // The whole pattern, when it is nothing but a literal (no assertion, no repeat, no
+  // alternative; folded: ASCII only), else empty. Its k and s are kept: where these bytes are
+  // (folded: in either ASCII case), the pattern matches exactly them, since a literal can match
+  // only one way at a given start; elsewhere (a KELVIN SIGN for k, say) only RE2 can tell.
+  std::string whole;
 };
 LiteralPrefix literal_prefix(std::string_view pattern, bool fold);
 

@@ -1,6 +1,7 @@
 #include "filters/substitution/rule_set.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,7 +60,23 @@ bool literal_at(std::string_view text, size_t pos, std::string_view literal, boo
   return true;
 }
 
+RuleSet::ScanLevel cpu_scan_level() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return RuleSet::ScanLevel::kAvx2;
+  if (__builtin_cpu_supports("ssse3")) return RuleSet::ScanLevel::kSsse3;
+#endif
+  return RuleSet::ScanLevel::kScalar;
+}
+
+std::atomic<RuleSet::ScanLevel> scan_level{cpu_scan_level()};
+
 }  // namespace
+
+RuleSet::ScanLevel RuleSet::limit_scan_level_for_testing(ScanLevel most) {
+  const ScanLevel level = std::min(most, cpu_scan_level());
+  scan_level.store(level);
+  return level;
+}
 
 CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
   substitution::CompiledRules compiled = substitution::compile_rules(rules);
@@ -119,20 +136,26 @@ std::optional<std::string> RuleSet::build(const substitution::CompiledRules& joi
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
   std::vector<Literal> literals;
   std::vector<uint16_t> rule_literal;
+  std::vector<std::string> whole;
   for (const auto& r : valid) {
     substitution::LiteralPrefix prefix = substitution::literal_prefix(r.match, r.flags == "i");
     if (prefix.bytes.empty()) return;  // one rule without a literal: the DFA scans everything
-    Literal lit{std::move(prefix.bytes), prefix.fold, 0};
-    // The rarest byte that has a next byte in the literal: the scan checks the pair.
-    int best = 1 << 30;
-    const size_t last = lit.bytes.size() > 1 ? lit.bytes.size() - 1 : 1;
-    for (size_t i = 0; i < last; ++i) {
-      const auto c = static_cast<unsigned char>(lit.bytes[i]);
-      const int w =
-          byte_weight(c) + (lit.fold && other_case(c) != c ? byte_weight(other_case(c)) : 0);
-      if (w < best) {
-        best = w;
-        lit.offset = i;
+    whole.push_back(std::move(prefix.whole));
+    Literal lit{std::move(prefix.bytes), prefix.fold, 0, 0};
+    // The fingerprint: the window of up to three bytes least likely in a page (the product of
+    // the bytes' rough frequencies, both cases of a folded letter counted).
+    lit.width = std::min(kFingerprint, lit.bytes.size());
+    double best = 0;
+    for (size_t at = 0; at + lit.width <= lit.bytes.size(); ++at) {
+      double likely = 1;
+      for (size_t k = 0; k < lit.width; ++k) {
+        const auto c = static_cast<unsigned char>(lit.bytes[at + k]);
+        likely *=
+            byte_weight(c) + (lit.fold && other_case(c) != c ? byte_weight(other_case(c)) : 0);
+      }
+      if (at == 0 || likely < best) {
+        best = likely;
+        lit.offset = at;
       }
     }
     size_t index = 0;
@@ -145,61 +168,88 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
   }
   literals_ = std::move(literals);
   rule_literal_ = std::move(rule_literal);
+  whole_ = std::move(whole);
   for (size_t k = 0; k < literals_.size(); ++k) {
     const Literal& l = literals_[k];
-    const auto c = static_cast<unsigned char>(l.bytes[l.offset]);
-    for (unsigned char x : {c, l.fold ? other_case(c) : c}) {
-      if (by_byte_[x].empty() || by_byte_[x].back() != k) {
-        by_byte_[x].push_back(static_cast<uint16_t>(k));
+    const size_t bucket = k % kBuckets;
+    const auto bit = static_cast<uint8_t>(1u << bucket);
+    bucket_literals_[bucket].push_back(static_cast<uint16_t>(k));
+    for (size_t i = 0; i < kFingerprint; ++i) {
+      auto allow = [&](unsigned char c) {
+        byte_buckets_[i][c] |= bit;
+        for (size_t lane = 0; lane < 32; lane += 16) {
+          nibbles_[i].lo[lane + (c & 15)] |= bit;
+          nibbles_[i].hi[lane + (c >> 4)] |= bit;
+        }
+      };
+      if (i >= l.width) {
+        for (int c = 0; c < 256; ++c) allow(static_cast<unsigned char>(c));
+        continue;
       }
-      scan_[x] = true;
+      const auto c = static_cast<unsigned char>(l.bytes[l.offset + i]);
+      allow(c);
+      if (l.fold) allow(other_case(c));
     }
-    Probe p;
-    const bool single = l.bytes.size() == 1;
-    const auto next = single ? c : static_cast<unsigned char>(l.bytes[l.offset + 1]);
-    const bool fold0 = l.fold && other_case(c) != c;
-    const bool fold1 = l.fold && other_case(next) != next;
-    std::memset(p.c0, fold0 ? (c | 0x20) : c, 32);
-    std::memset(p.or0, fold0 ? 0x20 : 0, 32);
-    std::memset(p.c1, single ? 0xff : fold1 ? (next | 0x20) : next, 32);
-    std::memset(p.or1, single ? 0xff : fold1 ? 0x20 : 0, 32);
-    probes_.push_back(p);
     max_offset_ = std::max(max_offset_, l.offset);
   }
 }
 
-// Whether a literal whose rare byte is at `i` can start at or after `from`, lie whole inside
-// `text`, and start before `best`; if it does, `best` moves there.
-void RuleSet::check_hit(std::string_view text, size_t from, size_t i, size_t* best) const {
-  for (uint16_t k : by_byte_[static_cast<unsigned char>(text[i])]) {
-    const Literal& l = literals_[k];
-    if (i < from + l.offset) continue;
-    const size_t start = i - l.offset;
-    if (start >= *best || start + l.bytes.size() > text.size()) continue;
-    if (literal_at(text, start, l.bytes, l.fold)) *best = start;
+// The literals of `buckets` whose fingerprint may be at `pos`: those that start at or after
+// `from`, lie whole inside `text`, start at or before `best` and are there move `best` to their
+// start, and are added to `at_best`, the literals there (bit k: literal k).
+void RuleSet::check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets,
+                        size_t* best, uint64_t* at_best) const {
+  while (buckets != 0) {
+    const auto bucket = static_cast<size_t>(__builtin_ctz(buckets));
+    buckets &= buckets - 1;
+    for (uint16_t k : bucket_literals_[bucket]) {
+      const Literal& l = literals_[k];
+      if (pos < from + l.offset) continue;
+      const size_t start = pos - l.offset;
+      if (start > *best || start + l.bytes.size() > text.size()) continue;
+      if (!literal_at(text, start, l.bytes, l.fold)) continue;
+      if (start < *best) {
+        *best = start;
+        *at_best = 0;
+      }
+      *at_best |= uint64_t{1} << k;
+    }
   }
 }
 
 #if defined(__x86_64__)
-// The vector scan, for 16 (SSE2, always there on x86-64) or 32 (AVX2) positions at a time: a
-// position is a hit when some literal's rare byte and the byte after it are there. Hits are
-// rare, so the branch is almost never taken.
-struct Sse2 {
-  using V = __m128i;
-  static constexpr size_t kWidth = 16;
-  static V load(const void* p) { return _mm_loadu_si128(static_cast<const V*>(p)); }
-  static V loada(const void* p) { return _mm_load_si128(static_cast<const V*>(p)); }
-  static V zero() { return _mm_setzero_si128(); }
-  static V eq(V a, V b) { return _mm_cmpeq_epi8(a, b); }
-  static V bor(V a, V b) { return _mm_or_si128(a, b); }
-  static V band(V a, V b) { return _mm_and_si128(a, b); }
-  static uint32_t mask(V a) { return static_cast<uint32_t>(_mm_movemask_epi8(a)); }
-};
-
+// The vector fingerprint test, 16 (SSSE3) or 32 (AVX2) positions at a time. Hits are rare, so
+// the branch is almost never taken.
+//
 // GCC warns that passing AVX vectors by value changes the ABI when AVX is off; these helpers are
-// only ever inlined into scan_avx2, which has AVX2 on, so no call with that ABI exists.
+// only ever inlined into scan_ssse3 and scan_avx2, which have their instruction sets on, so no
+// call with that ABI exists.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
+struct Ssse3 {
+  using V = __m128i;
+  static constexpr size_t kWidth = 16;
+  __attribute__((target("ssse3"))) static V load(const void* p) {
+    return _mm_loadu_si128(static_cast<const V*>(p));
+  }
+  __attribute__((target("ssse3"))) static V loada(const void* p) {
+    return _mm_load_si128(static_cast<const V*>(p));
+  }
+  __attribute__((target("ssse3"))) static V splat(char c) { return _mm_set1_epi8(c); }
+  __attribute__((target("ssse3"))) static V shr4(V a) { return _mm_srli_epi16(a, 4); }
+  __attribute__((target("ssse3"))) static V lookup(V table, V index) {
+    return _mm_shuffle_epi8(table, index);
+  }
+  __attribute__((target("ssse3"))) static V band(V a, V b) { return _mm_and_si128(a, b); }
+  __attribute__((target("ssse3"))) static uint32_t nonzero(V a) {
+    return ~static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(a, _mm_setzero_si128()))) &
+           0xffffu;
+  }
+  __attribute__((target("ssse3"))) static void store(void* p, V a) {
+    _mm_storeu_si128(static_cast<V*>(p), a);
+  }
+};
+
 struct Avx2 {
   using V = __m256i;
   static constexpr size_t kWidth = 32;
@@ -209,39 +259,56 @@ struct Avx2 {
   __attribute__((target("avx2"))) static V loada(const void* p) {
     return _mm256_load_si256(static_cast<const V*>(p));
   }
-  __attribute__((target("avx2"))) static V zero() { return _mm256_setzero_si256(); }
-  __attribute__((target("avx2"))) static V eq(V a, V b) { return _mm256_cmpeq_epi8(a, b); }
-  __attribute__((target("avx2"))) static V bor(V a, V b) { return _mm256_or_si256(a, b); }
+  __attribute__((target("avx2"))) static V splat(char c) { return _mm256_set1_epi8(c); }
+  __attribute__((target("avx2"))) static V shr4(V a) { return _mm256_srli_epi16(a, 4); }
+  __attribute__((target("avx2"))) static V lookup(V table, V index) {
+    return _mm256_shuffle_epi8(table, index);
+  }
   __attribute__((target("avx2"))) static V band(V a, V b) { return _mm256_and_si256(a, b); }
-  __attribute__((target("avx2"))) static uint32_t mask(V a) {
-    return static_cast<uint32_t>(_mm256_movemask_epi8(a));
+  __attribute__((target("avx2"))) static uint32_t nonzero(V a) {
+    return ~static_cast<uint32_t>(
+        _mm256_movemask_epi8(_mm256_cmpeq_epi8(a, _mm256_setzero_si256())));
+  }
+  __attribute__((target("avx2"))) static void store(void* p, V a) {
+    _mm256_storeu_si256(static_cast<V*>(p), a);
   }
 };
 
-// Scans from *i while a full vector (plus the byte after it) fits; returns the answer when it is
-// known, else npos with *i where the scalar tail must go on.
+// Scans from *i while a full vector (plus the two bytes after it) fits; returns the answer when
+// it is known, else npos with *i where the scalar tail must go on.
 template <typename Scan>
 [[gnu::always_inline]] inline size_t RuleSet::scan_vector(std::string_view text, size_t from,
-                                                          size_t* i, size_t* best) const {
+                                                          size_t* i, size_t* best,
+                                                          uint64_t* at_best) const {
   using V = typename Scan::V;
   const size_t size = text.size();
   const char* bytes = text.data();
-  for (; *i + Scan::kWidth + 1 <= size; *i += Scan::kWidth) {
+  const V low_half = Scan::splat(0x0f);
+  const V lo0 = Scan::loada(nibbles_[0].lo), hi0 = Scan::loada(nibbles_[0].hi);
+  const V lo1 = Scan::loada(nibbles_[1].lo), hi1 = Scan::loada(nibbles_[1].hi);
+  const V lo2 = Scan::loada(nibbles_[2].lo), hi2 = Scan::loada(nibbles_[2].hi);
+  for (; *i + Scan::kWidth + kFingerprint - 1 <= size; *i += Scan::kWidth) {
     if (*best != std::string_view::npos && *i > *best + max_offset_) return *best;
-    const V v0 = Scan::load(bytes + *i);
-    const V v1 = Scan::load(bytes + *i + 1);
-    V hits = Scan::zero();
-    for (const Probe& p : probes_) {
-      const V a = Scan::eq(Scan::bor(v0, Scan::loada(p.or0)), Scan::loada(p.c0));
-      const V b = Scan::eq(Scan::bor(v1, Scan::loada(p.or1)), Scan::loada(p.c1));
-      hits = Scan::bor(hits, Scan::band(a, b));
-    }
-    uint32_t m = Scan::mask(hits);
+    const char* p = bytes + *i;
+    // Byte p + k looked up in the tables of index k, by its low and its high half.
+    const V v0 = Scan::load(p), v1 = Scan::load(p + 1), v2 = Scan::load(p + 2);
+    const V a0 = Scan::band(Scan::lookup(lo0, Scan::band(v0, low_half)),
+                            Scan::lookup(hi0, Scan::band(Scan::shr4(v0), low_half)));
+    const V a1 = Scan::band(Scan::lookup(lo1, Scan::band(v1, low_half)),
+                            Scan::lookup(hi1, Scan::band(Scan::shr4(v1), low_half)));
+    const V a2 = Scan::band(Scan::lookup(lo2, Scan::band(v2, low_half)),
+                            Scan::lookup(hi2, Scan::band(Scan::shr4(v2), low_half)));
+    const V hits = Scan::band(Scan::band(a0, a1), a2);
+    uint32_t m = Scan::nonzero(hits);
+    if (m == 0) continue;
+    alignas(32) uint8_t buckets[32];
+    Scan::store(buckets, hits);
     while (m != 0) {
-      const size_t j = *i + static_cast<size_t>(__builtin_ctz(m));
+      const auto lane = static_cast<size_t>(__builtin_ctz(m));
       m &= m - 1;
+      const size_t j = *i + lane;
       if (*best != std::string_view::npos && j > *best + max_offset_) return *best;
-      check_hit(text, from, j, best);
+      check_hit(text, from, j, buckets[lane], best, at_best);
     }
   }
   return std::string_view::npos;
@@ -249,52 +316,85 @@ template <typename Scan>
 
 #pragma GCC diagnostic pop
 
-// One instance per instruction set; the AVX2 one runs only where the CPU has it.
-size_t RuleSet::scan_sse2(std::string_view text, size_t from, size_t* i, size_t* best) const {
-  return scan_vector<Sse2>(text, from, i, best);
+// One instance per instruction set; each runs only where the CPU has it.
+__attribute__((target("ssse3"))) size_t RuleSet::scan_ssse3(std::string_view text, size_t from,
+                                                            size_t* i, size_t* best,
+                                                            uint64_t* at_best) const {
+  return scan_vector<Ssse3>(text, from, i, best, at_best);
 }
 
 __attribute__((target("avx2"))) size_t RuleSet::scan_avx2(std::string_view text, size_t from,
-                                                          size_t* i, size_t* best) const {
-  return scan_vector<Avx2>(text, from, i, best);
+                                                          size_t* i, size_t* best,
+                                                          uint64_t* at_best) const {
+  return scan_vector<Avx2>(text, from, i, best, at_best);
 }
 #endif
 
-// The leftmost position >= from where some rule's literal lies whole inside `text`, or npos.
-size_t RuleSet::next_candidate(std::string_view text, size_t from) const {
+// The leftmost position >= from where some rule's literal lies whole inside `text`, or npos;
+// *at_best: the literals there.
+size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_best) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   size_t best = std::string_view::npos;
+  *at_best = 0;
   size_t i = from;
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  const size_t found = avx2 ? scan_avx2(text, from, &i, &best) : scan_sse2(text, from, &i, &best);
+  const ScanLevel level = scan_level.load(std::memory_order_relaxed);
+  const size_t found = level == ScanLevel::kAvx2    ? scan_avx2(text, from, &i, &best, at_best)
+                       : level == ScanLevel::kSsse3 ? scan_ssse3(text, from, &i, &best, at_best)
+                                                    : std::string_view::npos;
   if (found != std::string_view::npos) return found;
 #endif
+  // The scalar test, for the tail (and CPUs without SSSE3). An index past the end allows every
+  // byte: check_hit knows a literal that does not fit.
   for (; i < size; ++i) {
-    if (!scan_[bytes[i]]) continue;
     if (best != std::string_view::npos && i > best + max_offset_) break;
-    check_hit(text, from, i, &best);
+    unsigned m = byte_buckets_[0][bytes[i]];
+    if (i + 1 < size) m &= byte_buckets_[1][bytes[i + 1]];
+    if (i + 2 < size) m &= byte_buckets_[2][bytes[i + 2]];
+    if (m != 0) check_hit(text, from, i, m, &best, at_best);
   }
   return best;
 }
 
-bool RuleSet::find(std::string_view text, size_t from, size_t* start, size_t* end) const {
+bool RuleSet::find(std::string_view text, size_t from, size_t* start, size_t* end,
+                   size_t* rule) const {
   re2::StringPiece m;
   if (literals_.empty()) {
     if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &m, 1)) return false;
     *start = static_cast<size_t>(m.data() - text.data());
     *end = *start + m.size();
+    *rule = rule_for(text, *start, *end);
     return true;
   }
-  // Every match starts with its rule's literal, so only candidates can start one; RE2 checks
-  // each, anchored there, for the longest match of any rule.
+  // Every match starts with its rule's literal, so only candidates can start one. At a
+  // candidate, each rule whose literal is there runs anchored (longest match); the longest wins,
+  // the earlier rule on a tie. A rule that is a literal through and through needs no RE2 call
+  // where its bytes are there. One call (or none) finds both the match and its rule, where the
+  // joined pattern would need a second pass to name the rule.
   for (size_t at = from;;) {
-    const size_t c = next_candidate(text, at);
+    uint64_t here = 0;
+    const size_t c = next_candidate(text, at, &here);
     if (c == std::string_view::npos) return false;
-    if (combined_->Match(text, c, text.size(), RE2::ANCHOR_START, &m, 1)) {
+    size_t best_end = c;
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if ((here >> rule_literal_[i] & 1) == 0) continue;
+      const std::string& whole = whole_[i];
+      size_t e = c;
+      if (!whole.empty() && c + whole.size() <= text.size() &&
+          literal_at(text, c, whole, literals_[rule_literal_[i]].fold)) {
+        e = c + whole.size();
+      } else if (rules_[i].re->Match(text, c, text.size(), RE2::ANCHOR_START, &m, 1)) {
+        e = c + m.size();
+      }
+      if (e > best_end) {
+        best_end = e;
+        *rule = i;
+      }
+    }
+    if (best_end > c) {
       *start = c;
-      *end = c + m.size();
+      *end = best_end;
       return true;
     }
     at = c + 1;

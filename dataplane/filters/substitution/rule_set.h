@@ -90,10 +90,17 @@ class RuleSet {
               std::string* out) const;
 
   // The leftmost-longest match of any rule in text[from, size) (bytes before `from` are context):
-  // its start and end. With a prefilter (every rule starts with a literal), RE2 runs only where
-  // some rule's literal is; otherwise the joined pattern searches the whole range.
-  bool find(std::string_view text, size_t from, size_t* start, size_t* end) const;
+  // its start, end and rule (the earliest rule on a tie). With a prefilter (every rule starts
+  // with a literal), only the rules whose literal is at a candidate position run there, anchored;
+  // otherwise the joined pattern searches the whole range and rule_for() names the rule.
+  bool find(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
   bool prefiltered() const { return !literals_.empty(); }
+
+  // The prefilter's scan: vectors of 32 bytes (AVX2) or 16 (SSSE3), or a byte at a time; the
+  // best the CPU has. Tests lower it (process-wide) to check every kind on one machine; returns
+  // the level now in use.
+  enum class ScanLevel { kScalar, kSsse3, kAvx2 };
+  static ScanLevel limit_scan_level_for_testing(ScanLevel most);
 
   // Which rule produced the match [start, end): the earliest one that matches exactly there.
   size_t rule_for(std::string_view text, size_t start, size_t end) const;
@@ -106,14 +113,17 @@ class RuleSet {
   std::optional<std::string> build(const substitution::CompiledRules& joined,
                                    std::shared_ptr<const RE2> viable_tail = nullptr);
   void build_prefilter(const std::vector<SubstitutionRule>& valid);
-  size_t next_candidate(std::string_view text, size_t from) const;
-  void check_hit(std::string_view text, size_t from, size_t i, size_t* best) const;
+  size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
+  void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
+                 uint64_t* at_best) const;
 
-  // A rule's literal prefix and the offset of its rarest byte, which the scan looks for.
+  // A rule's literal prefix, and its fingerprint: the `width` (1 to 3) bytes at `offset` that
+  // the scan looks for, chosen rare in HTML and English text.
   struct Literal {
     std::string bytes;
     bool fold = false;
     size_t offset = 0;
+    size_t width = 0;
   };
 
   std::vector<Rule> rules_;
@@ -125,21 +135,32 @@ class RuleSet {
   bool exact_prefixes_ = true;
   std::vector<Literal> literals_;       // empty: no prefilter
   std::vector<uint16_t> rule_literal_;  // each rule's literal in literals_
-  std::vector<uint16_t> by_byte_[256];  // literals whose rare byte this is
-  bool scan_[256] = {};                 // some literal's rare byte
-  // What the vector scan compares: a literal's rare byte and the one after it.
-  // Each is a byte repeated 32 times, ready for a vector load: position p is a hit when
-  // (text[p] | or0) == c0 and (text[p + 1] | or1) == c1 (or = 0x20 folds ASCII letters; a
-  // one-byte literal has or1 = c1 = 0xff, which always holds).
-  struct alignas(32) Probe {
-    unsigned char c0[32], or0[32], c1[32], or1[32];
+  std::vector<std::string> whole_;      // each rule's LiteralPrefix::whole (fold: its literal's)
+
+  // The prefilter is a fingerprint scan in the manner of Hyperscan's Teddy: literal k is in
+  // bucket k % 8; position p is a candidate for bucket b when byte p + i is one that bucket b's
+  // fingerprints allow at index i, for i = 0, 1, 2 (an index past a fingerprint's width allows
+  // every byte). With at most 8 literals the test is exact on the fingerprint's bytes.
+  static constexpr size_t kBuckets = 8;
+  static constexpr size_t kFingerprint = 3;
+  std::vector<uint16_t> bucket_literals_[kBuckets];
+  uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte
+  // The vector test looks the two halves of each byte up apart (pshufb): byte c is allowed for
+  // bucket b at index i when bit b is in nibbles_[i].lo[c & 15] and in nibbles_[i].hi[c >> 4]. A
+  // bucket of one literal loses nothing by the split, a case-folded letter included (its two
+  // cases differ in the high half only). Each table is written twice, for both AVX2 lanes.
+  struct alignas(32) NibbleTable {
+    unsigned char lo[32], hi[32];
   };
-  template <typename Scan>
-  size_t scan_vector(std::string_view text, size_t from, size_t* i, size_t* best) const;
-  size_t scan_sse2(std::string_view text, size_t from, size_t* i, size_t* best) const;
-  size_t scan_avx2(std::string_view text, size_t from, size_t* i, size_t* best) const;
-  std::vector<Probe> probes_;
+  NibbleTable nibbles_[kFingerprint] = {};
   size_t max_offset_ = 0;
+  template <typename Scan>
+  size_t scan_vector(std::string_view text, size_t from, size_t* i, size_t* best,
+                     uint64_t* at_best) const;
+  size_t scan_ssse3(std::string_view text, size_t from, size_t* i, size_t* best,
+                    uint64_t* at_best) const;
+  size_t scan_avx2(std::string_view text, size_t from, size_t* i, size_t* best,
+                   uint64_t* at_best) const;
 };
 
 }  // namespace tidegate::dataplane::filters

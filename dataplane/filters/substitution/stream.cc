@@ -79,11 +79,11 @@ void SubstitutionStream::step(std::string_view text, bool final) {
   size_t grow = 0;
   bool grow_known = false;
   while (start_ < end) {
-    size_t s = 0, e = 0;
-    const bool found = search(text, start_, &s, &e);
+    size_t s = 0, e = 0, rule = 0;
+    const bool found = search(text, start_, &s, &e, &rule);
     if (final) {
       if (!found) break;
-      commit(text, s, e);
+      commit(text, s, e, rule);
       continue;
     }
     if (!grow_known || grow < start_) {
@@ -93,7 +93,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     // A match reaching the window's end saw no byte after it (for \b or $) and may grow; it is
     // also viable, so `s < grow` already excludes it. The test on `e` is belt and braces.
     if (found && s < grow && e < end) {
-      commit(text, s, e);
+      commit(text, s, e, rule);
       continue;
     }
     const size_t hold = found ? std::min(grow, s) : grow;
@@ -117,9 +117,9 @@ void SubstitutionStream::overflow(std::string_view text) {
   ++stats_.forced_releases;
 }
 
-bool SubstitutionStream::search(std::string_view text, size_t from, size_t* start,
-                                size_t* end) const {
-  return rules_->find(text, from, start, end);
+bool SubstitutionStream::search(std::string_view text, size_t from, size_t* start, size_t* end,
+                                size_t* rule) const {
+  return rules_->find(text, from, start, end, rule);
 }
 
 size_t SubstitutionStream::leftmost_viable(std::string_view text, size_t from) const {
@@ -138,10 +138,9 @@ void SubstitutionStream::emit(std::string_view text, size_t from, size_t to) {
   stats_.bytes_out += to - from;
 }
 
-void SubstitutionStream::commit(std::string_view text, size_t start, size_t end) {
+void SubstitutionStream::commit(std::string_view text, size_t start, size_t end, size_t rule) {
   emit(text, start_, start);
   const size_t before = out_->size();
-  const size_t rule = rules_->rule_for(text, start, end);
   rules_->expand(rule, text, start, end, out_);
   stats_.bytes_out += out_->size() - before;
   ++stats_.replacements;

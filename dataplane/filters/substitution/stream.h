@@ -82,10 +82,10 @@ class SubstitutionStream {
   void run(bool final);
   void step(std::string_view text, bool final);
   void overflow(std::string_view text);
-  bool search(std::string_view text, size_t from, size_t* start, size_t* end) const;
+  bool search(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
   size_t leftmost_viable(std::string_view text, size_t from) const;
   void emit(std::string_view text, size_t from, size_t to);
-  void commit(std::string_view text, size_t start, size_t end);
+  void commit(std::string_view text, size_t start, size_t end, size_t rule);
   void compact();
 
   std::shared_ptr<const RuleSet> rules_;

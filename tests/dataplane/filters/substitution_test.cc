@@ -376,15 +376,16 @@ std::string random_body(std::mt19937& rng, size_t max_len) {
 
 // Random rule sets from `make_rule`, random bodies, random pieces and (for small bodies) every
 // split: the stream must agree with the reference. Returns the number of rule sets tried.
-template <typename MakeRule>
-size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_prefilter) {
+template <typename MakeRule, typename MakeBody = decltype(&random_body)>
+size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_prefilter,
+                    int max_rules = 4, MakeBody make_body = &random_body) {
   std::mt19937 rng(seed);
   size_t rule_sets = 0;
   // A fixed number of rounds (not a time budget), so the floor the callers check holds on any
   // machine and under the sanitizers.
   for (int round = 0; round < rounds; ++round) {
     Rules rules;
-    const int n = 1 + rng() % 4;
+    const int n = 1 + static_cast<int>(rng() % static_cast<uint32_t>(max_rules));
     for (int i = 0; i < n; ++i) {
       SubstitutionRule r = make_rule(rng);
       if (!validate_rule(r).has_value()) rules.push_back(r);
@@ -403,7 +404,7 @@ size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_pre
     for (const auto& r : rules) description += r.match + " -> " + r.replace + " /" + r.flags + "\n";
     for (int b = 0; b < 4; ++b) {
       // Long bodies reach the prefilter's vector loop (16 and 32 bytes at a time).
-      const std::string body = random_body(rng, b == 0 ? 12 : b == 3 ? 400 : 60);
+      const std::string body = make_body(rng, b == 0 ? 12 : b == 3 ? 400 : 60);
       const std::string want = fuzz::detail::reference_substitute(rules, body);
       std::vector<std::string_view> pieces;
       for (size_t pos = 0; pos < body.size();) {
@@ -448,6 +449,38 @@ TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
     return r;
   };
   EXPECT_GE(differential(77, 500, literal_rule, true), 200u);
+}
+
+// Many literal rules (more than the prefilter's 8 buckets, so that buckets are shared), most of
+// them nothing but a literal (matched without RE2 where their bytes are), folded or not, over
+// bodies with KELVIN SIGN and LONG S, which RE2 folds to k and s but a byte comparison cannot.
+TEST(SubstitutionPropertyTest, ManyLiteralRulesEqualTheReference) {
+  auto literal_rule = [](std::mt19937& rng) {
+    static const std::vector<std::string> kTails = {"", "", "", "+", "\\b", "[kc]"};
+    SubstitutionRule r;
+    r.match = std::string(1, "abc"[rng() % 3]);
+    const size_t len = rng() % 5;
+    for (size_t i = 0; i < len; ++i) r.match += "abcks"[rng() % 5];
+    r.match += kTails[rng() % kTails.size()];
+    if (rng() % 3 == 0) r.flags = "i";
+    r.replace = rng() % 2 ? "<$&>" : "#";
+    return r;
+  };
+  auto body = [](std::mt19937& rng, size_t max_len) {
+    static const std::vector<std::string> kPieces = {
+        "a", "b", "c", "k", "s", "K", "S", "A", " ", "ab", "abc", "\u212A", "\u017F", "cab"};
+    std::string b;
+    const size_t len = rng() % (max_len * 4 + 1);
+    while (b.size() < len) b += kPieces[rng() % kPieces.size()];
+    return b;
+  };
+  // Every kind of scan this CPU has (the process uses the best one; the others run here).
+  for (auto level :
+       {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
+    SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
+    EXPECT_GE(differential(4242, 120, literal_rule, false, 24, body), 100u);
+  }
+  RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
 }
 
 // The memo's claim (docs/substitutions.md, "The memo"): with leftmost, then longest, then
@@ -550,6 +583,17 @@ TEST(SubstitutionPrefixTest, LiteralPrefixes) {
   EXPECT_EQ(literal_prefix("a?b", false).bytes, "");
   EXPECT_EQ(literal_prefix("k", true).bytes, "");  // k folds to KELVIN SIGN
   EXPECT_EQ(literal_prefix("ab(?i)c", false).bytes, "ab");
+  // The whole pattern as a literal, when it is one: folded k and s kept (a byte comparison
+  // accepts their ASCII forms; RE2 decides elsewhere), no assertion, no repeat.
+  EXPECT_EQ(literal_prefix(R"(example\.com)", false).whole, "example.com");
+  EXPECT_EQ(literal_prefix("javascript", true).whole, "javascript");
+  EXPECT_EQ(literal_prefix("(?i)(?:ab)c", false).whole, "abc");
+  EXPECT_EQ(literal_prefix("é", false).whole, "é");
+  EXPECT_EQ(literal_prefix("é", true).whole, "");
+  EXPECT_EQ(literal_prefix(R"(\bcat\b)", false).whole, "");
+  EXPECT_EQ(literal_prefix("ab+", false).whole, "");
+  EXPECT_EQ(literal_prefix("ab|c", false).whole, "");
+  EXPECT_EQ(literal_prefix("a(b)", false).whole, "ab");  // its groups come from RE2 in expand()
 }
 
 TEST(SubstitutionSemanticsTest, PrefilterKeepsUnicodeFolding) {
