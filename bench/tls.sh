@@ -16,7 +16,8 @@
 # once per round, interleaved, and the median round is reported), CONNECTIONS (50),
 # PIN=1 (default) pins the proxies under test to CPU 0 and wrk + the backend to CPU 1,
 # SYSCALLS=1 also counts each server's system calls per request (perf stat on the
-# syscalls:sys_enter_* tracepoints; needs perf and root), ACCESS_LOG=json turns tidegate's
+# syscalls:sys_enter_* tracepoints; needs perf and root), PERF_EVENTS=list counts those perf
+# events per request (for example cycles:u,cycles:k,instructions:u,context-switches), ACCESS_LOG=json turns tidegate's
 # access log on (to see what it costs), BASELINE_BIN_DIR=dir adds a third peer, "baseline":
 # tidegate from another build, measured in the same rounds (before/after comparisons).
 # Besides the median requests/s, it prints the median CPU time per request of each peer and the
@@ -162,7 +163,7 @@ server_pids() {  # tidegate-instance-name | nginx
 # Prints "requests_per_second errors user_us_per_request system_us_per_request syscalls" for one
 # wrk run; syscalls is "-" unless SYSCALLS=1, else "total/request(name:count,...)".
 measure() {  # server url [wrk args...]
-  local pids url=$2 out u0 s0 u1 s1 hz perf_pid="" total
+  local pids url=$2 out u0 s0 u1 s1 hz perf_pid="" events_pid="" total
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(server_pids "$1")
   shift 2
@@ -170,13 +171,18 @@ measure() {  # server url [wrk args...]
     perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${pids[*]}")" \
       -o "$WORK/syscalls.txt" -- sleep "$((DURATION + 1))" 2>/dev/null &
     perf_pid=$!
-    sleep 0.5
   fi
+  if [ -n "${PERF_EVENTS:-}" ]; then
+    perf stat -x, -e "$PERF_EVENTS" -p "$(IFS=,; echo "${pids[*]}")" \
+      -o "$WORK/events.txt" -- sleep "$((DURATION + 1))" 2>/dev/null &
+    events_pid=$!
+  fi
+  [ -n "$perf_pid$events_pid" ] && sleep 0.5
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
   total=$(echo "$out" | awk '/requests in/ { print $1 }')
-  local syscalls="-"
+  local syscalls=""
   if [ -n "$perf_pid" ]; then
     wait "$perf_pid" || true
     syscalls=$(awk -F, -v t="$total" '$1 + 0 > 0 {
@@ -185,6 +191,12 @@ measure() {  # server url [wrk args...]
             for (k in n) if (n[k] / t >= 0.05) line = line sprintf("%s:%.2f,", k, n[k] / t)
             print line ")" }' "$WORK/syscalls.txt")
   fi
+  if [ -n "$events_pid" ]; then
+    wait "$events_pid" || true
+    syscalls+=$(awk -F, -v t="$total" '$1 + 0 > 0 { line = line sprintf("%s:%.1f,", $3, $1 / t) }
+      END { print "events/request(" line ")" }' "$WORK/events.txt")
+  fi
+  [ -z "$syscalls" ] && syscalls="-"
   echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" -v sc="$syscalls" '
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
@@ -213,7 +225,7 @@ for round in $(seq 1 "$ROUNDS"); do
         "https://127.0.0.1:$port/1k.html" "${args[@]}")
       echo "bench: round $round $test $name: $rps/s, errors: $errors," \
         "CPU per request: user ${user_us} us, system ${sys_us} us" \
-        "$([ "$syscalls" != - ] && echo ", syscalls $syscalls")" >&2
+        "$([ "$syscalls" != - ] && echo ", syscalls/events $syscalls")" >&2
       RESULTS[$test/$name]+="$rps "
       CPU[$test/$name]+="$(awk -v u="$user_us" -v s="$sys_us" 'BEGIN { print u + s }') "
     done

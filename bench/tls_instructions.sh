@@ -9,7 +9,9 @@
 # or CPU time; they leave out the kernel (system time) and cache misses, so read them beside
 # bench/tls.sh. Prints each figure and the tidegate/nginx ratios.
 #
-# Environment: REQUESTS (keep-alive requests per connection, 2000), HANDSHAKES (300).
+# Environment: REQUESTS (keep-alive requests per connection, 2000), HANDSHAKES (300),
+# KEEP_PROFILES=dir keeps each measured callgrind profile there (<mode>-<port>.callgrind, for
+# callgrind_annotate).
 # Needs: scripts/build done (or it builds), nginx, openssl, curl, python3, valgrind
 # (apt-get install valgrind).
 set -euo pipefail
@@ -155,6 +157,10 @@ instructions() {  # valgrind_pid port count mode
     sleep 0.2
   done
   awk -v n="$3" '/^(totals|summary):/ { printf "%.0f\n", $2 / n; exit }' "$dump"
+  if [ -n "${KEEP_PROFILES:-}" ]; then
+    mkdir -p "$KEEP_PROFILES"
+    cp "$dump" "$KEEP_PROFILES/$4-$2.callgrind"
+  fi
 }
 
 declare -A IR

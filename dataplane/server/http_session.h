@@ -54,7 +54,9 @@ class HttpSession : public SessionBase,
   static constexpr bool kTls = !std::is_same_v<ClientStream, runtime::Stream>;
 
   // `tls` is used (and required) only by the TLS instantiation.
-  HttpSession(Worker& worker, runtime::Socket socket, boost::asio::ssl::context* tls = nullptr);
+  // `peer`: the client's address, as accept returned it.
+  HttpSession(Worker& worker, runtime::Socket socket, const boost::asio::ip::tcp::endpoint& peer,
+              boost::asio::ssl::context* tls = nullptr);
   ~HttpSession() override;
   void start();
   void drain() override;

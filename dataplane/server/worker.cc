@@ -173,8 +173,10 @@ int Worker::on_server_name(SSL* ssl, int*, void*) {
 }
 
 void Worker::do_accept() {
+  // The peer's address comes with accept (no getpeername per connection).
   acceptor_->async_accept(
-      io_.get_executor(), [this](boost::system::error_code ec, runtime::Socket socket) {
+      io_.get_executor(), accept_peer_,
+      [this](boost::system::error_code ec, runtime::Socket socket) {
         if (ec == asio::error::operation_aborted || draining_) return;
         if (ec) {
           // EMFILE and friends: log, pause briefly, keep accepting.
@@ -187,14 +189,16 @@ void Worker::do_accept() {
         }
         boost::system::error_code opt_ec;
         socket.set_option(tcp::no_delay(true), opt_ec);
-        std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket))->start();
+        std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket), accept_peer_)
+            ->start();
         do_accept();
       });
 }
 
 void Worker::do_accept_tls() {
   tls_acceptor_->async_accept(
-      io_.get_executor(), [this](boost::system::error_code ec, runtime::Socket socket) {
+      io_.get_executor(), tls_accept_peer_,
+      [this](boost::system::error_code ec, runtime::Socket socket) {
         if (ec == asio::error::operation_aborted || draining_) return;
         if (ec) {
           TG_WARN("worker", "accept (TLS) failed: " << ec.message());
@@ -206,7 +210,8 @@ void Worker::do_accept_tls() {
         }
         boost::system::error_code opt_ec;
         socket.set_option(tcp::no_delay(true), opt_ec);
-        std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_)->start();
+        std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_accept_peer_, tls_)
+            ->start();
         do_accept_tls();
       });
 }

@@ -129,6 +129,9 @@ class Worker {
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::unique_ptr<Acceptor> acceptor_;
   std::unique_ptr<Acceptor> tls_acceptor_;
+  // Where each acceptor writes the address of the connection it accepts.
+  boost::asio::ip::tcp::endpoint accept_peer_;
+  boost::asio::ip::tcp::endpoint tls_accept_peer_;
   boost::asio::steady_timer sweep_timer_;
   boost::asio::steady_timer drain_timer_;
   std::shared_ptr<const runtime::Snapshot> snapshot_;
