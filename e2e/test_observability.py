@@ -5,6 +5,7 @@ Per-request series and access log lines come from the request path."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import socket
@@ -221,6 +222,44 @@ def test_access_log_fields_select_and_order_the_json_keys(stack_factory):
     assert [k for k, _ in pairs] == fields
     assert dict(pairs) == {"status": 200, "request_id": "req-fields", "path": "/fields",
                            "host": "fld.example.com", "user_agent": "e2e/1"}
+
+
+def test_the_logged_client_is_the_forwarded_one_only_behind_a_trusted_proxy(stack_factory):
+    """client ($remote_addr) is the address X-Forwarded-For names when the peer is one of
+    --trusted-proxies, as with nginx's realip module; peer ($realip_remote_addr) is always the
+    connection's peer."""
+    s = stack_factory(dataplane_args=["--trusted-proxies", "127.0.0.1", "--access-log-fields",
+                                      "request_id,client,peer"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = s.backend("p")
+    s.manifests.write("app.yaml", *service_with_backend("svc-p", b),
+                      ingress("peer", [rule("peer.example.com", path("/", "svc-p"))]))
+    s.wait_backend("/", "peer.example.com", "p")
+    log_start = s.dataplane.log_size()
+    for rid, source in (("via-trusted", "127.0.0.1"), ("via-untrusted", "127.0.0.2")):
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10,
+                                          source_address=(source, 0))
+        conn.request("GET", "/", headers={"Host": "peer.example.com", "X-Request-ID": rid,
+                                          "X-Forwarded-For": "203.0.113.9, 10.1.2.3"})
+        assert conn.getresponse().status == 200
+        conn.close()
+
+    def logged():
+        lines = {}
+        for line in s.dataplane.log(since=log_start).splitlines():
+            if line.startswith("{") and '"via-' in line:
+                record = json.loads(line)
+                lines[record["request_id"]] = record
+        return lines if len(lines) == 2 else None
+    lines = wait_until(logged, 5, "both access log lines")
+    # From the trusted peer, the rightmost untrusted X-Forwarded-For hop is the client.
+    assert lines["via-trusted"] == {"request_id": "via-trusted", "client": "10.1.2.3",
+                                    "peer": "127.0.0.1"}
+    # From an untrusted peer the header is not believed.
+    assert lines["via-untrusted"] == {"request_id": "via-untrusted", "client": "127.0.0.2",
+                                      "peer": "127.0.0.2"}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -37,12 +37,14 @@ constexpr Name kJsonFields[] = {
     {"protocol", LF::kProtocol},
     {"user_agent", LF::kUserAgent},
     {"referer", LF::kReferer},
+    {"peer", LF::kPeer},
 };
 constexpr size_t kDefaultJsonFields = 14;
 
 // Text variables: the JSON field names, and nginx's names for what the record holds.
 constexpr Name kNginxVariables[] = {
     {"remote_addr", LF::kClient},
+    {"realip_remote_addr", LF::kPeer},
     {"request_method", LF::kMethod},
     {"uri", LF::kPath},
     {"http_host", LF::kHost},
@@ -124,6 +126,7 @@ size_t worst_case(LogField f, bool json) {
       return per_byte * kMaxLoggedReferer + quotes;
     case LF::kRequestId:
     case LF::kClient:
+    case LF::kPeer:
     case LF::kMethod:
     case LF::kUpstream:
     case LF::kIngress:
@@ -717,6 +720,8 @@ std::optional<StringField> string_field(LogField f, const AccessLogRecord& r) {
       return StringField{r.request_id, kMaxLoggedShortField};
     case LF::kClient:
       return StringField{r.client, kMaxLoggedShortField};
+    case LF::kPeer:
+      return StringField{r.peer, kMaxLoggedShortField};
     case LF::kMethod:
       return StringField{r.method, kMaxLoggedShortField};
     case LF::kHost:

@@ -25,7 +25,9 @@ std::optional<AccessLogFormat> parse_access_log_format(std::string_view text);
 struct AccessLogRecord {
   std::chrono::system_clock::time_point time;  // when the request started
   std::string_view request_id;
-  std::string_view client;  // peer address, without port
+  // The client, without port: the connection's peer, or, when the peer is one of
+  // --trusted-proxies, the address X-Forwarded-For names (nginx's realip: $remote_addr).
+  std::string_view client;
   std::string_view method;
   std::string_view host;  // Host header as sent
   std::string_view path;  // without the query string (queries often carry secrets)
@@ -41,6 +43,7 @@ struct AccessLogRecord {
   // Filled only when the layout uses them (AccessLogLayout::uses): each costs a header lookup.
   std::string_view user_agent;  // User-Agent as sent
   std::string_view referer;     // Referer as sent; its query string is never logged
+  std::string_view peer;        // the connection's peer address, without port
 };
 
 // Per-field caps on input bytes, so that any line fits one frame even when every byte needs a
@@ -78,6 +81,7 @@ enum class LogField : uint8_t {
   kProtocol,
   kUserAgent,
   kReferer,
+  kPeer,
   // Text only.
   kTimeLocal,
   kTimeIso8601,

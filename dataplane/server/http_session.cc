@@ -1327,7 +1327,13 @@ void HttpSession<S>::end_observation() {
   observability::AccessLogRecord r;
   r.time = started_wall_;
   r.request_id = req["X-Request-ID"];
+  r.peer = peer_address_;
   r.client = peer_address_;
+  // The client behind a trusted proxy, as $remote_addr is with nginx's realip module.
+  char client_text[ratelimit::IpAddress::kMaxTextBytes];
+  if (client_ip_ && peer_ip_ && !(*client_ip_ == *peer_ip_)) {
+    r.client = std::string_view(client_text, client_ip_->format(client_text));
+  }
   r.method = req.method_string();
   r.host = req[http::field::host];
   auto target = req.target();

@@ -39,6 +39,7 @@ AccessLogRecord sample() {
   r.http_version = 11;
   r.user_agent = "curl/8.5.0";
   r.referer = "https://foo.com/from?token=secret#frag";
+  r.peer = "127.0.0.9";  // a trusted proxy the request came through
   return r;
 }
 
@@ -141,7 +142,9 @@ TEST(LogTemplateTest, EachVariable) {
       {"protocol", "HTTP/1.1"},
       {"user_agent", "curl/8.5.0"},
       {"referer", "https://foo.com/from"},
+      {"peer", "127.0.0.9"},
       {"remote_addr", "10.1.2.3"},
+      {"realip_remote_addr", "127.0.0.9"},
       {"request_method", "GET"},
       {"uri", "/a\\x22b"},
       {"http_host", "foo.com"},
