@@ -102,6 +102,31 @@ def test_body_size_limit(stack):
     assert b.count == before  # a declared length past the limit never reaches the backend
 
 
+def test_an_error_answer_lingers_while_the_client_still_sends_its_body(stack):
+    """A 413 on a declared length leaves the body unread. Closing at once would make the kernel
+    reset the connection (which across a network can destroy the answer); the proxy shuts its
+    side after the answer and reads and drops what the client still sends (lingering close)."""
+    deploy(stack, "linger", {"tidegate.io/proxy-body-size": "1k"})
+    wait_status(stack, f"linger.{HOST}", "/", 200)
+    s = socket.create_connection(("127.0.0.1", stack.port), timeout=10)
+    try:
+        s.sendall(f"POST / HTTP/1.1\r\nHost: linger.{HOST}\r\nContent-Length: {64 << 20}\r\n"
+                  "\r\n".encode() + b"x" * (256 << 10))
+        answer = b""
+        while True:  # the answer, then the FIN that follows it
+            d = s.recv(65536)
+            if not d:
+                break
+            answer += d
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
+        # Still sending after the answer: the proxy reads and drops it (no reset, so no EPIPE).
+        for _ in range(32):
+            s.sendall(b"y" * 65536)
+            time.sleep(0.01)
+    finally:
+        s.close()
+
+
 def test_read_timeout_and_no_retry_when_off(stack):
     # A backend that accepts and never answers.
     lsock = socket.socket()

@@ -109,7 +109,9 @@ void HttpSession<S>::on_handshake(error_code ec) {
 template <class S>
 void HttpSession<S>::drain() {
   draining_ = true;
-  if (state_ == State::kIdle && client_buffer_.size() == 0) close_client();
+  if ((state_ == State::kIdle && client_buffer_.size() == 0) || state_ == State::kLingering) {
+    close_client();
+  }
 }
 
 template <class S>
@@ -1169,11 +1171,54 @@ void HttpSession<S>::write_local_response() {
 
 template <class S>
 void HttpSession<S>::on_error_written(error_code ec, bool close) {
+  if (!ec && close && request_ && !request_->is_done() && !draining_) {
+    linger();  // the client may still be sending the body we refused
+    return;
+  }
   if (ec || close) {
     close_client();
     return;
   }
   do_read_header();
+}
+
+// Lingering close, as nginx's lingering_close: closing with unread bytes makes the kernel reset
+// the connection, and across a network a reset can destroy the answer before the client reads
+// it. So our side is shut (the FIN follows the answer) and what the client still sends is read
+// and dropped, until it closes, for at most kLingerTime, and kLingerTimeout without a byte.
+template <class S>
+void HttpSession<S>::linger() {
+  end_attempt(false);
+  end_observation();
+  state_ = State::kLingering;
+  snapshot_.reset();
+  error_code ec;
+  lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  if (ec) {
+    close_client();
+    return;
+  }
+  linger_read(std::chrono::steady_clock::now() + Limits::kLingerTime);
+}
+
+template <class S>
+void HttpSession<S>::linger_read(std::chrono::steady_clock::time_point deadline) {
+  const auto now = std::chrono::steady_clock::now();
+  if (state_ != State::kLingering || now >= deadline) {
+    close_client();
+    return;
+  }
+  lowest().expires_after(
+      std::min<std::chrono::steady_clock::duration>(Limits::kLingerTimeout, deadline - now));
+  // Raw bytes, below TLS: they are dropped, never read.
+  lowest().async_read_some(asio::buffer(relay_buffer_),
+                           [self = this->shared_from_this(), deadline](error_code ec, std::size_t) {
+                             if (ec) {
+                               self->close_client();
+                               return;
+                             }
+                             self->linger_read(deadline);
+                           });
 }
 
 template <class S>

@@ -68,7 +68,9 @@ class HttpSession : public SessionBase,
       boost::beast::http::request_parser<boost::beast::http::buffer_body, FieldsAllocator>;
   using ResponseParser =
       boost::beast::http::response_parser<boost::beast::http::buffer_body, FieldsAllocator>;
-  enum class State { kIdle, kBusy, kTunnel, kClosed };
+  // kLingering: an error answer is sent and our side shut; the client's unread bytes are read
+  // and dropped until it closes (linger()).
+  enum class State { kIdle, kBusy, kTunnel, kLingering, kClosed };
 
   runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
   static ClientStream make_client(runtime::Socket&& socket, boost::asio::ssl::context* tls) {
@@ -142,6 +144,8 @@ class HttpSession : public SessionBase,
   // The metric labels of this exchange: the route's, or its canary's when the canary serves it.
   observability::LabelSetId labels() const;
   void close_client();
+  void linger();
+  void linger_read(std::chrono::steady_clock::time_point deadline);
   // Tunnel (after a 101).
   void start_tunnel();
   void tunnel_client_to_upstream();

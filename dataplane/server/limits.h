@@ -36,6 +36,11 @@ struct Limits {
   // A tunnel (after 101 Switching Protocols) closes after this long without a byte either way
   // (nginx's proxy_read_timeout default; per-Ingress values arrive with the timeout annotations).
   std::chrono::milliseconds tunnel_idle_timeout{60'000};
+  // Lingering close after an error answer that leaves a request body unread (nginx's
+  // lingering_time and lingering_timeout): unread bytes are read and dropped until the client
+  // closes, for at most kLingerTime in all and kLingerTimeout without a byte.
+  static constexpr std::chrono::seconds kLingerTime{30};
+  static constexpr std::chrono::seconds kLingerTimeout{5};
 };
 
 }  // namespace tidegate::dataplane::server
