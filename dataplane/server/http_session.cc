@@ -1192,6 +1192,7 @@ void HttpSession<S>::linger() {
   end_observation();
   state_ = State::kLingering;
   snapshot_.reset();
+  connection_.reset();  // an upstream connection, if one was in use, is not needed any more
   error_code ec;
   lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
   if (ec) {
