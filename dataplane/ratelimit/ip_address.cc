@@ -94,8 +94,20 @@ uint64_t IpAddress::low() const { return load_be64(bytes_.data() + 8); }
 uint64_t IpAddress::hash() const { return mix(high() ^ mix(low() + 0x9e3779b97f4a7c15ULL)); }
 
 size_t IpAddress::format(char (&out)[kMaxTextBytes]) const {
-  const char* r = v4_ ? inet_ntop(AF_INET, bytes_.data() + 12, out, sizeof out)
-                      : inet_ntop(AF_INET6, bytes_.data(), out, sizeof out);
+  if (v4_) {
+    // By hand: glibc's inet_ntop formats IPv4 with sprintf, and this runs per connection.
+    char* p = out;
+    for (size_t i = 12; i < 16; ++i) {
+      const unsigned b = bytes_[i];
+      if (b >= 100) *p++ = static_cast<char>('0' + b / 100);
+      if (b >= 10) *p++ = static_cast<char>('0' + b / 10 % 10);
+      *p++ = static_cast<char>('0' + b % 10);
+      if (i < 15) *p++ = '.';
+    }
+    *p = '\0';
+    return static_cast<size_t>(p - out);
+  }
+  const char* r = inet_ntop(AF_INET6, bytes_.data(), out, sizeof out);
   if (r == nullptr) {
     out[0] = '\0';
     return 0;

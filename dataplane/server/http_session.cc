@@ -58,7 +58,7 @@ HttpSession<S>::HttpSession(Worker& worker, runtime::Socket socket,
   client_buffer_.reserve(Limits::kClientReadBufferBytes);
   const asio::ip::address address = peer.address();
   if (address.is_v4()) {
-    // Our own formatting: asio's to_string goes through inet_ntop, which calls sprintf.
+    // IpAddress formats IPv4 by hand: asio's to_string goes through inet_ntop (sprintf).
     peer_ip_ = ratelimit::IpAddress::v4(address.to_v4().to_uint());
     peer_address_ = peer_ip_->to_string();
   } else {

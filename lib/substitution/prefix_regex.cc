@@ -471,13 +471,13 @@ std::optional<std::string> literal_char(const std::string& text) {
 // Appends what `n` contributes to the literal prefix; false when the literal ends inside `n`.
 // With `whole`, the literal must be all of `n` (no assertion, no repeat) and a folded k or s is
 // kept (see LiteralPrefix::whole).
-bool collect_literal(const Node& n, bool whole, std::string* bytes, bool* fold) {
+bool collect_literal(const Node& n, bool whole, std::string* bytes, bool* fold, int depth = 0) {
   switch (n.kind) {
     case Node::Kind::kAlt:
-      return n.kids.size() == 1 && collect_literal(n.kids[0], whole, bytes, fold);
+      return n.kids.size() == 1 && collect_literal(n.kids[0], whole, bytes, fold, depth);
     case Node::Kind::kConcat:
       for (const auto& k : n.kids) {
-        if (!collect_literal(k, whole, bytes, fold)) return false;
+        if (!collect_literal(k, whole, bytes, fold, depth)) return false;
       }
       return true;
     case Node::Kind::kAssert:
@@ -485,14 +485,17 @@ bool collect_literal(const Node& n, bool whole, std::string* bytes, bool* fold) 
     case Node::Kind::kFlags: {
       const bool touches_i = n.text.find('i') != std::string::npos;
       if (!touches_i) return true;
-      if (bytes->empty() && n.text == "(?i)") {
+      // A (?i) inside a group lasts to the group's end only: one fold flag for the whole literal
+      // cannot say that, so the whole literal stops there (the prefix may fold too much: that
+      // only adds candidates).
+      if (bytes->empty() && n.text == "(?i)" && (!whole || depth == 0)) {
         *fold = true;
         return true;
       }
       return false;
     }
     case Node::Kind::kGroup:
-      return n.text == "(?:" && collect_literal(n.kids[0], whole, bytes, fold);
+      return n.text == "(?:" && collect_literal(n.kids[0], whole, bytes, fold, depth + 1);
     case Node::Kind::kRepeat:
       if (!whole && n.min >= 1 && n.kids[0].kind == Node::Kind::kAtom) {
         collect_literal(n.kids[0], whole, bytes, fold);

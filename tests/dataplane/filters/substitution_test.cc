@@ -459,6 +459,7 @@ TEST(SubstitutionPropertyTest, ManyLiteralRulesEqualTheReference) {
     static const std::vector<std::string> kTails = {"", "", "", "+", "\\b", "[kc]"};
     SubstitutionRule r;
     r.match = std::string(1, "abc"[rng() % 3]);
+    if (rng() % 6 == 0) r.match = "(?:(?i)" + r.match + ")";  // folding that ends with its group
     const size_t len = rng() % 5;
     for (size_t i = 0; i < len; ++i) r.match += "abcks"[rng() % 5];
     r.match += kTails[rng() % kTails.size()];
@@ -594,6 +595,14 @@ TEST(SubstitutionPrefixTest, LiteralPrefixes) {
   EXPECT_EQ(literal_prefix("ab+", false).whole, "");
   EXPECT_EQ(literal_prefix("ab|c", false).whole, "");
   EXPECT_EQ(literal_prefix("a(b)", false).whole, "ab");  // its groups come from RE2 in expand()
+  // (?i) inside a group folds that group only: the whole literal cannot say so.
+  EXPECT_EQ(literal_prefix("(?:(?i)a)bc", false).whole, "");
+  EXPECT_EQ(literal_prefix("((?i)a)bc", false).whole, "");
+}
+
+TEST(SubstitutionSemanticsTest, CaseFoldingInsideAGroupEndsWithTheGroup) {
+  expect_all_splits({{"(?:(?i)a)bc", "X", ""}}, "aBC Abc abC ABC abc", "aBC X abC ABC X");
+  expect_all_splits({{"((?i)a)bc", "[$1]", ""}}, "aBC Abc", "aBC [A]");
 }
 
 TEST(SubstitutionSemanticsTest, PrefilterKeepsUnicodeFolding) {

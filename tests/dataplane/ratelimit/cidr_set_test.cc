@@ -3,6 +3,7 @@
 
 #include "ratelimit/cidr_set.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -62,6 +63,21 @@ TEST(IpAddress, ParsesAndFormats) {
   EXPECT_EQ(ip("10.1.2.3").hash(), ip("::ffff:10.1.2.3").hash());
   EXPECT_NE(ip("10.1.2.3").hash(), ip("10.1.2.4").hash());
   EXPECT_EQ(ip("10.1.2.3").v4_value(), 0x0a010203u);
+}
+
+// IPv4 is formatted by hand (no sprintf per connection): it must agree with inet_ntop on the
+// edges of each byte and on random addresses.
+TEST(IpAddress, FormatsIpv4AsInetNtop) {
+  std::vector<uint32_t> values = {0,           0xffffffffu, 0x0a000001u,
+                                  0x7f000001u, 0x09630a64u, 0x646300ffu};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) values.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t v : values) {
+    const uint32_t network = htonl(v);
+    char want[INET_ADDRSTRLEN];
+    ASSERT_NE(inet_ntop(AF_INET, &network, want, sizeof want), nullptr);
+    EXPECT_EQ(IpAddress::v4(v).to_string(), want) << v;
+  }
 }
 
 TEST(Cidr, ParseTable) {
