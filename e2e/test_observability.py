@@ -173,24 +173,33 @@ TEXT_TEMPLATE = ('tg $remote_addr "$request_method $uri $server_protocol" $statu
                  '"$http_user_agent" $request_time')
 
 
-def test_a_text_template_logs_the_expected_line(stack_factory):
-    """--access-log text with --access-log-format: one line per request, laid out by the
-    template, the query string left out and hostile header bytes escaped."""
-    s = stack_factory(dataplane_args=["--access-log", "text", "--access-log-format", TEXT_TEMPLATE])
+def one_route_stack(stack_factory, args: list[str], name: str, host: str):
+    """A data plane started with `args`, the controller, and one Ingress routing `host` to a
+    backend named `name`, ready."""
+    s = stack_factory(dataplane_args=args)
     s.start_dataplane()
     s.start_controller()
     s.dataplane.wait_ready()
-    b = s.backend("t")
-    s.manifests.write("app.yaml", *service_with_backend("svc-t", b),
-                      ingress("txt", [rule("txt.example.com", path("/", "svc-t"))]))
-    s.wait_backend("/", "txt.example.com", "t")
+    b = s.backend(name)
+    s.manifests.write("app.yaml", *service_with_backend(f"svc-{name}", b),
+                      ingress(name, [rule(host, path("/", f"svc-{name}"))]))
+    s.wait_backend("/", host, name)
+    return s
+
+
+def test_a_text_template_logs_the_expected_line(stack_factory):
+    """--access-log text with --access-log-format: one line per request, laid out by the
+    template, the query string left out and hostile header bytes escaped."""
+    s = one_route_stack(stack_factory,
+                        ["--access-log", "text", "--access-log-format", TEXT_TEMPLATE], "txt",
+                        "txt.example.com")
     log_start = s.dataplane.log_size()
     # http.client sends str header values as Latin-1: \xff goes out as the byte 0xff.
     r = s.get("/item/7?token=s3cret", host="txt.example.com",
               headers={"X-Request-ID": "req-text-7", "User-Agent": 'evil"ua\xff'})
     assert r.status == 200
     want = re.compile(r'^tg 127\.0\.0\.1 "GET /item/7 HTTP/1\.1" 200 req-text-7 '
-                      r'\[default/txt default-svc-t-\w+\] 127\.0\.0\.1:\d+ '
+                      r'\[default/txt default-svc-txt-\w+\] 127\.0\.0\.1:\d+ '
                       r'"evil\\x22ua\\xFF" \d+\.\d{3}$', re.M)
     m = wait_until(lambda: want.search(s.dataplane.log(since=log_start)), 5,
                    "the text access log line of req-text-7")
@@ -200,14 +209,8 @@ def test_a_text_template_logs_the_expected_line(stack_factory):
 
 def test_access_log_fields_select_and_order_the_json_keys(stack_factory):
     fields = ["status", "request_id", "path", "host", "user_agent"]
-    s = stack_factory(dataplane_args=["--access-log-fields", ",".join(fields)])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
-    b = s.backend("f")
-    s.manifests.write("app.yaml", *service_with_backend("svc-f", b),
-                      ingress("fld", [rule("fld.example.com", path("/", "svc-f"))]))
-    s.wait_backend("/", "fld.example.com", "f")
+    s = one_route_stack(stack_factory, ["--access-log-fields", ",".join(fields)], "fld",
+                        "fld.example.com")
     log_start = s.dataplane.log_size()
     r = s.get("/fields?x=1", host="fld.example.com",
               headers={"X-Request-ID": "req-fields", "User-Agent": "e2e/1"})
@@ -228,15 +231,8 @@ def test_the_logged_client_is_the_forwarded_one_only_behind_a_trusted_proxy(stac
     """client ($remote_addr) is the address X-Forwarded-For names when the peer is one of
     --trusted-proxies, as with nginx's realip module; peer ($realip_remote_addr) is always the
     connection's peer."""
-    s = stack_factory(dataplane_args=["--trusted-proxies", "127.0.0.1", "--access-log-fields",
-                                      "request_id,client,peer"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
-    b = s.backend("p")
-    s.manifests.write("app.yaml", *service_with_backend("svc-p", b),
-                      ingress("peer", [rule("peer.example.com", path("/", "svc-p"))]))
-    s.wait_backend("/", "peer.example.com", "p")
+    s = one_route_stack(stack_factory, ["--trusted-proxies", "127.0.0.1", "--access-log-fields",
+                                        "request_id,client,peer"], "peer", "peer.example.com")
     log_start = s.dataplane.log_size()
     for rid, source in (("via-trusted", "127.0.0.1"), ("via-untrusted", "127.0.0.2")):
         conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10,
