@@ -49,6 +49,25 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
   echo "$u $s"
 }
 
+write_backend_conf() {  # [http-lines]: $WORK/backend.conf, nginx serving $WORK/www on $BACKEND_PORT
+  cat >"$WORK/backend.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/backend.pid;
+error_log $WORK/backend-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  ${1:-}
+  server {
+    listen 127.0.0.1:$BACKEND_PORT backlog=4096;
+    keepalive_requests 10000000;
+    location / { root $WORK/www; }
+  }
+}
+CONF
+}
+
 write_bench_manifest() {  # file backend_port: one Ingress for every host and path to one backend
   cat >"$1" <<CONF
 apiVersion: networking.k8s.io/v1

@@ -33,21 +33,7 @@ BARE_PORT=19105 BARE_ADMIN_PORT=19106
 bench_setup tidegate-bench
 head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
 
-cat >"$WORK/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend.pid;
-error_log $WORK/backend-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  server {
-    listen 127.0.0.1:$BACKEND_PORT backlog=4096;
-    keepalive_requests 10000000;
-    location / { root $WORK/www; }
-  }
-}
-CONF
+write_backend_conf ""
 
 cat >"$WORK/nginx.conf" <<CONF
 worker_processes 1;

@@ -45,22 +45,7 @@ cp "$PAGE" "$WORK/www/page.html"
 chmod 644 "$WORK/www/page.html"
 PAGE_BYTES=$(stat -c %s "$WORK/www/page.html")
 
-cat >"$WORK/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend.pid;
-error_log $WORK/backend-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  types { text/html html; }
-  server {
-    listen 127.0.0.1:$BACKEND_PORT;
-    keepalive_requests 10000000;
-    location / { root $WORK/www; }
-  }
-}
-CONF
+write_backend_conf "types { text/html html; }"
 
 # nginx's sub_filter on the fixed-string rules of the ten (sub_filter matches without case).
 cat >"$WORK/nginx.conf" <<CONF

@@ -65,21 +65,7 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 \
   -keyout "$WORK/rsa.key" -out "$WORK/rsa.crt" 2>/dev/null
 chmod 644 "$WORK"/*.key
 
-cat >"$WORK/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend.pid;
-error_log $WORK/backend-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  server {
-    listen 127.0.0.1:$BACKEND_PORT backlog=4096;
-    keepalive_requests 10000000;
-    location / { root $WORK/www; }
-  }
-}
-CONF
+write_backend_conf ""
 
 # One nginx, one worker, two TLS servers (one per certificate), TLS 1.3 only.
 nginx_server() {  # port cert key

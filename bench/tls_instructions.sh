@@ -42,21 +42,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -keyout "$WORK/ec.key" -out "$WORK/ec.crt" 2>/dev/null
 chmod 644 "$WORK/ec.key"
 
-cat >"$WORK/backend.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/backend.pid;
-error_log $WORK/backend-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  server {
-    listen 127.0.0.1:$BACKEND_PORT;
-    keepalive_requests 10000000;
-    location / { root $WORK/www; }
-  }
-}
-CONF
+write_backend_conf ""
 # The same proxy configuration as bench/tls.sh, plus a plain listener; one process.
 cat >"$WORK/nginx.conf" <<CONF
 worker_processes 1;
