@@ -140,6 +140,8 @@ class ServerStream {
   static long bio_ctrl(BIO* bio, int cmd, long num, void* ptr);
   static BIO_METHOD* bio_method();
 
+  template <bool kBytes>
+  struct InputOp;
   struct HandshakeOp;
   struct ReadOp;
   struct WriteOp;
@@ -162,37 +164,116 @@ class ServerStream {
       flush_done_;
 };
 
-struct ServerStream::HandshakeOp {
-  explicit HandshakeOp(ServerStream& stream) : s(stream) {}
+// What the handshake and a read share: both step OpenSSL until it wants input, send what it
+// wrote before waiting (the peer may be waiting for it), and send a failure's alert before
+// reporting. kBytes: whether the completion carries a byte count (a read) or not (a handshake).
+template <bool kBytes>
+struct ServerStream::InputOp {
+  explicit InputOp(ServerStream& stream) : s(stream) {}
   ServerStream& s;
   enum class State { kStart, kRead, kFlush, kFailedFlush, kPosted } state_ = State::kStart;
   bool io_started_ = false;
   error_code result_;
+  std::size_t bytes_ = 0;
 
   template <class Self>
-  void operator()(Self& self, error_code ec = {}, std::size_t n = 0) {
+  static void complete(Self& self, error_code ec, std::size_t n) {
+    if constexpr (kBytes) {
+      self.complete(ec, n);
+    } else {
+      self.complete(ec);
+    }
+  }
+
+  // On each call: the I/O this operation waited for has completed. True when stepping OpenSSL
+  // goes on; false when the operation has continued its I/O or completed.
+  template <class Self>
+  bool resume(Self& self, error_code ec, std::size_t n) {
     switch (state_) {
       case State::kStart:
-        break;
+        return true;
       case State::kRead:
         if (ec == boost::asio::error::eof) {
           s.in_eof_ = true;
         } else if (ec) {
-          return self.complete(ec);
+          complete(self, ec, 0);
+          return false;
         } else {
           s.input_arrived(n);
         }
-        break;
+        return true;
       case State::kFlush:
-        if (s.flush_written(ec)) return s.write_flight(self);
-        if (s.write_error_) return self.complete(s.write_error_);
-        break;
+        if (s.flush_written(ec)) {
+          s.write_flight(self);
+          return false;
+        }
+        // What we sent was what the peer may be waiting for: without it, reading is pointless
+        // (and after a timeout the next layer is closed).
+        if (s.write_error_) {
+          complete(self, s.write_error_, 0);
+          return false;
+        }
+        return true;
       case State::kFailedFlush:
-        if (s.flush_written(ec)) return s.write_flight(self);
-        return self.complete(result_);
+        if (s.flush_written(ec)) {
+          s.write_flight(self);
+          return false;
+        }
+        complete(self, result_, 0);
+        return false;
       case State::kPosted:
-        return self.complete(result_);
+        complete(self, result_, bytes_);
+        return false;
     }
+    return false;
+  }
+
+  // Writes what OpenSSL has to send, if anything; true when that write was started (the next
+  // call resumes in `next`).
+  template <class Self>
+  bool flush(Self& self, State next) {
+    if (!s.start_flush()) return false;
+    state_ = next;
+    io_started_ = true;
+    s.write_flight(self);
+    return true;
+  }
+
+  // OpenSSL wants input: our output first, then a read.
+  template <class Self>
+  void wait_for_input(Self& self) {
+    if (flush(self, State::kFlush)) return;
+    if (s.in_eof_) return finish(self, boost::asio::ssl::error::stream_truncated, 0);
+    state_ = State::kRead;
+    io_started_ = true;
+    s.next_.async_read_some(s.input_space(), std::move(self));
+  }
+
+  // Sends the alert OpenSSL wrote (e.g. protocol_version), if any, before reporting `ec`.
+  template <class Self>
+  void fail(Self& self, error_code ec) {
+    result_ = ec;
+    if (flush(self, State::kFailedFlush)) return;
+    finish(self, ec, 0);
+  }
+
+  template <class Self>
+  void finish(Self& self, error_code ec, std::size_t n) {
+    if (io_started_) return complete(self, ec, n);
+    // Nothing was waited for: complete from the io_context, not from the initiating call.
+    state_ = State::kPosted;
+    result_ = ec;
+    bytes_ = n;
+    boost::asio::post(s.next_.get_executor(), std::move(self));
+  }
+};
+
+struct ServerStream::HandshakeOp : InputOp<false> {
+  explicit HandshakeOp(ServerStream& stream) : InputOp(stream) {}
+
+  template <class Self>
+  void operator()(Self& self, error_code ec = {}, std::size_t n = 0) {
+    if (!resume(self, ec, n)) return;
     for (;;) {
       Result r = s.handshake_step();
       switch (r.step) {
@@ -200,81 +281,26 @@ struct ServerStream::HandshakeOp {
           // TLS 1.2: our Finished is pending and the client waits for it. TLS 1.3: only session
           // tickets are; they leave with the first write, or before the first wait for input,
           // rather than in a write of their own.
-          if (SSL_version(s.ssl_) < TLS1_3_VERSION && s.start_flush()) {
-            state_ = State::kFlush;
-            io_started_ = true;
-            return s.write_flight(self);
-          }
-          return finish(self, {});
+          if (SSL_version(s.ssl_) < TLS1_3_VERSION && flush(self, State::kFlush)) return;
+          return finish(self, {}, 0);
         case Step::kWantInput:
-          // Our flight first: the peer answers it.
-          if (s.start_flush()) {
-            state_ = State::kFlush;
-            io_started_ = true;
-            return s.write_flight(self);
-          }
-          if (s.in_eof_) return finish(self, boost::asio::ssl::error::stream_truncated);
-          state_ = State::kRead;
-          io_started_ = true;
-          return s.next_.async_read_some(s.input_space(), std::move(self));
+          return wait_for_input(self);
         case Step::kClosed:
+          return fail(self, boost::asio::error::eof);
         case Step::kFailed:
-          // Send the alert OpenSSL wrote (e.g. protocol_version) before reporting.
-          result_ = r.step == Step::kClosed ? error_code(boost::asio::error::eof) : r.ec;
-          if (s.start_flush()) {
-            state_ = State::kFailedFlush;
-            io_started_ = true;
-            return s.write_flight(self);
-          }
-          return finish(self, result_);
+          return fail(self, r.ec);
       }
     }
   }
-
-  template <class Self>
-  void finish(Self& self, error_code ec) {
-    if (io_started_) return self.complete(ec);
-    state_ = State::kPosted;
-    result_ = ec;
-    boost::asio::post(s.next_.get_executor(), std::move(self));
-  }
 };
 
-struct ServerStream::ReadOp {
-  ReadOp(ServerStream& stream, boost::asio::mutable_buffer b) : s(stream), buffer(b) {}
-  ServerStream& s;
+struct ServerStream::ReadOp : InputOp<true> {
+  ReadOp(ServerStream& stream, boost::asio::mutable_buffer b) : InputOp(stream), buffer(b) {}
   boost::asio::mutable_buffer buffer;
-  enum class State { kStart, kRead, kFlush, kFailedFlush, kPosted } state_ = State::kStart;
-  bool io_started_ = false;
-  error_code result_;
-  std::size_t bytes_ = 0;
 
   template <class Self>
   void operator()(Self& self, error_code ec = {}, std::size_t n = 0) {
-    switch (state_) {
-      case State::kStart:
-        break;
-      case State::kRead:
-        if (ec == boost::asio::error::eof) {
-          s.in_eof_ = true;
-        } else if (ec) {
-          return self.complete(ec, 0);
-        } else {
-          s.input_arrived(n);
-        }
-        break;
-      case State::kFlush:
-        if (s.flush_written(ec)) return s.write_flight(self);
-        // What we sent was what the peer may be waiting for: without it, reading is pointless
-        // (and after a timeout the next layer is closed).
-        if (s.write_error_) return self.complete(s.write_error_, 0);
-        break;
-      case State::kFailedFlush:
-        if (s.flush_written(ec)) return s.write_flight(self);
-        return self.complete(result_, 0);
-      case State::kPosted:
-        return self.complete(result_, bytes_);
-    }
+    if (!resume(self, ec, n)) return;
     if (buffer.size() == 0) return finish(self, {}, 0);
     for (;;) {
       Result r = s.read_step(buffer.data(), buffer.size());
@@ -284,37 +310,13 @@ struct ServerStream::ReadOp {
         case Step::kWantInput:
           // Anything OpenSSL still has to say (a handshake's tickets, an alert) goes before we
           // wait: the peer may be waiting for it. A flush under way sends it anyway.
-          if (s.start_flush()) {
-            state_ = State::kFlush;
-            io_started_ = true;
-            return s.write_flight(self);
-          }
-          if (s.in_eof_) return finish(self, boost::asio::ssl::error::stream_truncated, 0);
-          state_ = State::kRead;
-          io_started_ = true;
-          return s.next_.async_read_some(s.input_space(), std::move(self));
+          return wait_for_input(self);
         case Step::kClosed:
           return finish(self, boost::asio::error::eof, 0);
         case Step::kFailed:
-          result_ = r.ec;
-          if (s.start_flush()) {
-            state_ = State::kFailedFlush;
-            io_started_ = true;
-            return s.write_flight(self);
-          }
-          return finish(self, r.ec, 0);
+          return fail(self, r.ec);
       }
     }
-  }
-
-  template <class Self>
-  void finish(Self& self, error_code ec, std::size_t n) {
-    if (io_started_) return self.complete(ec, n);
-    // Nothing was waited for: complete from the io_context, not from the initiating call.
-    state_ = State::kPosted;
-    result_ = ec;
-    bytes_ = n;
-    boost::asio::post(s.next_.get_executor(), std::move(self));
   }
 };
 
