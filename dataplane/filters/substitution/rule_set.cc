@@ -14,7 +14,7 @@ namespace tidegate::dataplane::filters {
 namespace {
 
 // Rough frequencies of bytes in HTML and English text, in tenths of a percent: the prefilter
-// looks for each literal's rarest byte, so that few positions need a closer look.
+// looks for each literal's least likely three bytes, so that few positions need a closer look.
 int byte_weight(unsigned char c) {
   static constexpr int kLower[26] = {82, 15, 28, 43, 127, 22, 20, 61, 70, 2,  8, 40, 24,
                                      67, 75, 19, 1,  60,  63, 91, 28, 10, 24, 2, 20, 1};
