@@ -76,10 +76,46 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval
         time.sleep(interval)
 
 
+_handed_out_ports: set[int] = set()
+_port_lock = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port nothing on host is bound to, for a process to listen on (or, for a "dead"
+    endpoint, for nothing to listen on).
+
+    Two things made bind(0) unsafe here: it can return the same port to two calls in a row (a
+    data plane was once given one port for both --http-listen and --admin-listen), and its ports
+    come from the kernel's ephemeral range, which outgoing connections also take from. So ports
+    are picked at random below the ephemeral range, never twice by this process, and each is
+    checked with a bind that fails while any socket (even one in TIME_WAIT) holds the port.
+    """
+    low = 10000
+    high = _ephemeral_range()[0] - 1
+    with _port_lock:
+        for _ in range(1000):
+            port = random.randint(low, high) if high - low > 1000 else 0
+            if port in _handed_out_ports:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                port = s.getsockname()[1]
+            if port in _handed_out_ports:
+                continue
+            _handed_out_ports.add(port)
+            return port
+    raise RuntimeError(f"no free port on {host}")
 
 
 # ---------------------------------------------------------------------------------------------
