@@ -17,6 +17,8 @@ TEST_DEADLINE_S = 90
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "deadline(seconds): the watchdog's deadline for this test "
+                            f"(default {TEST_DEADLINE_S} s)")
     for name in ("tidegate-dataplane", "tidegate-controller"):
         if not harness.binary(name).exists():
             raise pytest.UsageError(
@@ -29,10 +31,12 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(autouse=True)
-def _watchdog():
+def _watchdog(request):
     """Every wait in these tests has its own deadline; this is the backstop should one hang:
-    dump every thread's stack and end the run rather than sit there."""
-    faulthandler.dump_traceback_later(TEST_DEADLINE_S, exit=True)
+    dump every thread's stack and end the run rather than sit there. A test that is long by
+    design (API server restarts, fixed outages) sets its own with @pytest.mark.deadline(s)."""
+    marker = request.node.get_closest_marker("deadline")
+    faulthandler.dump_traceback_later(marker.args[0] if marker else TEST_DEADLINE_S, exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
 

@@ -743,9 +743,11 @@ class Response:
 
 def request(port: int, method: str = "GET", target: str = "/", host: str | None = "example.com",
             headers: dict | None = None, body: bytes | None = None,
-            timeout: float = 10.0) -> Response:
-    """One request on a fresh connection with http.client."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+            timeout: float = 10.0, source: str | None = None) -> Response:
+    """One request on a fresh connection with http.client (from the loopback address `source`
+    when given)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0) if source else None)
     try:
         hdrs = dict(headers or {})
         skip_host = host is None or "Host" in hdrs

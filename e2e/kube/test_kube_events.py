@@ -17,7 +17,8 @@ from kubeapps import (backends, ingress_events, kube_ingress, kube_service, kube
 
 
 def test_invalid_ingress_gets_one_event_from_the_leader(cluster, namespace, kube_stack_factory):
-    args = ["--watch-namespace", namespace, "--election-lease-seconds", "3"]
+    # A lease long enough that a busy machine cannot make the leadership change hands midway.
+    args = ["--watch-namespace", namespace, "--election-lease-seconds", "15"]
     s1 = start(kube_stack_factory(cluster, args))
     s2 = start(kube_stack_factory(cluster, args))
     b, c = backends(s1, "ev", "ev2")
@@ -63,7 +64,7 @@ def test_invalid_ingress_gets_one_event_from_the_leader(cluster, namespace, kube
     cluster.apply(kube_ingress("bad", namespace, "bad.example", "ev"))
     for st in (s1, s2):
         st.wait_route("/", "bad.example", lambda r: r.status == 200)
-    time.sleep(1.5)  # the leader's Event recorder sees the fix (it syncs within a second)
+    time.sleep(3)  # the leader's Event recorder sees the fix (it syncs within a second)
     cluster.apply(bad)
     wait_events(cluster, namespace, "bad",
                 lambda ev: sum(x["reason"] == "IgnoredConfiguration" for x in ev) == 2,

@@ -35,6 +35,7 @@ def uncached_cluster(kube_bin, tmp_path):
         c.shutdown()
 
 
+@pytest.mark.deadline(180)  # two API server start-ups, a restart, the outage
 def test_apiserver_down_20s_then_back(own_cluster, kube_stack_factory):
     c = own_cluster
     ns = "outage"
@@ -87,6 +88,7 @@ def test_apiserver_down_20s_then_back(own_cluster, kube_stack_factory):
         writer.apiserver.stop(signal.SIGTERM, timeout=10)
 
 
+@pytest.mark.deadline(180)  # an API server of its own
 def test_stalled_watch_is_reconnected(own_cluster, kube_stack_factory):
     """SIGSTOP the API server: its connections stay open and silent. With a 3 s idle timeout the
     controller gives up on them, retries with backoff, and after SIGCONT watches again."""

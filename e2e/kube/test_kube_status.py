@@ -16,7 +16,7 @@ def lb_status(cluster, namespace: str, name: str) -> list:
 
 def test_status_written_by_the_leader_only(cluster, namespace, kube_stack_factory):
     args = ["--watch-namespace", namespace, "--publish-address", "203.0.113.7,lb.example.net",
-            "--election-lease-seconds", "3"]
+            "--election-lease-seconds", "6"]  # renewed every 1 s; expires within the 20 s below
     s1 = start(kube_stack_factory(cluster, args))
     s2 = start(kube_stack_factory(cluster, args))
     (b,) = backends(s1, "st")
@@ -53,7 +53,7 @@ def test_leader_hands_over_on_shutdown(cluster, namespace, kube_stack_factory):
     s2 = start(kube_stack_factory(cluster, args))
     s2.controller.wait_for_log("initial lists complete", timeout=15)
     s1.controller.stop()
-    s2.controller.wait_for_log("became the leader", timeout=10)  # far less than 30 s
+    s2.controller.wait_for_log("became the leader", timeout=15)  # far less than 30 s
 
 
 def set_service_lb(cluster, namespace: str, name: str, ingress: list) -> None:
