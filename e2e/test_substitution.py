@@ -553,6 +553,21 @@ def pin(pid: int, cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
+def set_realtime(pid: int, on: bool) -> bool:
+    """SCHED_FIFO (priority 1) for every thread of `pid`, or back to SCHED_OTHER; whether it
+    could (it takes CAP_SYS_NICE)."""
+    policy, param = (os.SCHED_FIFO, 1) if on else (os.SCHED_OTHER, 0)
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                os.sched_setscheduler(int(tid), policy, os.sched_param(param))
+            except ProcessLookupError:
+                pass  # a thread that just ended
+    except PermissionError:
+        return False
+    return True
+
+
 def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
     size = 100 * MiB
     big = subprocess.Popen([sys.executable, "-c", BIG_SERVER, str(size)], stdout=subprocess.PIPE,
@@ -566,6 +581,13 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
         pin(sub.dataplane.pid, {0})
         pin(big.pid, others)
         os.sched_setaffinity(0, others)
+    # For the same reason the light requests' client and backend (threads of this process; the
+    # backend's handler threads inherit the policy) get real-time priority: on two CPUs they share
+    # CPU 1 with curl and the 100 MB source, and there a woken thread waited up to 1.3 ms for
+    # them (perf sched latency), more than all the worker's slicing adds. Where that is not
+    # permitted, 2 ms of slack stand for the kernel's share.
+    realtime = set_realtime(os.getpid(), True)
+    slack = 0.0 if realtime else 0.002
     try:
         big_port = int(big.stdout.readline())
         sub.manifests.write(
@@ -574,11 +596,11 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
                     annotations={"tidegate.io/substitutions": RULES_YAML}))
         wait_until(lambda: big_route_status(sub.port) == 200, 10, "the big route")
         light_latencies(sub.port, 50)  # warm up
-        # Up to three trials, each measuring idle and then busy latencies afresh: the machine is
+        # Up to five trials, each measuring idle and then busy latencies afresh: the machine is
         # shared (other processes take the CPU at random moments), so one noisy trial does not
-        # decide; a proxy that does not slice fails all three.
+        # decide; a proxy that does not slice fails all five.
         trials = []
-        for trial in range(3):
+        for trial in range(5):
             idle = light_latencies(sub.port, 400)
             # curl (C, its own process: no GIL shared with the measuring thread) reads the stream.
             out_file = sub.root / f"big-{trial}.out"
@@ -599,15 +621,17 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
             report(f"substitution fairness, trial {trial + 1}: idle p99 {i99 * 1e3:.2f} ms, with "
                    f"a 100 MB substituted stream p99 {b99 * 1e3:.2f} ms over {len(busy)} "
                    f"requests (ratio {b99 / i99:.2f}; "
-                   f"{'still running' if running_at_end else 'ended'} at the end)")
+                   f"{'still running' if running_at_end else 'ended'} at the end"
+                   f"{'' if realtime else '; no real-time priority: 2 ms slack'})")
             trials.append((i99, b99, statistics.median(idle), statistics.median(busy)))
-            # Within 2x of idle, plus 2 ms for the shared machine. Without slicing a turn of the
-            # worker could take the whole body's processing (hundreds of milliseconds).
-            if b99 <= 2 * i99 + 0.002:
+            # Within 2x of idle. Without slicing a turn of the worker could take the whole
+            # body's processing (hundreds of milliseconds).
+            if b99 <= 2 * i99 + slack:
                 break
     finally:
+        set_realtime(os.getpid(), False)
         big.kill()
         big.wait()
         os.sched_setaffinity(0, original)
     i99, b99 = trials[-1][0], trials[-1][1]
-    assert b99 <= 2 * i99 + 0.002, trials
+    assert b99 <= 2 * i99 + slack, (trials, f"real-time priority: {realtime}")

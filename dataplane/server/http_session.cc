@@ -899,16 +899,13 @@ bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
 
 template <class S>
 void HttpSession<S>::pump_substitution() {
+  const size_t queued = sub_stream_->queued_bytes();
   const auto started = std::chrono::steady_clock::now();
   bool more = sub_stream_->process(sub_slice_);
   const auto spent = std::chrono::steady_clock::now() - started;
   // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
-  if (spent > kSubstitutionSliceTime || sub_out_.size() > 2 * kSubstitutionSliceBytes) {
-    sub_slice_ = std::max(kSubstitutionMinSliceBytes, sub_slice_ / 2);
-  } else if (sub_slice_ < kSubstitutionSliceBytes && spent < kSubstitutionSliceTime / 2 &&
-             sub_out_.size() < kSubstitutionSliceBytes) {
-    sub_slice_ = std::min(kSubstitutionSliceBytes, sub_slice_ * 2);
-  }
+  sub_slice_ = next_substitution_slice(sub_slice_, queued - sub_stream_->queued_bytes(), spent,
+                                       sub_out_.size());
   if (!sub_out_.empty() || sub_stream_->done()) {
     write_substituted(more);
     return;

@@ -1,5 +1,7 @@
 #include "server/substitution.h"
 
+#include <algorithm>
+
 #include <boost/beast/core/string.hpp>
 
 #include "text/text.h"
@@ -131,6 +133,21 @@ observability::SubstitutionObservation compressed_observation(observability::Lab
   o.labels = labels;
   o.compressed_passthrough = 1;
   return o;
+}
+
+size_t next_substitution_slice(size_t slice, size_t consumed, std::chrono::nanoseconds spent,
+                               size_t output) {
+  const auto budget = std::chrono::nanoseconds(kSubstitutionSliceTime).count();
+  size_t next = slice;
+  if (consumed >= kSubstitutionMinSliceBytes && spent.count() > 0) {
+    // The bytes the budget buys at the speed this slice ran at.
+    next = static_cast<size_t>(static_cast<double>(consumed) * static_cast<double>(budget) /
+                               static_cast<double>(spent.count()));
+  } else if (spent.count() > budget) {
+    next = slice / 2;
+  }
+  if (output > 2 * kSubstitutionSliceBytes) next = std::min(next, slice / 2);
+  return std::clamp(next, kSubstitutionMinSliceBytes, kSubstitutionSliceBytes);
 }
 
 }  // namespace tidegate::dataplane::server

@@ -27,13 +27,21 @@ namespace tidegate::dataplane::server {
 // The most body bytes one turn of a worker feeds the engine before it yields to the io_context
 // (fairness: one large response never holds the worker for long).
 inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
-// The smallest slice. The session halves the slice when one took longer than
-// kSubstitutionSliceTime (dense matches cost far more per byte than a scan: 64 KiB with a
-// replacement every 20 bytes takes about 2 ms) or when replacements made its output larger than
-// two slices, and doubles it again (up to kSubstitutionSliceBytes) when a slice was quick and
-// small; so a turn of the worker stays near the time budget and the output near one slice.
+// The smallest slice.
 inline constexpr size_t kSubstitutionMinSliceBytes = 1024;
+// What one slice should cost. The engine's speed per byte varies thirtyfold with the body (a scan
+// runs at ~1.5 GB/s, a replacement every 20 bytes at ~50 MB/s: 64 KiB then take over a
+// millisecond), so the slice is sized by the speed the previous one ran at
+// (next_substitution_slice).
 inline constexpr std::chrono::microseconds kSubstitutionSliceTime{50};
+
+// The input for the next slice of a response, given the last one: it processed `consumed` bytes
+// of queued input in `spent` and left `output` bytes to write. Sized so that a slice at that speed
+// takes about kSubstitutionSliceTime; a slice with too little input to measure keeps the size
+// unless it was slow anyway (held bytes rescanned); an output above two slices (replacements that
+// expand) halves it. Always within [kSubstitutionMinSliceBytes, kSubstitutionSliceBytes].
+size_t next_substitution_slice(size_t slice, size_t consumed, std::chrono::nanoseconds spent,
+                               size_t output);
 
 // Per worker, worker thread only: plain integers, logged at debug level after each processed
 // response (docs/substitutions.md, "Counters"). The same events go to /metrics per route

@@ -73,6 +73,9 @@ class SubstitutionStream {
 
   // Bytes received but not yet emitted (held back or queued).
   size_t pending_bytes() const { return buf_.size() - start_; }
+  // Bytes written but not yet taken by process() (what process(max_bytes) counts against
+  // max_bytes).
+  size_t queued_bytes() const { return buf_.size() - visible_; }
   bool done() const { return done_; }
   // The rules this stream runs (null: pass-through).
   const RuleSet* rules() const { return rules_.get(); }

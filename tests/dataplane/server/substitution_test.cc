@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +50,54 @@ TEST(SubstitutionDecision, Table) {
   for (const auto& c : cases) {
     EXPECT_EQ(decide_substitution(sub, c.facts), c.want) << c.name;
   }
+}
+
+TEST(SubstitutionSlice, SizedBySpeedOfTheLastSlice) {
+  using std::chrono::microseconds;
+  using std::chrono::nanoseconds;
+  constexpr size_t K = 1024;
+  struct Case {
+    const char* what;
+    size_t slice, consumed;
+    nanoseconds spent;
+    size_t output, want;
+  };
+  const Case cases[] = {
+      // 16 KiB in 200 us (a dense body): 50 us buy 4 KiB.
+      {"dense: shrinks to what the budget buys", 64 * K, 16 * K, microseconds(200), 16 * K, 4 * K},
+      {"twice the budget: half", 8 * K, 8 * K, microseconds(100), 8 * K, 4 * K},
+      {"on budget: kept", 8 * K, 8 * K, microseconds(50), 8 * K, 8 * K},
+      // 2 KiB in 5 us (a scan): the budget buys 20 KiB.
+      {"fast: grows by the speed", 2 * K, 2 * K, microseconds(5), 2 * K, 20 * K},
+      {"very fast: at most the largest slice", 4 * K, 4 * K, microseconds(1), 0, 64 * K},
+      {"very slow: at least the smallest slice", 64 * K, 16 * K, microseconds(5000), 0, 1 * K},
+      // Too little input to measure a speed.
+      {"little input, quick: kept", 16 * K, 100, microseconds(2), 100, 16 * K},
+      {"little input, slow: halved", 16 * K, 100, microseconds(80), 100, 8 * K},
+      {"nothing consumed, no time: kept", 32 * K, 0, nanoseconds(0), 0, 32 * K},
+      // Replacements that expand: the output of one slice stays near a slice.
+      {"output over two slices: halved", 64 * K, 16 * K, microseconds(10), 130 * K, 32 * K},
+      {"output over two slices, slow too: the smaller", 64 * K, 16 * K, microseconds(400), 130 * K,
+       2 * K},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(next_substitution_slice(c.slice, c.consumed, c.spent, c.output), c.want) << c.what;
+  }
+}
+
+TEST(SubstitutionSlice, QueuedBytesCountWhatProcessTakes) {
+  filters::CompileResult compiled = filters::RuleSet::compile({{"bbb", "c", ""}});
+  ASSERT_NE(compiled.rules, nullptr);
+  std::string out;
+  filters::SubstitutionStream stream(compiled.rules, &out);
+  stream.write(std::string(10000, 'a'));
+  EXPECT_EQ(stream.queued_bytes(), 10000u);
+  EXPECT_TRUE(stream.process(4096));
+  EXPECT_EQ(stream.queued_bytes(), 10000u - 4096u);
+  stream.finish();
+  EXPECT_FALSE(stream.process(1 << 20));
+  EXPECT_EQ(stream.queued_bytes(), 0u);
+  EXPECT_EQ(out.size(), 10000u);
 }
 
 TEST(SubstitutionHeaders, WeakEtag) {
