@@ -485,6 +485,61 @@ def test_memo_runs_only_the_rules_that_matched_and_metrics_count_it(sub):
     wait_metrics(sub, {"compressed_passthrough_total": 1})
 
 
+QUADRATIC_HOST = "quadratic.example.com"
+QUADRATIC_RULES_YAML = textwrap.dedent("""\
+    - {match: 'x', replace: 'y'}
+    - {match: 'x[^!]*!', replace: 'z'}
+    """)
+
+
+def test_rules_past_their_cpu_budget_give_up_and_the_worker_keeps_serving(sub):
+    """`x` and `x[^!]*!` over a run of x: the longest-match search from each x scans to the end of
+    the window, so the flush at the body's end is quadratic (60 KB: seconds of CPU unbounded).
+    The response gets its budget (50 ms + 1 us per byte), then the rest goes out unmodified;
+    the worker serves other requests in between (the work runs in turns of about 100 us)."""
+    sub.manifests.write(
+        "quadratic.yaml",
+        ingress("quadratic", [rule(QUADRATIC_HOST, path("/", "site"))],
+                annotations={"tidegate.io/substitutions": QUADRATIC_RULES_YAML}))
+    page = b"x" * 60_000
+    sub.site.page("/x.html", page)
+    sub.site.page("/probe.txt", b"x", content_type="text/plain")
+    sub.wait_route("/probe.txt", QUADRATIC_HOST, lambda r: r.status == 200,
+                   what="the quadratic route")
+
+    stop = threading.Event()
+    light: list[float] = []
+
+    def light_requests():
+        while not stop.is_set():
+            light.extend(light_latencies(sub.port, 20))
+
+    t = threading.Thread(target=light_requests)
+    t.start()
+    try:
+        time.sleep(0.1)
+        before = len(light)
+        r, _, body = get(sub.port, "/x.html", host=QUADRATIC_HOST)
+        during = light[before:]
+    finally:
+        stop.set()
+        t.join()
+    assert r.status == 200 and len(body) == len(page)
+    replaced = body.find(b"x")
+    assert replaced > 0 and body == b"y" * replaced + b"x" * (len(page) - replaced), body[:100]
+    sub.dataplane.wait_for_log(r"x\.html: the rules took more than their CPU budget \(\d+ ms "
+                               r"for 60000 bytes\); the rest of the body went out unmodified")
+    labels = f'ingress="quadratic",namespace="default",host="{QUADRATIC_HOST}",service="site"'
+    wait_until(lambda: scrape(sub).get(f"tidegate_substitution_abandoned_total{{{labels}}}") == 1,
+               5, "the abandoned response counted")
+    # The budget's ~110 ms were spent in short turns: light requests kept being answered (one
+    # unbounded turn held them all for the whole budget, or seconds without one).
+    assert len(during) >= 10, len(during)
+    report(f"substitution CPU budget: {replaced} of {len(page)} bytes replaced before giving up; "
+           f"{len(during)} light requests meanwhile, slowest {max(during) * 1e3:.1f} ms")
+    assert max(during) < 0.1, sorted(during)[-5:]
+
+
 # ---------------------------------------------------------------------------------------------
 # Fairness: a 100 MB processed response and light requests on the same single worker.
 

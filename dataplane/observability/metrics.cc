@@ -60,11 +60,11 @@ struct Folded {
   uint64_t substitution_bytes_in = 0, substitution_bytes_out = 0, substitution_skipped = 0;
   uint64_t substitution_responses = 0, substitution_replacements = 0,
            substitution_forced_releases = 0, substitution_rules_skipped = 0,
-           substitution_compressed = 0;
+           substitution_compressed = 0, substitution_abandoned = 0;
   uint64_t any_substitution() const {
     return substitution_bytes_in + substitution_bytes_out + substitution_skipped +
            substitution_responses + substitution_replacements + substitution_forced_releases +
-           substitution_rules_skipped + substitution_compressed;
+           substitution_rules_skipped + substitution_compressed + substitution_abandoned;
   }
 
   void add(const RouteSlots& s) {
@@ -85,6 +85,7 @@ struct Folded {
     substitution_forced_releases += s.substitution_forced_releases.get();
     substitution_rules_skipped += s.substitution_rules_skipped.get();
     substitution_compressed += s.substitution_compressed_passthrough.get();
+    substitution_abandoned += s.substitution_abandoned.get();
   }
   static void add(Histogram& to, const HistogramSlots& from) {
     for (size_t i = 0; i < kBuckets; ++i) to.bucket[i] += from.bucket[i].get();
@@ -231,6 +232,7 @@ void WorkerMetrics::record_substitution(const SubstitutionObservation& o) noexce
   s.substitution_skipped_by_memo.add(o.skipped_by_memo);
   s.substitution_rules_skipped.add(o.rules_skipped);
   s.substitution_compressed_passthrough.add(o.compressed_passthrough);
+  s.substitution_abandoned.add(o.abandoned);
 }
 
 // ---- Labels ----
@@ -346,6 +348,11 @@ std::vector<MetricFamily> Metrics::Collect() const {
       "tidegate_substitution_forced_releases_total",
       "Times a partial match outgrew the substitution buffer and its bytes went out unmodified.",
       MetricType::Counter);
+  auto subst_abandoned =
+      family("tidegate_substitution_abandoned_total",
+             "Responses whose substitution exceeded its CPU budget: the rest of the body went out "
+             "unmodified.",
+             MetricType::Counter);
   auto subst_skipped =
       family("tidegate_substitution_skipped_by_memo_total",
              "Responses relayed unscanned because the memo says no substitution rule matches them.",
@@ -408,6 +415,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
       add(subst_skipped, f.substitution_skipped);
       add(subst_rules_skipped, f.substitution_rules_skipped);
       add(subst_compressed, f.substitution_compressed);
+      add(subst_abandoned, f.substitution_abandoned);
     }
   }
 
@@ -426,7 +434,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   for (auto* f :
        {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in, &bytes_out,
         &rate_limited, &subst_responses, &subst_in, &subst_out, &subst_replacements, &subst_forced,
-        &subst_skipped, &subst_rules_skipped, &subst_compressed}) {
+        &subst_skipped, &subst_rules_skipped, &subst_compressed, &subst_abandoned}) {
     out.push_back(std::move(*f));
   }
   auto one = [&out](std::string name, std::string help, MetricType type, double value) {

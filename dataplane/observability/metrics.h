@@ -124,6 +124,7 @@ struct RouteSlots {
   Slot substitution_responses;
   Slot substitution_replacements;
   Slot substitution_forced_releases;
+  Slot substitution_abandoned;
   Slot substitution_rules_skipped;
   Slot substitution_compressed_passthrough;
 };
@@ -152,6 +153,7 @@ struct SubstitutionObservation {
   uint64_t bytes_out = 0;               // body bytes the engine produced
   uint64_t replacements = 0;            // matches replaced
   uint64_t forced_releases = 0;         // held bytes released unmodified at the buffer limit
+  uint64_t abandoned = 0;               // 1: the engine gave up on its CPU budget
   uint64_t skipped_by_memo = 0;         // 1: relayed unscanned, the memo says no rule matches it
   uint64_t rules_skipped = 0;           // rules not run because the memo says they do not match
   uint64_t compressed_passthrough = 0;  // 1: a Content-Encoding, relayed untouched

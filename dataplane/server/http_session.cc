@@ -901,7 +901,8 @@ template <class S>
 void HttpSession<S>::pump_substitution() {
   const size_t queued = sub_stream_->queued_bytes();
   const auto started = std::chrono::steady_clock::now();
-  bool more = sub_stream_->process(sub_slice_);
+  // The deadline backs up the slice size where the cost per byte jumps within a slice.
+  bool more = sub_stream_->process(sub_slice_, started + 2 * kSubstitutionSliceTime);
   const auto spent = std::chrono::steady_clock::now() - started;
   // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
   sub_slice_ = next_substitution_slice(sub_slice_, queued - sub_stream_->queued_bytes(), spent,
@@ -956,6 +957,15 @@ void HttpSession<S>::end_substitution() {
   }
   const bool remember = state.learn(*substitution_, memo_resource_, memo_validator_,
                                     response_->get().result_int(), st);
+  if (st.abandoned != 0) {
+    // At most one line per response, and such a response has cost at least the budget's 50 ms.
+    TG_WARN("substitution",
+            memo_resource_
+                << ": the rules took more than their CPU budget ("
+                << std::chrono::duration_cast<std::chrono::milliseconds>(st.engine_time).count()
+                << " ms for " << st.bytes_in
+                << " bytes); the rest of the body went out unmodified");
+  }
   TG_DEBUG(
       "substitution",
       memo_resource_ << ": " << st.bytes_in << " -> " << st.bytes_out << " bytes, "
@@ -963,9 +973,9 @@ void HttpSession<S>::end_substitution() {
                      << " forced releases, " << ran << " of " << substitution_->rules->size()
                      << " rules" << (remember ? ", remembered" : "") << " (worker " << worker_.id()
                      << " responses=" << c.responses << " replacements=" << c.replacements
-                     << " forced_releases=" << c.forced_releases << " memo_stores=" << c.memo_stores
-                     << " memo_skips=" << c.memo_skips << " memo_subsets=" << c.memo_subsets
-                     << " rules_skipped=" << c.rules_skipped
+                     << " forced_releases=" << c.forced_releases << " abandoned=" << c.abandoned
+                     << " memo_stores=" << c.memo_stores << " memo_skips=" << c.memo_skips
+                     << " memo_subsets=" << c.memo_subsets << " rules_skipped=" << c.rules_skipped
                      << " subset_compiles=" << c.subset_compiles << " yields=" << c.yields << ")");
   sub_stream_.reset();
   // One slice of output is the usual high-water mark; give back what an expanding body grew.

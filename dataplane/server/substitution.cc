@@ -92,9 +92,12 @@ bool SubstitutionWorkerState::learn(const runtime::CompiledSubstitution& sub,
   counters.bytes_out += stats.bytes_out;
   counters.replacements += stats.replacements;
   counters.forced_releases += stats.forced_releases;
-  // A forced release skipped part of the body: what matched there is unknown. Keep what the memo
-  // holds (it came from a complete scan of the same representation).
-  if (status != 200 || stats.forced_releases != 0 || !sub.rules) return false;
+  counters.abandoned += stats.abandoned;
+  // A forced release or an abandoned scan skipped part of the body: what matched there is
+  // unknown. Keep what the memo holds (it came from a complete scan of the same representation).
+  if (status != 200 || stats.forced_releases != 0 || stats.abandoned != 0 || !sub.rules) {
+    return false;
+  }
   if (stats.rules_matched == sub.rules->all_rules()) {
     // Every rule matched: nothing to skip, not worth an entry.
     memo.forget(sub.rules_version, resource, validator);
@@ -115,6 +118,7 @@ observability::SubstitutionObservation completed_observation(
   o.bytes_out = stats.bytes_out;
   o.replacements = stats.replacements;
   o.forced_releases = stats.forced_releases;
+  o.abandoned = stats.abandoned;
   o.rules_skipped = rules_skipped;
   return o;
 }

@@ -53,6 +53,7 @@ struct SubstitutionCounters {
   uint64_t bytes_out = 0;               // body bytes it produced
   uint64_t replacements = 0;            // matches replaced
   uint64_t forced_releases = 0;         // held bytes released unmodified at max_buffer
+  uint64_t abandoned = 0;               // bodies whose processing exceeded its CPU budget
   uint64_t compressed_passthrough = 0;  // bodies with a Content-Encoding, relayed untouched
   uint64_t memo_skips = 0;              // bodies relayed unscanned: the memo says no rule matches
   uint64_t memo_subsets = 0;            // bodies scanned with only the rules the memo names

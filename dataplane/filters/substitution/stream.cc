@@ -32,7 +32,7 @@ SubstitutionStream::SubstitutionStream(std::shared_ptr<const RuleSet> rules, std
 void SubstitutionStream::write(std::string_view data) {
   if (finished_) return;
   stats_.bytes_in += data.size();
-  if (!rules_) {
+  if (!rules_ || abandoned()) {
     out_->append(data);
     stats_.bytes_out += data.size();
     return;
@@ -42,13 +42,25 @@ void SubstitutionStream::write(std::string_view data) {
 
 void SubstitutionStream::finish() { finished_ = true; }
 
-bool SubstitutionStream::process(size_t max_bytes) {
+bool SubstitutionStream::process(size_t max_bytes, Clock::time_point deadline) {
   if (done_) return false;
   const size_t reveal = std::min(buf_.size() - visible_, max_bytes);
   visible_ += reveal;
   const bool final = finished_ && visible_ == buf_.size();
-  if (rules_) run(final);
-  if (final) {
+  if (rules_ && !abandoned()) {
+    call_began_ = Clock::now();
+    deadline_ = deadline;
+    interrupted_ = false;
+    run(final);
+    stats_.engine_time += Clock::now() - call_began_;
+    if (interrupted_) return true;  // the state is consistent up to start_: resume there
+  }
+  if (abandoned() && start_ < buf_.size()) {
+    // Everything held and queued goes out as it is; write() passes the rest through.
+    emit(std::string_view(buf_), start_, buf_.size());
+    start_ = visible_ = buf_.size();
+  }
+  if (final || (abandoned() && finished_)) {
     done_ = true;
     buf_.clear();
     buf_.shrink_to_fit();
@@ -62,6 +74,7 @@ bool SubstitutionStream::process(size_t max_bytes) {
 void SubstitutionStream::run(bool final) {
   const std::string_view text(buf_.data(), visible_);
   step(text, final);
+  if (interrupted_ || abandoned()) return;
   if (!final && visible_ - start_ > options_.max_buffer) {
     overflow(text);
     step(text, false);
@@ -84,6 +97,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     if (final) {
       if (!found) break;
       commit(text, s, e, rule);
+      if (stop_after_commit(end - s)) return;
       continue;
     }
     if (!grow_known || grow < start_) {
@@ -94,6 +108,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     // also viable, so `s < grow` already excludes it. The test on `e` is belt and braces.
     if (found && s < grow && e < end) {
       commit(text, s, e, rule);
+      if (stop_after_commit(end - s)) return;
       continue;
     }
     const size_t hold = found ? std::min(grow, s) : grow;
@@ -104,6 +119,33 @@ void SubstitutionStream::step(std::string_view text, bool final) {
   emit(text, start_, end);
   start_ = end;
 }
+
+// A search from a position may scan to the window's end (a longest match is only known once
+// every rule has died), so `window` (the bytes after the last match's start) bounds what the
+// last search cost. The clock is read when clock_check_commits replacements or 64 KiB of window
+// have gone by.
+bool SubstitutionStream::stop_after_commit(size_t window) {
+  window_unchecked_ += window;
+  if (++commits_unchecked_ < options_.clock_check_commits && window_unchecked_ < 64 * 1024) {
+    return false;
+  }
+  commits_unchecked_ = 0;
+  window_unchecked_ = 0;
+  const auto now = Clock::now();
+  const auto budget =
+      options_.cpu_budget + options_.cpu_budget_per_byte * static_cast<int64_t>(stats_.bytes_in);
+  if (stats_.engine_time + (now - call_began_) > budget) {
+    abandon();
+    return true;
+  }
+  if (now >= deadline_) {
+    interrupted_ = true;
+    return true;
+  }
+  return false;
+}
+
+void SubstitutionStream::abandon() { stats_.abandoned = 1; }
 
 // More than max_buffer bytes are held: the older half of the window goes out unmodified. No
 // match is looked for there: with a candidate open over the whole window, each search would scan

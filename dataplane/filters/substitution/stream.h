@@ -5,8 +5,8 @@
 //   SubstitutionStream s(rules, &out);
 //   for each chunk: s.feed(chunk); send and clear `out`;
 //   s.end(); send `out`.
-// Or, to share a worker fairly with other requests: write() a chunk, then call process(64 KiB)
-// until it returns false, yielding to the event loop between calls.
+// Or, to share a worker fairly with other requests: write() a chunk, then call process(64 KiB,
+// deadline) until it returns false, yielding to the event loop between calls.
 //
 // Semantics (docs/substitutions.md): all rules in one pass as a tokenizer — leftmost match
 // start wins, then the longest match, then the earlier rule; global; output never rescanned.
@@ -14,6 +14,7 @@
 // match candidate grows longer than `max_buffer`: such a candidate is given up (its bytes go out
 // unmodified) and counted in stats().forced_releases.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -32,6 +33,15 @@ struct SubstitutionStreamOptions {
   // tidegate.io/substitution-max-buffer annotation). Memory per response stays below this plus
   // the input not yet processed.
   size_t max_buffer = kDefaultSubstitutionMaxBuffer;
+  // The time a response may spend in the engine: cpu_budget plus cpu_budget_per_byte for each
+  // byte received. Ordinary rule sets run at 50 MB/s (a replacement every 20 bytes) to 2 GB/s,
+  // 20 ns per byte at worst; the default allows 1 us per byte (1 MB/s). Past it the stream gives
+  // up: what it holds and the rest of the body go out unmodified (stats().abandoned). Only a rule
+  // set that makes the longest-match search quadratic comes near it (docs/substitutions.md).
+  std::chrono::nanoseconds cpu_budget{std::chrono::milliseconds(50)};
+  std::chrono::nanoseconds cpu_budget_per_byte{1000};
+  // Replacements between two reads of the clock (for the deadline and the budget); tests set 1.
+  unsigned clock_check_commits = 16;
 };
 
 struct SubstitutionStreamStats {
@@ -43,6 +53,10 @@ struct SubstitutionStreamStats {
   // The rules that produced at least one replacement (RuleSet::origin_bit: the numbering of the
   // rule set the memo knows, also when the stream runs a subset of it).
   RuleBits rules_matched = 0;
+  // 1 when the stream gave up on its CPU budget (SubstitutionStreamOptions::cpu_budget).
+  uint64_t abandoned = 0;
+  // Time spent in process() (what the budget counts).
+  std::chrono::nanoseconds engine_time{0};
 };
 
 class SubstitutionStream {
@@ -56,9 +70,13 @@ class SubstitutionStream {
   void write(std::string_view data);
   // Marks the end of the body; the next process() call flushes everything.
   void finish();
+  using Clock = std::chrono::steady_clock;
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
-  // while queued input remains or the end has not been flushed: call again, after yielding.
-  bool process(size_t max_bytes);
+  // while queued input remains or the end has not been flushed: call again, after yielding. Past
+  // `deadline` the call returns early, at the next check (after at least one replacement; checks
+  // come every 16 replacements or 64 KiB of window searched), so that no single call runs long
+  // whatever the rules cost per byte.
+  bool process(size_t max_bytes, Clock::time_point deadline = Clock::time_point::max());
 
   // write() + process() of everything.
   void feed(std::string_view data) {
@@ -80,9 +98,14 @@ class SubstitutionStream {
   // The rules this stream runs (null: pass-through).
   const RuleSet* rules() const { return rules_.get(); }
   const SubstitutionStreamStats& stats() const { return stats_; }
+  bool abandoned() const { return stats_.abandoned != 0; }
 
  private:
   void run(bool final);
+  // After a replacement: whether this call must return now (deadline reached, or the budget
+  // spent: then the stream is abandoned). Reads the clock only every so often.
+  bool stop_after_commit(size_t window);
+  void abandon();
   void step(std::string_view text, bool final);
   void overflow(std::string_view text);
   bool search(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
@@ -102,6 +125,13 @@ class SubstitutionStream {
   size_t visible_ = 0;
   bool finished_ = false;
   bool done_ = false;
+  // The current process() call: when it began, its deadline, whether it stopped early, and the
+  // work since the clock was last read (replacements, bytes of window searched).
+  Clock::time_point call_began_{};
+  Clock::time_point deadline_{};
+  bool interrupted_ = false;
+  unsigned commits_unchecked_ = 0;
+  size_t window_unchecked_ = 0;
   SubstitutionStreamStats stats_;
 };
 

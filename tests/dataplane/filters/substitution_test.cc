@@ -43,6 +43,29 @@ std::string run_pieces(const std::shared_ptr<const RuleSet>& set,
   return out;
 }
 
+// The body in the given pieces, each processed in slices of `slice` bytes by calls whose
+// deadline has always passed: each call stops at its first clock check (after every replacement:
+// clock_check_commits 1), so the stream resumes from wherever a call left off.
+std::string run_interrupted(const std::shared_ptr<const RuleSet>& set,
+                            const std::vector<std::string_view>& pieces, size_t slice,
+                            size_t* calls = nullptr) {
+  std::string out;
+  SubstitutionStreamOptions options;
+  options.clock_check_commits = 1;
+  SubstitutionStream s(set, &out, options);
+  const auto past = SubstitutionStream::Clock::time_point::min();
+  size_t n = 0;
+  for (auto p : pieces) {
+    s.write(p);
+    while (s.process(slice, past)) ++n;
+  }
+  s.finish();
+  while (s.process(slice, past)) ++n;
+  EXPECT_EQ(s.stats().abandoned, 0u);
+  if (calls) *calls = n;
+  return out;
+}
+
 // Every split of `body` into two pieces and into single bytes gives `want`.
 void expect_all_splits(const Rules& rules, std::string_view body, const std::string& want) {
   auto set = compile_ok(rules);
@@ -216,6 +239,82 @@ TEST(SubstitutionStreamTest, ProcessInSlicesForFairness) {
   EXPECT_EQ(s.stats().replacements, 5000u);
   EXPECT_EQ(s.stats().bytes_in, 10000u);
   EXPECT_EQ(s.stats().bytes_out, 5000u);
+}
+
+// Calls past their deadline stop after a replacement and the next call resumes there: many
+// calls, the same output.
+TEST(SubstitutionStreamTest, DeadlineStopsACallAndTheNextResumes) {
+  auto set = compile_ok({{"ab", "X", ""}, {"b(c)", "[$1]", ""}});
+  std::string body;
+  for (int i = 0; i < 500; ++i) body += "abzbc";
+  size_t calls = 0;
+  EXPECT_EQ(run_interrupted(set, {body}, 1 << 20, &calls), run_pieces(set, {body}));
+  // One replacement per call (clock_check_commits 1), two per 5 bytes of body.
+  EXPECT_GE(calls, 999u);
+  std::string want;
+  for (int i = 0; i < 500; ++i) want += "Xz[c]";
+  EXPECT_EQ(run_pieces(set, {body}), want);
+}
+
+// The rules `x` and `x[^!]*!` over a run of x: the longest-match search from each x scans to the
+// window's end (x[^!]* is alive there), so the flush at the body's end is quadratic: 64 KiB took
+// about 4 s of CPU before the budget. Now the stream gives up within its budget (50 ms + 1 us per
+// byte here) and the rest goes out unmodified.
+TEST(SubstitutionStreamTest, CpuBudgetEndsAQuadraticFlush) {
+  auto set = compile_ok({{"x", "y", ""}, {"x[^!]*!", "z", ""}});
+  const std::string body(64 * 1024, 'x');
+  std::string out;
+  SubstitutionStream s(set, &out);
+  s.write(body);
+  s.finish();
+  const SubstitutionStreamOptions defaults;
+  const auto budget = defaults.cpu_budget + defaults.cpu_budget_per_byte * 64 * 1024;
+  // Calls with a 1 ms deadline, as the proxy makes them (with its 100 us): the budget is spent in
+  // many short calls (57-74 here, the longest 5-6 ms: one search over the window is not cut).
+  // Without the deadline one call took the whole flush.
+  size_t calls = 0;
+  for (bool more = true; more; ++calls) {
+    more = s.process(1 << 20, SubstitutionStream::Clock::now() + std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.stats().abandoned, 1u);
+  EXPECT_GT(calls, 10u);
+  // A generous bound (sanitizer builds, a busy machine): without the budget the flush took
+  // seconds, tens under the sanitizers.
+  EXPECT_LT(s.stats().engine_time, budget + std::chrono::milliseconds(500));
+  // Some x became y before the budget ran out; the rest went out as it came.
+  ASSERT_EQ(out.size(), body.size());
+  const size_t replaced = out.find('x');
+  ASSERT_NE(replaced, std::string::npos);
+  EXPECT_GT(replaced, 0u);
+  EXPECT_EQ(out, std::string(replaced, 'y') + std::string(body.size() - replaced, 'x'));
+  EXPECT_EQ(s.stats().replacements, replaced);
+  EXPECT_EQ(s.stats().bytes_out, body.size());
+}
+
+// Past the budget, what is held and queued goes out unmodified, and so does every later write.
+TEST(SubstitutionStreamTest, AbandonedStreamPassesTheRestThrough) {
+  auto set = compile_ok({{"ab", "X", ""}});
+  SubstitutionStreamOptions options;
+  options.cpu_budget = std::chrono::nanoseconds(0);
+  options.cpu_budget_per_byte = std::chrono::nanoseconds(0);
+  options.clock_check_commits = 1;
+  std::string out;
+  SubstitutionStream s(set, &out, options);
+  std::string body;
+  for (int i = 0; i < 1000; ++i) body += "ab";
+  s.write(body);
+  EXPECT_FALSE(s.process(1 << 20));  // nothing left queued: the first check gave up
+  EXPECT_TRUE(s.abandoned());
+  EXPECT_EQ(out, "X" + body.substr(2));
+  s.write("ab-ab");
+  s.finish();
+  EXPECT_FALSE(s.process(1 << 20));
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(out, "X" + body.substr(2) + "ab-ab");
+  EXPECT_EQ(s.stats().replacements, 1u);
+  EXPECT_EQ(s.stats().bytes_out, out.size());
+  EXPECT_EQ(s.stats().bytes_in, body.size() + 5);
 }
 
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
@@ -415,6 +514,8 @@ size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_pre
       }
       EXPECT_EQ(run_pieces(compiled.rules, pieces), want)
           << description << "body: " << fuzz::escape(body);
+      EXPECT_EQ(run_interrupted(compiled.rules, pieces, 1 + rng() % 16), want)
+          << description << "body: " << fuzz::escape(body) << " interrupted";
       if (body.size() > 12) continue;
       for (size_t i = 0; i <= body.size(); ++i) {
         EXPECT_EQ(run_pieces(compiled.rules, {std::string_view(body).substr(0, i),

@@ -53,7 +53,7 @@ model::Route route(std::string path, std::string upstream, std::string ingress) 
 }
 
 // docs/observability.md states the memory per label set.
-static_assert(sizeof(RouteSlots) == 880);
+static_assert(sizeof(RouteSlots) == 888);
 
 TEST(MetricsTest, LabelsComeFromTheRouteAndVirtualHost) {
   auto l = route_labels("foo.com", route("/", "shop/web-svc:8080", "shop/web"));
@@ -100,6 +100,7 @@ TEST(MetricsTest, ScrapeHasEverySeriesWithItsLabels) {
                           .bytes_out = 4100,
                           .replacements = 9,
                           .forced_releases = 1,
+                          .abandoned = 1,
                           .skipped_by_memo = 7,
                           .rules_skipped = 20});
   w0.record_substitution({.labels = web, .compressed_passthrough = 1});
@@ -165,6 +166,7 @@ TEST(MetricsTest, ScrapeHasEverySeriesWithItsLabels) {
   EXPECT_EQ(value(s, "tidegate_substitution_responses_total{" + kWeb + "}"), 2);
   EXPECT_EQ(value(s, "tidegate_substitution_replacements_total{" + kWeb + "}"), 9);
   EXPECT_EQ(value(s, "tidegate_substitution_forced_releases_total{" + kWeb + "}"), 1);
+  EXPECT_EQ(value(s, "tidegate_substitution_abandoned_total{" + kWeb + "}"), 1);
   EXPECT_EQ(value(s, "tidegate_substitution_skipped_by_memo_total{" + kWeb + "}"), 8);
   EXPECT_EQ(value(s, "tidegate_substitution_rules_skipped_total{" + kWeb + "}"), 23);
   EXPECT_EQ(value(s, "tidegate_substitution_compressed_passthrough_total{" + kWeb + "}"), 1);
