@@ -905,8 +905,11 @@ void HttpSession<S>::pump_substitution() {
   bool more = sub_stream_->process(sub_slice_, started + 2 * kSubstitutionSliceTime);
   const auto spent = std::chrono::steady_clock::now() - started;
   // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
-  sub_slice_ = next_substitution_slice(sub_slice_, queued - sub_stream_->queued_bytes(), spent,
-                                       sub_out_.size());
+  // A call cut at its deadline took only part of its slice (its speed is unknown): halve it.
+  sub_slice_ = sub_stream_->interrupted()
+                   ? std::max(kSubstitutionMinSliceBytes, sub_slice_ / 2)
+                   : next_substitution_slice(sub_slice_, queued - sub_stream_->queued_bytes(),
+                                             spent, sub_out_.size());
   if (!sub_out_.empty() || sub_stream_->done()) {
     write_substituted(more);
     return;

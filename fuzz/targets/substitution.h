@@ -9,7 +9,9 @@
 //   - compile() and the stream never crash, whatever the rules and the body;
 //   - fed in pieces whose sizes come from the input, and processed in slices, the stream's output
 //     equals a straightforward non-streaming reference (reference_substitute below) whenever no
-//     candidate outgrew the buffer (forced_releases == 0);
+//     candidate outgrew the buffer (forced_releases == 0) and the stream did not give up on its
+//     CPU budget (abandoned == 0); also when every call stops at its deadline after each
+//     replacement (round 1);
 //   - the bytes held back never exceed max_buffer plus the piece being processed;
 //   - bytes_in and bytes_out agree with what went in and what came out;
 //   - stats().rules_matched names exactly the rules that won a match in the reference, and the
@@ -128,8 +130,14 @@ inline SubstitutionInput parse_substitution_input(std::string_view text) {
 inline std::string stream_substitute(
     const std::shared_ptr<const dataplane::filters::RuleSet>& rules, std::string_view body,
     uint32_t seed, size_t max_buffer, std::string* out,
-    dataplane::filters::SubstitutionStreamStats* stats) {
-  dataplane::filters::SubstitutionStream stream(rules, out, {max_buffer});
+    dataplane::filters::SubstitutionStreamStats* stats, bool interrupt = false) {
+  dataplane::filters::SubstitutionStreamOptions options;
+  options.max_buffer = max_buffer;
+  if (interrupt) options.clock_check_commits = 1;
+  const auto deadline = interrupt
+                            ? dataplane::filters::SubstitutionStream::Clock::time_point::min()
+                            : dataplane::filters::SubstitutionStream::Clock::time_point::max();
+  dataplane::filters::SubstitutionStream stream(rules, out, options);
   size_t pos = 0;
   uint32_t state = seed * 2654435761u + 1;
   while (pos < body.size()) {
@@ -141,7 +149,7 @@ inline std::string stream_substitute(
     const size_t slice = 1 + (state >> 16) % 61;
     bool more = true;
     while (more) {
-      more = stream.process(slice);
+      more = stream.process(slice, deadline);
       // Held back: at most max_buffer; queued: at most the rest of this piece.
       TIDEGATE_FUZZ_CHECK(stream.pending_bytes() <= max_buffer + piece,
                           "held " << stream.pending_bytes() << " bytes");
@@ -176,10 +184,11 @@ inline std::string run_substitution(const uint8_t* data, size_t size) {
     std::string got;
     dataplane::filters::SubstitutionStreamStats stats;
     const size_t max_buffer = round == 2 ? 32 : dataplane::filters::kDefaultSubstitutionMaxBuffer;
-    const std::string failure = detail::stream_substitute(
-        compiled.rules, in.body, static_cast<uint32_t>(size) + round, max_buffer, &got, &stats);
+    const std::string failure =
+        detail::stream_substitute(compiled.rules, in.body, static_cast<uint32_t>(size) + round,
+                                  max_buffer, &got, &stats, /*interrupt=*/round == 1);
     if (!failure.empty()) return failure;
-    if (stats.forced_releases != 0) continue;
+    if (stats.forced_releases != 0 || stats.abandoned != 0) continue;
     TIDEGATE_FUZZ_CHECK(got == want, "round " << round << ": stream \"" << escape(got)
                                               << "\" reference \"" << escape(want) << "\"");
     TIDEGATE_FUZZ_CHECK(stats.rules_matched == winners,
@@ -197,7 +206,7 @@ inline std::string run_substitution(const uint8_t* data, size_t size) {
     const std::string subset_failure = detail::stream_substitute(
         subset, in.body, static_cast<uint32_t>(size) + 7, max_buffer, &again, &subset_stats);
     if (!subset_failure.empty()) return subset_failure;
-    if (subset_stats.forced_releases != 0) continue;
+    if (subset_stats.forced_releases != 0 || subset_stats.abandoned != 0) continue;
     TIDEGATE_FUZZ_CHECK(again == want, "subset " << winners << ": stream \"" << escape(again)
                                                  << "\" reference \"" << escape(want) << "\"");
     TIDEGATE_FUZZ_CHECK(subset_stats.rules_matched == winners,

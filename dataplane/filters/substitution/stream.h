@@ -35,9 +35,11 @@ struct SubstitutionStreamOptions {
   size_t max_buffer = kDefaultSubstitutionMaxBuffer;
   // The time a response may spend in the engine: cpu_budget plus cpu_budget_per_byte for each
   // byte received. Ordinary rule sets run at 50 MB/s (a replacement every 20 bytes) to 2 GB/s,
-  // 20 ns per byte at worst; the default allows 1 us per byte (1 MB/s). Past it the stream gives
-  // up: what it holds and the rest of the body go out unmodified (stats().abandoned). Only a rule
-  // set that makes the longest-match search quadratic comes near it (docs/substitutions.md).
+  // 20 ns per byte at worst; the default allows 1 us per byte (1 MB/s). Past it on the monotonic
+  // clock the stream is timed on the thread's CPU clock too, and past the budget again in CPU
+  // time (for the bytes received since) it gives up: what it holds and the rest of the body go
+  // out unmodified (stats().abandoned). Only a rule set that makes the longest-match search
+  // quadratic comes near it (docs/substitutions.md).
   std::chrono::nanoseconds cpu_budget{std::chrono::milliseconds(50)};
   std::chrono::nanoseconds cpu_budget_per_byte{1000};
   // Replacements between two reads of the clock (for the deadline and the budget); tests set 1.
@@ -99,6 +101,8 @@ class SubstitutionStream {
   const RuleSet* rules() const { return rules_.get(); }
   const SubstitutionStreamStats& stats() const { return stats_; }
   bool abandoned() const { return stats_.abandoned != 0; }
+  // Whether the last process() call stopped at its deadline (more of its slice is left).
+  bool interrupted() const { return interrupted_; }
 
  private:
   void run(bool final);
@@ -106,6 +110,8 @@ class SubstitutionStream {
   // spent: then the stream is abandoned). Reads the clock only every so often.
   bool stop_after_commit(size_t window);
   void abandon();
+  // cpu_budget + cpu_budget_per_byte * bytes, saturated.
+  std::chrono::nanoseconds budget_for(uint64_t bytes) const;
   void step(std::string_view text, bool final);
   void overflow(std::string_view text);
   bool search(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
@@ -132,6 +138,11 @@ class SubstitutionStream {
   bool interrupted_ = false;
   unsigned commits_unchecked_ = 0;
   size_t window_unchecked_ = 0;
+  // Past the budget on the monotonic clock: timed on the thread's CPU clock from then on.
+  bool suspect_ = false;
+  uint64_t suspect_since_bytes_ = 0;
+  std::chrono::nanoseconds cpu_spent_{0};
+  std::chrono::nanoseconds cpu_call_began_{0};
   SubstitutionStreamStats stats_;
 };
 
