@@ -44,6 +44,10 @@ struct SubstitutionStreamOptions {
   std::chrono::nanoseconds cpu_budget_per_byte{1000};
   // Replacements between two reads of the clock (for the deadline and the budget); tests set 1.
   unsigned clock_check_commits = 16;
+  // The clocks: monotonic (the deadline, the budget's first judgement) and this thread's CPU time
+  // (null: CLOCK_THREAD_CPUTIME_ID). Tests replace them to stage stalls.
+  std::chrono::steady_clock::time_point (*now)() = +[] { return std::chrono::steady_clock::now(); };
+  std::chrono::nanoseconds (*thread_cpu_time)() = nullptr;
 };
 
 struct SubstitutionStreamStats {

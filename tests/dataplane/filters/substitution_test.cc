@@ -324,6 +324,72 @@ TEST(SubstitutionStreamTest, AbandonedStreamPassesTheRestThrough) {
   EXPECT_EQ(s.stats().bytes_in, body.size() + 5);
 }
 
+// Staged clocks: each read of the monotonic clock moves it by mono_step, each read of the CPU
+// clock by cpu_step.
+struct StagedClocks {
+  static inline std::chrono::steady_clock::time_point mono{};
+  static inline std::chrono::nanoseconds cpu{0};
+  static inline std::chrono::nanoseconds mono_step{0};
+  static inline std::chrono::nanoseconds cpu_step{0};
+  static inline int cpu_reads = 0;
+  static std::chrono::steady_clock::time_point now() { return mono += mono_step; }
+  static std::chrono::nanoseconds thread_cpu_time() {
+    ++cpu_reads;
+    return cpu += cpu_step;
+  }
+  static SubstitutionStreamOptions options(std::chrono::nanoseconds mono_step,
+                                           std::chrono::nanoseconds cpu_step) {
+    StagedClocks::mono_step = mono_step;
+    StagedClocks::cpu_step = cpu_step;
+    cpu_reads = 0;
+    SubstitutionStreamOptions o;
+    o.clock_check_commits = 1;
+    o.now = &StagedClocks::now;
+    o.thread_cpu_time = &StagedClocks::thread_cpu_time;
+    return o;
+  }
+};
+
+// The thread stalls (a CFS throttle, a busy machine): the monotonic clock runs 1 s per read
+// while the engine uses 1 us of CPU per read. The stream becomes suspect (it reads the CPU
+// clock) but never gives up: the body gets all its replacements.
+TEST(SubstitutionStreamTest, StallsDoNotCountAgainstTheBudget) {
+  auto set = compile_ok({{"ab", "X", ""}});
+  std::string body;
+  for (int i = 0; i < 1000; ++i) body += "ab";
+  std::string out;
+  SubstitutionStream s(
+      set, &out, StagedClocks::options(std::chrono::seconds(1), std::chrono::microseconds(1)));
+  s.write(body);
+  s.finish();
+  EXPECT_FALSE(s.process(1 << 20));
+  EXPECT_EQ(s.stats().abandoned, 0u);
+  EXPECT_EQ(out, std::string(1000, 'X'));
+  EXPECT_GT(StagedClocks::cpu_reads, 900);  // suspect from the first check on
+}
+
+// No stall, but 10 ms of CPU per clock read: suspect at the first check past 50 ms + 2 ms (1 us
+// per byte of 2,000 bytes) of monotonic time, abandoned once 50 ms of CPU more have gone by.
+TEST(SubstitutionStreamTest, CpuTimeBeyondTheBudgetAbandons) {
+  auto set = compile_ok({{"ab", "X", ""}});
+  std::string body;
+  for (int i = 0; i < 1000; ++i) body += "ab";
+  std::string out;
+  SubstitutionStream s(
+      set, &out,
+      StagedClocks::options(std::chrono::milliseconds(10), std::chrono::milliseconds(10)));
+  s.write(body);
+  s.finish();
+  EXPECT_FALSE(s.process(1 << 20));
+  EXPECT_EQ(s.stats().abandoned, 1u);
+  const size_t r = s.stats().replacements;
+  // The monotonic clock is read at the call's start, then at each replacement: at the 6th, 60 ms
+  // have gone by (> 52 ms): suspect. The CPU clock is read then and at each replacement after:
+  // at the 12th, 60 ms of CPU since (> 50 ms, no bytes received since): abandoned.
+  EXPECT_EQ(r, 12u);
+  EXPECT_EQ(out, std::string(r, 'X') + body.substr(2 * r));
+}
+
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
   std::string out;
   SubstitutionStream s(nullptr, &out);
