@@ -48,11 +48,13 @@ def test_documented_role_is_enough(cluster, namespace, site, kube_stack_factory,
                                            PUBLISHED, "--election-lease-seconds", "3"],
                                  kubeconfig=kubeconfig))
     cluster.apply(rule_set("common", namespace, SET_RULES),
-                  *html_app(namespace, site, "rbac.example", with_set("common")),
-                  kube_ingress("odd", namespace, "odd.example", "site",
-                               annotations={"tidegate.io/use-regex": "maybe"}))
+                  *html_app(namespace, site, "rbac.example", with_set("common")))
     # Lists and watches (the rule set included), the Lease, the status, the Events.
     wait_body(s, "rbac.example", b"<p>Visit shop.clone.test today, OWN WORDS.</p>")
+    # After its Service is known (applied together, the Ingress could come first and get a
+    # "service not found" Event of its own).
+    cluster.apply(kube_ingress("odd", namespace, "odd.example", "site",
+                               annotations={"tidegate.io/use-regex": "maybe"}))
     harness.wait_until(
         lambda: cluster.kubectl("get", "ingress", "site", "-n", namespace, "-o",
                                 "jsonpath={.status.loadBalancer.ingress[0].ip}") == PUBLISHED,

@@ -56,12 +56,14 @@ def test_rule_set_applies_follows_changes_and_deletion(cluster, crd, namespace, 
     # Deleted: the Ingress keeps routing with its own rules, and its Event says the set is gone.
     cluster.delete("substitutionruleset", "common", namespace)
     wait_body(s, "srs.example", b"<p>Visit shop.example.com today, OWN WORDS.</p>")
+    gone = f"SubstitutionRuleSet {namespace}/common not found"
     events = wait_events(cluster, namespace, "site",
-                         lambda ev: any("not found" in e["message"] for e in ev),
+                         lambda ev: any(gone in e["message"] for e in ev),
                          what="an Event saying the rule set is missing")
-    (missing,) = [e for e in events if "not found" in e["message"]]
+    # (Applied together at the start, the Ingress may have reached the controller before its
+    # set or its Service: such a moment has Events of its own.)
+    missing = [e for e in events if gone in e["message"]][-1]
     assert missing["type"] == "Warning" and missing["reason"] == "InvalidConfiguration", missing
-    assert f"SubstitutionRuleSet {namespace}/common not found" in missing["message"], missing
 
     # Created again: applied again.
     cluster.apply(rule_set("common", namespace, SET_RULES))
@@ -79,11 +81,18 @@ def test_invalid_rule_in_a_set_is_an_event_and_the_others_apply(cluster, crd, na
         {"match": "(?=t)today", "replace": "x"}]),
         *html_app(namespace, site, "bad-set.example", with_set("mixed")))
     wait_body(s, "bad-set.example", b"<p>Visit shop.clone.test today, OWN WORDS.</p>")
-    events = wait_events(cluster, namespace, "site", lambda ev: len(ev) >= 2,
-                         what="one Event per invalid rule")
-    messages = sorted(e["message"] for e in events)
-    assert all(e["reason"] == "InvalidConfiguration" for e in events), events
     prefix = f"tidegate.io/substitution-rule-set: SubstitutionRuleSet {namespace}/mixed"
+
+    def rule_events(ev):
+        # Only the rule set's: applied together, the Ingress can reach the controller before its
+        # Service, and the moment's "service not found" is an Event of its own.
+        return [e for e in ev if e["message"].startswith(prefix)]
+    events = rule_events(wait_events(cluster, namespace, "site",
+                                     lambda ev: len(rule_events(ev)) >= 2,
+                                     what="one Event per invalid rule"))
+    messages = sorted(e["message"] for e in events)
+    assert len(events) == 2, events
+    assert all(e["reason"] == "InvalidConfiguration" for e in events), events
     assert messages[0].startswith(f'{prefix} spec.rules[0] (match "o*"): '), messages
     assert "empty string" in messages[0] and messages[0].endswith("; rule dropped"), messages
     assert messages[1].startswith(f'{prefix} spec.rules[2] (match "(?=t)today"): '), messages
