@@ -32,7 +32,9 @@ def test_status_written_by_the_leader_only(cluster, namespace, kube_stack_factor
     assert len(leaders) == 1, [s.controller.log() for s in (s1, s2)]
     leader = leaders[0]
     follower = s2 if leader is s1 else s1
-    assert "status: load balancer" in leader.controller.log()
+    # The controller logs the write once the API server has answered it: the test can see the
+    # status a moment before the line.
+    leader.controller.wait_for_log(r"st status: load balancer", timeout=5)
     assert "status: load balancer" not in follower.controller.log()
 
     # The leader dies without releasing the Lease: the follower takes over once it expires.
@@ -40,8 +42,8 @@ def test_status_written_by_the_leader_only(cluster, namespace, kube_stack_factor
     cluster.apply(kube_ingress("second", namespace, "second.example", "st"))
     harness.wait_until(lambda: lb_status(cluster, namespace, "second") == want, 20,
                        "the new leader to write the second Ingress's status")
-    log = follower.controller.log()
-    assert "became the leader" in log and "status: load balancer" in log
+    follower.controller.wait_for_log(r"second status: load balancer", timeout=5)
+    assert "became the leader" in follower.controller.log()
 
 
 def test_leader_hands_over_on_shutdown(cluster, namespace, kube_stack_factory):
