@@ -900,10 +900,10 @@ bool HttpSession<S>::begin_substitution(bool body_expected, unsigned status) {
 template <class S>
 void HttpSession<S>::pump_substitution() {
   const size_t queued = sub_stream_->queued_bytes();
-  const auto started = std::chrono::steady_clock::now();
-  // The deadline backs up the slice size where the cost per byte jumps within a slice.
-  bool more = sub_stream_->process(sub_slice_, started + 2 * kSubstitutionSliceTime);
-  const auto spent = std::chrono::steady_clock::now() - started;
+  const auto before = sub_stream_->stats().engine_time;
+  // The time limit backs up the slice size where the cost per byte jumps within a slice.
+  bool more = sub_stream_->process(sub_slice_, 2 * kSubstitutionSliceTime);
+  const auto spent = sub_stream_->stats().engine_time - before;  // timed by the stream
   // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
   // A call cut at its deadline took only part of its slice (its speed is unknown): halve it.
   sub_slice_ = sub_stream_->interrupted()

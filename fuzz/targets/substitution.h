@@ -134,9 +134,7 @@ inline std::string stream_substitute(
   dataplane::filters::SubstitutionStreamOptions options;
   options.max_buffer = max_buffer;
   if (interrupt) options.clock_check_commits = 1;
-  const auto deadline = interrupt
-                            ? dataplane::filters::SubstitutionStream::Clock::time_point::min()
-                            : dataplane::filters::SubstitutionStream::Clock::time_point::max();
+  const auto time_limit = interrupt ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds::max();
   dataplane::filters::SubstitutionStream stream(rules, out, options);
   size_t pos = 0;
   uint32_t state = seed * 2654435761u + 1;
@@ -149,7 +147,7 @@ inline std::string stream_substitute(
     const size_t slice = 1 + (state >> 16) % 61;
     bool more = true;
     while (more) {
-      more = stream.process(slice, deadline);
+      more = stream.process(slice, time_limit);
       // Held back: at most max_buffer; queued: at most the rest of this piece.
       TIDEGATE_FUZZ_CHECK(stream.pending_bytes() <= max_buffer + piece,
                           "held " << stream.pending_bytes() << " bytes");

@@ -54,7 +54,7 @@ void SubstitutionStream::write(std::string_view data) {
 
 void SubstitutionStream::finish() { finished_ = true; }
 
-bool SubstitutionStream::process(size_t max_bytes, Clock::time_point deadline) {
+bool SubstitutionStream::process(size_t max_bytes, std::chrono::nanoseconds time_limit) {
   if (done_) return false;
   const size_t reveal = std::min(buf_.size() - visible_, max_bytes);
   visible_ += reveal;
@@ -62,7 +62,8 @@ bool SubstitutionStream::process(size_t max_bytes, Clock::time_point deadline) {
   if (rules_ && !abandoned()) {
     call_began_ = options_.now();
     if (suspect_) cpu_call_began_ = options_.thread_cpu_time();
-    deadline_ = deadline;
+    deadline_ = time_limit < Clock::time_point::max() - call_began_ ? call_began_ + time_limit
+                                                                    : Clock::time_point::max();
     interrupted_ = false;
     run(final);
     stats_.engine_time += options_.now() - call_began_;

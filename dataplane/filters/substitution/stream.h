@@ -78,11 +78,13 @@ class SubstitutionStream {
   void finish();
   using Clock = std::chrono::steady_clock;
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
-  // while queued input remains or the end has not been flushed: call again, after yielding. Past
-  // `deadline` the call returns early, at the next check (after at least one replacement; checks
-  // come every 16 replacements or 64 KiB of window searched), so that no single call runs long
-  // whatever the rules cost per byte.
-  bool process(size_t max_bytes, Clock::time_point deadline = Clock::time_point::max());
+  // while queued input remains or the end has not been flushed: call again, after yielding. Once
+  // the call has run `time_limit`, it returns early, at the next check (after at least one
+  // replacement; checks come every 16 replacements or 64 KiB of window searched), so that no
+  // single call runs long whatever the rules cost per byte. stats().engine_time grows by the
+  // call's duration.
+  bool process(size_t max_bytes,
+               std::chrono::nanoseconds time_limit = std::chrono::nanoseconds::max());
 
   // write() + process() of everything.
   void feed(std::string_view data) {
