@@ -510,38 +510,30 @@ def test_rules_past_their_cpu_budget_give_up_and_the_worker_keeps_serving(sub):
                    what="the quadratic route")
 
     stop = threading.Event()
-    light: list[tuple[float, float]] = []  # (sent at, latency) of each light request
-    failures: list[BaseException] = []
+    sent: list[float] = []
+    light: dict = {}
 
     def light_requests():
-        conn = http.client.HTTPConnection("127.0.0.1", sub.port, timeout=10)
         try:
-            while not stop.is_set():
-                t0 = time.monotonic()
-                conn.request("GET", "/ready", headers={"Host": PLAIN_HOST})
-                resp = conn.getresponse()
-                resp.read()
-                assert resp.status == 200, resp.status
-                light.append((t0, time.monotonic() - t0))
+            light["latencies"] = light_latencies(
+                sub.port, 10**6, keep_going=lambda: not stop.is_set(), sent_at=sent)
         except BaseException as e:  # noqa: BLE001 - reported by the test below
-            failures.append(e)
-        finally:
-            conn.close()
+            light["failure"] = e
 
     t = threading.Thread(target=light_requests)
     t.start()
     try:
         time.sleep(0.1)
-        began = time.monotonic()
+        began = time.perf_counter()
         r, _, body = get(sub.port, "/x.html", host=QUADRATIC_HOST)
-        ended = time.monotonic()
+        ended = time.perf_counter()
     finally:
         stop.set()
         t.join()
-    assert not failures, failures
+    assert "failure" not in light, light["failure"]
     # Every light request sent while the heavy one was under way (the last one included: it is
     # the one most likely to have waited).
-    during = [latency for sent, latency in light if began <= sent <= ended]
+    during = [latency for at, latency in zip(sent, light["latencies"]) if began <= at <= ended]
     assert r.status == 200 and len(body) == len(page)
     replaced = body.find(b"x")
     assert replaced > 0 and body == b"y" * replaced + b"x" * (len(page) - replaced), body[:100]
@@ -596,16 +588,19 @@ def big_route_status(port: int) -> int:
         return c.read_head()[1]
 
 
-def light_latencies(port: int, n: int, while_running=None) -> list[float]:
+def light_latencies(port: int, n: int, keep_going=None, sent_at: list | None = None) -> list[float]:
     """Sequential GETs of a small page on a route without rules, on one keep-alive connection;
-    stops early when `while_running` (a Popen) has exited."""
+    stops early once `keep_going()` is false. Each request's send time (time.perf_counter) goes
+    to `sent_at` when given."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     out = []
     try:
         for _ in range(n):
-            if while_running is not None and while_running.poll() is not None:
+            if keep_going is not None and not keep_going():
                 break
             t0 = time.perf_counter()
+            if sent_at is not None:
+                sent_at.append(t0)
             conn.request("GET", "/ready", headers={"Host": PLAIN_HOST})
             r = conn.getresponse()
             r.read()
@@ -686,7 +681,7 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
                                     preexec_fn=lambda: os.sched_setscheduler(
                                         0, os.SCHED_OTHER, os.sched_param(0)))
             time.sleep(0.2)  # the stream is under way
-            busy = light_latencies(sub.port, 400, while_running=curl)
+            busy = light_latencies(sub.port, 400, keep_going=lambda: curl.poll() is None)
             running_at_end = curl.poll() is None
             curl.kill()  # the rest of the stream is not needed
             stdout, _ = curl.communicate(timeout=60)
