@@ -1,0 +1,60 @@
+{{/*
+The controller's permissions, least privilege: exactly the calls controller/kube/ and
+controller/status/ make (e2e/chart/test_rbac.py runs the controller with them and checks what is
+refused). Reads are list+watch (the reflectors); `get` only where the controller GETs one object by
+name: a Secret an Ingress starts naming, the published Service, its Lease.
+*/}}
+
+{{/* Rules on the namespaced kinds the controller watches (ClusterRole, or Role in scope mode). */}}
+{{- define "tidegate.rbac.watchRules" -}}
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+- apiGroups: [tidegate.io]
+  resources: [substitutionrulesets]
+  verbs: [list, watch]
+{{- if .Values.controller.events }}
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+{{- end -}}
+
+{{/* IngressClasses are cluster-scoped: a ClusterRole even in scope mode. */}}
+{{- define "tidegate.rbac.clusterRules" -}}
+- apiGroups: [networking.k8s.io]
+  resources: [ingressclasses]
+  verbs: [list, watch]
+{{- end -}}
+
+{{/* The Lease of the leader election, in the release namespace (--election-namespace). */}}
+{{- define "tidegate.rbac.leaseRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "tidegate.electionID" . }}]
+  verbs: [get, update]
+{{- end -}}
+
+{{/* --publish-service: the controller GETs that one Service every 2 s. */}}
+{{- define "tidegate.rbac.publishRules" -}}
+{{- $path := include "tidegate.publishServicePath" . -}}
+- apiGroups: [""]
+  resources: [services]
+  resourceNames: [{{ last (splitList "/" $path) }}]
+  verbs: [get]
+{{- end -}}
