@@ -1,0 +1,3 @@
+module tidegate.test/echo
+
+go 1.22
