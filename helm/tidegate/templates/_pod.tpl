@@ -83,18 +83,10 @@ spec:
         {{- with .Values.controller.extraArgs }}
         {{- include "tidegate.extraArgs" . | trim | nindent 8 }}
         {{- end }}
+      {{- with .Values.controller.extraEnv }}
       env:
-        - name: POD_NAME
-          valueFrom:
-            fieldRef:
-              fieldPath: metadata.name
-        - name: POD_NAMESPACE
-          valueFrom:
-            fieldRef:
-              fieldPath: metadata.namespace
-        {{- with .Values.controller.extraEnv }}
         {{- toYaml . | nindent 8 }}
-        {{- end }}
+      {{- end }}
       {{- with .Values.controller.resources }}
       resources:
         {{- toYaml . | nindent 8 }}
