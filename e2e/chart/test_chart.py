@@ -415,3 +415,21 @@ def test_helm_install_notes_and_uninstall(helm, cluster, namespace):
     left += cluster.kubectl("get", cluster_scoped, "-l", selector, "-o", "name").split()
     assert left == [], left
     assert cluster.kubectl("get", "crd", "substitutionrulesets.tidegate.io", "-o", "name").strip()
+
+
+def grants(rules: list[dict]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+
+
+def test_deploy_clusterrole_grants_what_the_chart_grants(helm, cluster, namespace):
+    """deploy/clusterrole.yaml (one ClusterRole, for installs by hand and e2e/kube) and the
+    chart's roles grant the same (group, resource, verb) triples; the chart only narrows some
+    by namespace and resourceNames."""
+    objs = render_and_validate(helm, cluster, namespace)
+    chart = set()
+    for o in objs:
+        if o["kind"] in ("ClusterRole", "Role"):
+            chart |= grants(o["rules"])
+    documented = chartlib.dry_run(cluster, (harness.REPO / "deploy" / "clusterrole.yaml").read_text())
+    assert grants(documented[0]["rules"]) == chart, (grants(documented[0]["rules"]) ^ chart)
