@@ -88,16 +88,19 @@ DEPLOY_HEADER = ("# Tidegate for users without Helm: `kubectl apply -f deploy/ti
                  "# e2e/chart/test_chart.py fails when this file and the chart drift apart.\n---\n")
 
 
-def dry_run(cluster, manifest: str) -> list[dict]:
+def dry_run(cluster, manifest: str, warnings: list[str] | None = None) -> list[dict]:
     """Server-side dry run of every object in `manifest` (YAML): the API server validates them
     (schemas, field names, enums, immutable rules, admission) without storing anything. Returns
-    the objects as the API server would store them (JSON)."""
+    the objects as the API server would store them (JSON); the API server's warnings (kubectl
+    prints them on stderr) are appended to `warnings`."""
     r = subprocess.run([cluster_kubectl(cluster), "--kubeconfig", str(cluster.kubeconfig), "apply",
                         "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-"],
                        input=manifest, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise AssertionError(f"the API server refused the rendered chart:\n{r.stderr}\n"
                              f"----- manifest -----\n{manifest[:20000]}")
+    if warnings is not None:
+        warnings += [line for line in r.stderr.splitlines() if line.startswith("Warning:")]
     out = json.loads(r.stdout)
     return out["items"] if out.get("kind") == "List" else [out]
 
