@@ -90,10 +90,6 @@ class Container:
     def wait(self, timeout: float) -> int:
         return int(podman("wait", self.name, timeout=timeout).stdout.strip())
 
-    def running(self) -> bool:
-        p = podman("inspect", "--format", "{{.State.Running}}", self.name, check=False)
-        return p.stdout.strip() == "true"
-
     def pid(self) -> int:
         return int(podman("inspect", "--format", "{{.State.Pid}}", self.name).stdout.strip())
 
@@ -277,6 +273,55 @@ def test_tidegate_image_runs_non_root_read_only(archives, containers, tmp_path):
     assert status in (404, 502, 503), status  # routed by the data plane (no demo backend runs)
     user = podman("image", "inspect", "--format", "{{.Config.User}}", TIDEGATE).stdout.strip()
     assert user == "65532:65532", user
+
+
+def zombies_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def test_pause_reaps_orphans_and_exits_on_sigterm(tmp_path):
+    """pause.c as PID 1 of a PID namespace of its own (as in a pod that shares one): orphans
+    handed to it are reaped, and SIGTERM ends it with status 0."""
+    if not shutil.which("unshare") or not shutil.which("nsenter"):
+        pytest.skip("util-linux's unshare/nsenter are missing")
+    exe = tmp_path / "pause"
+    subprocess.run(["gcc", "-static", "-Os", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                    str(HERE / "pause" / "pause.c")], check=True, timeout=60)
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", str(exe)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        def pause_pid():
+            for d in Path("/proc").iterdir():
+                if d.name.isdigit():
+                    try:
+                        if (d / "stat").read_text().split()[3] == str(proc.pid):
+                            return int(d.name)
+                    except (OSError, IndexError):
+                        pass
+            return None
+        pid = harness.wait_until(pause_pid, 5, "pause started under unshare")
+        # A shell in pause's namespace starts a short sleep and exits: the sleep is orphaned,
+        # handed to pause (PID 1 there), and must not stay a zombie once it ends.
+        subprocess.run(["nsenter", "-t", str(pid), "-p", "--", "sh", "-c", "sleep 0.3 & exit 0"],
+                       check=True, timeout=10)
+        time.sleep(0.8)
+        assert zombies_of(pid) == [], "pause left a zombie"
+        os.kill(pid, signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+        assert "signal 15" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def image_size_mb(name: str) -> float:

@@ -450,3 +450,23 @@ func TestWebSocketClosedByDrain(t *testing.T) {
 		t.Fatal("Run did not return after the socket closed")
 	}
 }
+
+// The scale test keeps 50 WebSockets open through the ingress: 50 at once, each echoing.
+func TestFiftyWebSocketsAtOnce(t *testing.T) {
+	_, ts := testServer(t, Config{PodName: "p"})
+	addr := ts.Listener.Addr().String()
+	clients := make([]*wsClient, 50)
+	for i := range clients {
+		clients[i], _ = wsDial(t, addr)
+	}
+	for round := 0; round < 3; round++ {
+		for i, c := range clients {
+			c.send(t, true, opText, []byte(fmt.Sprintf("socket %d round %d", i, round)), true)
+		}
+		for i, c := range clients {
+			if _, p := c.recv(t); string(p) != fmt.Sprintf("socket %d round %d", i, round) {
+				t.Fatalf("socket %d: %q", i, p)
+			}
+		}
+	}
+}
