@@ -77,6 +77,10 @@ std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
+size_t request_line_bytes(const http::request_header<Fields>& req) {
+  return req.method_string().size() + 1 + req.target().size() + 1 + kVersionLength.size();
+}
+
 RequestVerdict refuse(unsigned status, std::string_view reason) {
   RequestVerdict v;
   v.status = status;
@@ -308,9 +312,9 @@ bool is_host_value(std::string_view s) {
 RequestVerdict check_request(const http::request_header<Fields>& req, const RequestRules& rules) {
   const unsigned version = req.version();
   if (version != 10 && version != 11) return refuse(505, "HTTP version not supported\n");
-  const size_t line =
-      req.method_string().size() + 1 + req.target().size() + 1 + kVersionLength.size();
-  if (line > rules.max_request_line_bytes) return refuse(414, "request target too long\n");
+  if (request_line_bytes(req) > rules.max_request_line_bytes) {
+    return refuse(414, "request target too long\n");
+  }
 
   const FieldScan s = scan_fields(req);
   if (s.fields > rules.max_header_fields) return refuse(431, "too many header fields\n");
@@ -354,9 +358,10 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
   return v;
 }
 
-unsigned header_overflow_status(std::string_view buffered, const RequestRules& rules) {
-  auto head = buffered.substr(0, rules.max_request_line_bytes + 2);
-  return head.find("\r\n") == std::string_view::npos ? 414 : 431;
+unsigned header_overflow_status(const http::request_header<Fields>& partial,
+                                const RequestRules& rules) {
+  if (partial.target().empty()) return 414;
+  return request_line_bytes(partial) > rules.max_request_line_bytes ? 414 : 431;
 }
 
 ResponseVerdict check_response(const http::response_header<Fields>& res) {

@@ -54,10 +54,11 @@ struct RequestVerdict {
 RequestVerdict check_request(const boost::beast::http::request_header<Fields>& req,
                              const RequestRules& rules);
 
-// After the parser stopped at the header size limit: 414 when the request line itself is over
-// max_request_line_bytes (no CRLF in the first max_request_line_bytes + 2 bytes buffered), else
-// 431.
-unsigned header_overflow_status(std::string_view buffered, const RequestRules& rules);
+// After the parser stopped at the header size limit, given what it parsed so far: 414 when the
+// request line was not complete (Beast parses and keeps the request line as soon as it has it)
+// or is over max_request_line_bytes, else 431.
+unsigned header_overflow_status(const boost::beast::http::request_header<Fields>& partial,
+                                const RequestRules& rules);
 
 // A backend's response head. Refused (502 to the client, the upstream connection closed, never
 // relayed): a version other than HTTP/1.0 or 1.1, a control character in a field, more than one

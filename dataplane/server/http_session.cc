@@ -171,9 +171,7 @@ void HttpSession<S>::on_read_header(error_code ec, std::size_t header_bytes) {
     }
     if (ec == http::error::header_limit) {
       // A request line over its own limit is 414, not 431 (docs/proxy.md, "Strict HTTP/1.1").
-      const auto buffered = client_buffer_.data();
-      const std::string_view head(static_cast<const char*>(buffered.data()), buffered.size());
-      if (header_overflow_status(head, worker_.limits().request_rules) == 414) {
+      if (header_overflow_status(request_->get(), worker_.limits().request_rules) == 414) {
         send_error(414, "request target too long\n", true);
       } else {
         send_error(431, "request header fields too large\n", true);
@@ -498,7 +496,8 @@ bool HttpSession<S>::retry_on_status(unsigned status) {
   // Discard the answer. A connection whose response ended with its header may serve again;
   // any other is closed rather than drained (as nginx does): draining would delay the retry.
   const auto& current = worker_.snapshot();
-  if (response_->is_done() && response_->keep_alive() && upstream_out_.done() && current &&
+  if (response_->is_done() && response_->keep_alive() && upstream_out_.done() &&
+      connection_->buffer.size() == 0 && current &&
       current->all_endpoints.contains(connection_->endpoint)) {
     connection_->reused = false;
     worker_.pool().put(std::move(connection_));
@@ -1016,8 +1015,10 @@ void HttpSession<S>::finish_exchange() {
   // The upstream connection goes back to the pool only if it is clean and its endpoint is still
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
   const auto& current = worker_.snapshot();
+  // Bytes already read past the response's end would be read as the next request's response
+  // (response queue poisoning): such a connection is closed.
   bool reusable = connection_ && response_->keep_alive() && response_->is_done() &&
-                  upstream_out_.done() && current &&
+                  upstream_out_.done() && connection_->buffer.size() == 0 && current &&
                   current->all_endpoints.contains(connection_->endpoint);
   if (reusable) {
     connection_->reused = false;
