@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
                "CIDR list (commas or spaces) of proxies in front of Tidegate whose "
                "X-Forwarded-For names the client (ip_hash, $remote_addr, source ranges, rate "
                "limits); default none: the connection's peer is the client");
+  flags.define("merge-slashes", "off",
+               "on: runs of / in request paths become one before routing and forwarding "
+               "(docs/proxy.md, \"Path normalization\")");
+  flags.define("path-escaped-slashes", "keep",
+               "%2F, %5C and \\ in request paths: keep (as they are, not separators), reject "
+               "(400) or decode (to /)");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -196,6 +202,16 @@ int main(int argc, char** argv) {
     dataplane::observability::append_snapshot_metrics(publisher.current().get(), out);
   });
   dataplane::server::Limits limits;
+  if (flags.get("merge-slashes") != "on" && flags.get("merge-slashes") != "off") {
+    std::cerr << "tidegate-dataplane: --merge-slashes must be on or off\n";
+    return 2;
+  }
+  limits.request_rules.path.merge_slashes = flags.get("merge-slashes") == "on";
+  if (!dataplane::router::parse_escaped_slashes(flags.get("path-escaped-slashes"),
+                                                &limits.request_rules.path.escaped_slashes)) {
+    std::cerr << "tidegate-dataplane: --path-escaped-slashes must be keep, reject or decode\n";
+    return 2;
+  }
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
   // Per-route data of the served routing table (metric label ids, compiled policy parts),
   // computed once per routing table on the control thread and handed to every worker with the

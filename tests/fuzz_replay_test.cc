@@ -14,6 +14,7 @@
 
 #include "../fuzz/targets/http_target.h"
 #include "../fuzz/targets/manifest.h"
+#include "../fuzz/targets/path_normalize.h"
 #include "../fuzz/targets/protocol_decode.h"
 #include "../fuzz/targets/substitution.h"
 
@@ -31,10 +32,13 @@ struct Target {
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> kTargets = {
+      // clang-format off
       {"protocol_decode", &run_protocol_decode},
       {"manifest", &run_manifest},
       {"http_target", &run_http_target},
       {"substitution", &run_substitution},
+      {"path_normalize", &run_path_normalize},
+      // clang-format on
   };
   return kTargets;
 }

@@ -37,6 +37,9 @@ void remove_hop_by_hop(Fields& fields) {
   fields.erase(http::field::te);
   fields.erase(http::field::trailer);
   fields.erase(http::field::upgrade);
+  // Connection-specific by definition (RFC 9113 section 8.2.2), even when Connection does not
+  // name it: an h2c upgrade is never forwarded.
+  fields.erase(http::field::http2_settings);
 }
 
 void add_forwarded_headers(http::request_header<Fields>& req, std::string_view peer,

@@ -18,8 +18,8 @@ using FieldsAllocator = std::pmr::polymorphic_allocator<char>;
 using Fields = boost::beast::http::basic_fields<FieldsAllocator>;
 
 // Removes Connection, the fields Connection names, and the fields that are hop-by-hop by
-// definition (Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade). Transfer-Encoding is left to
-// Beast, which re-frames bodies itself.
+// definition (Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings).
+// Transfer-Encoding is left to Beast, which re-frames bodies itself.
 void remove_hop_by_hop(Fields& fields);
 
 template <bool isRequest, typename Body>

@@ -12,6 +12,7 @@
 #include "ratelimit/client_address.h"
 #include "server/canary.h"
 #include "server/headers.h"
+#include "server/http1_policy.h"
 #include "server/substitution.h"
 #include "server/worker.h"
 
@@ -147,6 +148,7 @@ void HttpSession<S>::do_read_header() {
   response_started_ = false;
   expect_continue_ = false;
   upgrade_ = false;
+  upgrade_allowed_ = false;
   substitution_ = nullptr;
   sub_stream_.reset();
   cors_ = nullptr;
@@ -168,7 +170,12 @@ void HttpSession<S>::on_read_header(error_code ec, std::size_t header_bytes) {
       return;
     }
     if (ec == http::error::header_limit) {
-      send_error(431, "request header fields too large\n", true);
+      // A request line over its own limit is 414, not 431 (docs/proxy.md, "Strict HTTP/1.1").
+      if (header_overflow_status(request_->get(), worker_.limits().request_rules) == 414) {
+        send_error(414, "request target too long\n", true);
+      } else {
+        send_error(431, "request header fields too large\n", true);
+      }
       return;
     }
     if (is_http_parse_error(ec)) {
@@ -205,16 +212,22 @@ void HttpSession<S>::handle_request() {
   idempotent_ = is_idempotent(req.method());
   resolve_client();
 
+  // The framing, Host, target and path rules (server/http1_policy.h): a refusal closes the
+  // connection; an accepted request is edited so that routing, policies and the backend all see
+  // the same normalized origin-form target and the same Host.
+  RequestVerdict verdict = check_request(req, worker_.limits().request_rules);
+  if (verdict.status != 0) {
+    send_error(verdict.status, verdict.reason, true);
+    return;
+  }
+  if (verdict.replace_host) req.set(http::field::host, verdict.host);
+  if (verdict.replace_target) req.target(verdict.target);
+  if (verdict.canonical_chunked) req.set(http::field::transfer_encoding, "chunked");
+  upgrade_allowed_ = verdict.websocket_upgrade;
+
   snapshot_ = worker_.snapshot();
   if (!snapshot_) {
     send_error(503, "no configuration yet\n", !request_->is_done());
-    return;
-  }
-  // RFC 9112 section 3.2: an HTTP/1.1 request needs exactly one Host, HTTP/1.0 at most one;
-  // two Hosts would let the proxy and the backend route on different ones.
-  size_t hosts = req.count(http::field::host);
-  if (hosts > 1 || (hosts == 0 && client_version_ >= 11)) {
-    send_error(400, hosts > 1 ? "more than one Host field\n" : "missing Host field\n", true);
     return;
   }
   RequestTarget target = split_target(req.target(), req[http::field::host]);
@@ -369,8 +382,9 @@ void HttpSession<S>::prepare_upstream_request() {
   auto expect = req[http::field::expect];
   expect_continue_ = beast::iequals(expect, "100-continue");
   if (!expect.empty()) req.erase(http::field::expect);
-  // An upgrade (WebSocket and others) keeps its Upgrade and Connection fields for the upstream.
-  upgrade_ = request_->upgrade() && request_->is_done();
+  // A WebSocket upgrade keeps its Upgrade and Connection fields for the upstream; any other
+  // (h2c, ...) loses them with the hop-by-hop fields and goes up as a normal request.
+  upgrade_ = upgrade_allowed_ && request_->upgrade() && request_->is_done();
   if (upgrade_) upgrade_protocol_ = std::string(req[http::field::upgrade]);
   remove_hop_by_hop(req);
   req.version(11);
@@ -482,7 +496,8 @@ bool HttpSession<S>::retry_on_status(unsigned status) {
   // Discard the answer. A connection whose response ended with its header may serve again;
   // any other is closed rather than drained (as nginx does): draining would delay the retry.
   const auto& current = worker_.snapshot();
-  if (response_->is_done() && response_->keep_alive() && upstream_out_.done() && current &&
+  if (response_->is_done() && response_->keep_alive() && upstream_out_.done() &&
+      connection_->buffer.size() == 0 && current &&
       current->all_endpoints.contains(connection_->endpoint)) {
     connection_->reused = false;
     worker_.pool().put(std::move(connection_));
@@ -663,6 +678,14 @@ void HttpSession<S>::on_response_header(error_code ec) {
     return;
   }
   auto& res = response_->get();
+  if (const ResponseVerdict v = check_response(res); v.status != 0) {
+    // Ambiguous framing from a backend is never relayed (server/http1_policy.h).
+    TG_WARN("http", "upstream " << connection_->endpoint << ": " << v.reason);
+    end_attempt(true);
+    connection_.reset();
+    send_error(502, "upstream sent a malformed response\n", !request_->is_done());
+    return;
+  }
   unsigned status = res.result_int();
   if (timed_attempts_ && attempt_latency_.count() < 0) {
     attempt_latency_ = std::chrono::steady_clock::now() - attempt_started_;
@@ -992,8 +1015,10 @@ void HttpSession<S>::finish_exchange() {
   // The upstream connection goes back to the pool only if it is clean and its endpoint is still
   // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
   const auto& current = worker_.snapshot();
+  // Bytes already read past the response's end would be read as the next request's response
+  // (response queue poisoning): such a connection is closed.
   bool reusable = connection_ && response_->keep_alive() && response_->is_done() &&
-                  upstream_out_.done() && current &&
+                  upstream_out_.done() && connection_->buffer.size() == 0 && current &&
                   current->all_endpoints.contains(connection_->endpoint);
   if (reusable) {
     connection_->reused = false;

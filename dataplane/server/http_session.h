@@ -202,6 +202,8 @@ class HttpSession : public SessionBase,
   bool idempotent_ = false;
   bool head_request_ = false;
   bool upgrade_ = false;
+  // The request may go up as an upgrade (RequestVerdict::websocket_upgrade).
+  bool upgrade_allowed_ = false;
   std::string upgrade_protocol_;
   unsigned client_version_ = 11;
   // enable-cors: the route's compiled settings and the request's allowed Origin (empty: no CORS

@@ -4,9 +4,15 @@
 #include <chrono>
 #include <cstddef>
 
+#include "server/http1_policy.h"
+
 namespace tidegate::dataplane::server {
 
 struct Limits {
+  // The strict HTTP/1.1 rules and their limits (server/http1_policy.h): request line 8 KiB
+  // (414), 100 header fields (431), path normalization options (--merge-slashes,
+  // --path-escaped-slashes).
+  RequestRules request_rules;
   // Largest request header block (request line + fields) accepted; larger gets 431.
   size_t max_request_header_bytes = 64 * 1024;
   // Largest upstream response header block; larger gets 502.

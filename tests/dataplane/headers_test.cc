@@ -79,6 +79,7 @@ TEST(RemoveHopByHopTest, Table) {
         {"TE", "trailers"},
         {"Trailer", "X-Checksum"},
         {"Upgrade", "websocket"},
+        {"HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA"},
         {"Accept", "*/*"}},
        {{"Host", "foo.com"}, {"Accept", "*/*"}}},
       {"Connection: close", {{"Connection", "close"}, {"Accept", "*/*"}}, {{"Accept", "*/*"}}},
