@@ -378,8 +378,9 @@ def test_deploy_manifest_is_helm_template(helm, cluster):
 def test_helm_install_notes_and_uninstall(helm, cluster, namespace):
     """A real `helm install` against the API server (no kubelet: the pod is not run, that is the
     one-node cluster's test): NOTES.txt tells how to reach the ingress and the first Ingress; the
-    ServiceMonitor asked for without its CRD is reported, not a failure; `helm uninstall` leaves
-    nothing of ours but the CRD (Helm's convention)."""
+    ServiceMonitor asked for without its CRD is reported, not a failure; `helm upgrade` to a new
+    extraArg changes the pod template; `helm uninstall` leaves nothing of ours but the CRD
+    (Helm's convention)."""
     cluster.kubectl("delete", "crd", "servicemonitors.monitoring.coreos.com", "--ignore-not-found",
                     "--wait=true", "--timeout=30s")
     kc = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
@@ -409,6 +410,14 @@ def test_helm_install_notes_and_uninstall(helm, cluster, namespace):
         "clusterrole.rbac.authorization.k8s.io/tidegate",
         "clusterrolebinding.rbac.authorization.k8s.io/tidegate",
         "ingressclass.networking.k8s.io/tidegate"]
+    # An upgrade to a changed value changes the pod template (the cluster's test rolls the pod).
+    before = json.loads(cluster.kubectl("get", "deployment", "tidegate", "-n", namespace, "-o", "json"))
+    helm.run("upgrade", "tidegate", str(chartlib.CHART), *kc, "--reuse-values", "--set",
+             "controller.extraArgs.crd-recheck-interval=10")
+    after = json.loads(cluster.kubectl("get", "deployment", "tidegate", "-n", namespace, "-o", "json"))
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert "--crd-recheck-interval=10" in container(after, "controller")["args"]
+    assert after["spec"]["selector"] == before["spec"]["selector"]
     helm.run("uninstall", "tidegate", *kc, "--wait", "--timeout", "60s")
     left = cluster.kubectl("get", kinds + ",poddisruptionbudgets,horizontalpodautoscalers",
                            "-n", namespace, "-l", selector, "-o", "name").split()
