@@ -621,9 +621,14 @@ def up(timeout: float = 120) -> Path:
     _kill_containers()
     import_images(archives)
     t_images = time.monotonic()
+    # The kubelet and kube-proxy start at once and retry until the API server answers (waiting
+    # for /readyz first cost 1-2 s of node start-up); the controller-manager and the scheduler
+    # exit when RBAC's bootstrap roles are not there yet, so they wait for /readyz.
+    for name in ("kubelet", "kube-proxy"):
+        start(name, bins)
     wait_until("kube-apiserver /readyz", apiserver_ready, 60, watch=("etcd", "kube-apiserver"))
     t_api = time.monotonic()
-    for name in ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"):
+    for name in ("kube-controller-manager", "kube-scheduler"):
         start(name, bins)
     wait_until(f"node {NODE_NAME} Ready", node_ready, timeout, watch=tuple(COMPONENTS))
     t_ready = time.monotonic()
