@@ -44,6 +44,18 @@ def test_node_ready_and_deployment_endpoints(kube_cluster, namespace):
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6")
 
     t = time.monotonic()
+    # Nothing of the cluster listens beyond loopback and the node address (pods listen in their
+    # own network namespaces, on the bridge).
+    ours = ("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kubelet",
+            "kube-proxy", "containerd")
+    listeners = cluster.run("ss", "-Hltnup").stdout.splitlines()
+    for line in listeners:
+        fields = line.split()
+        if any(f'"{name}' in line for name in ours):
+            addr = fields[4].rsplit(":", 1)[0]
+            assert addr in ("127.0.0.1", cluster.NODE_IP), line
+    assert any(f"{cluster.NODE_IP}:{cluster.APISERVER_PORT}" in line for line in listeners)
+
     kube_cluster.apply(*echo_deployment("echo", 2), namespace=namespace)
     pods = kube_cluster.wait_deployment_ready(namespace, "echo", 2)
     ready_s = time.monotonic() - t
