@@ -671,7 +671,9 @@ def _mounts_under(prefixes: list[str]) -> list[str]:
     out = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         mp = line.split()[4].replace("\\040", " ")
-        if any(mp == p or mp.startswith(p.rstrip("/") + "/") for p in prefixes):
+        # A prefix ending in "-" (/run/netns/cni-) names files, any other one a folder.
+        if any(mp == p or mp.startswith(p if p.endswith("-") else p.rstrip("/") + "/")
+               for p in prefixes):
             out.append(mp)
     return sorted(out, key=len, reverse=True)
 
@@ -703,7 +705,10 @@ def _delete_pods_via_kubelet() -> None:
     def no_sandboxes():
         r = run("ctr", "--address", str(containerd_socket()), "-n", CONTAINERD_NS, "tasks",
                 "ls", "-q", check=False)
-        return r.returncode != 0 or not r.stdout.strip()
+        # The task goes before the sandbox's network: wait for containerd's CNI teardown too,
+        # which removes the pod's network namespace last.
+        return r.returncode != 0 or (not r.stdout.strip()
+                                     and not _mounts_under(["/run/netns/cni-"]))
     try:
         wait_until("the kubelet to stop every pod", no_sandboxes, 30, interval=0.2)
     except RuntimeError as e:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,15 +16,20 @@ PROBE_IMAGE = cluster.PROBE_IMAGE
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+    return cluster.wait_until(what, predicate, timeout, interval=interval)
+
+
+def container_pid(pod: dict, container: str | None = None) -> int:
+    """The host PID of a pod's container (the first one, or the one named), from containerd."""
+    statuses = pod["status"]["containerStatuses"]
+    cs = next(c for c in statuses if container in (None, c["name"]))
+    cid = cs["containerID"].split("://", 1)[1]
+    out = cluster.ctr("tasks", "ls").stdout
+    for line in out.splitlines()[1:]:
+        parts = line.split()
+        if parts and parts[0] == cid:
+            return int(parts[1])
+    raise AssertionError(f"no task for container {cid} of {pod['metadata']['name']}:\n{out}")
 
 
 class Kube:

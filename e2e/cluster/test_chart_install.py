@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import cluster
-from kube import echo_deployment, wait_for
+from kube import container_pid, echo_deployment, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
 import chartlib  # noqa: E402
@@ -105,17 +103,6 @@ def try_get(port: int, want: int = 200, **kw):
     return (body, headers) if status == want else None
 
 
-def container_process(kube, ns: str, pod: dict, container: str) -> int:
-    cs = next(c for c in pod["status"]["containerStatuses"] if c["name"] == container)
-    cid = cs["containerID"].split("://", 1)[1]
-    out = cluster.ctr("tasks", "ls").stdout
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if parts and parts[0] == cid:
-            return int(parts[1])
-    raise AssertionError(f"no task for {container} ({cid})")
-
-
 def our_objects(kube, ns: str) -> list[str]:
     sel = f"app.kubernetes.io/instance={RELEASE}"
     names = kube.kubectl("-n", ns, "get", "all,configmaps,secrets,serviceaccounts,roles,"
@@ -164,7 +151,7 @@ def test_helm_install_serves_http_and_https_and_uninstalls_cleanly(kube_cluster,
     # The security context holds on the running data plane: not root, read-only root file
     # system, no capabilities; it still serves, writes its socket (above) and logs.
     pod = kube.wait_deployment_ready(namespace, RELEASE, 1)[0]
-    pid = container_process(kube, namespace, pod, "dataplane")
+    pid = container_pid(pod, "dataplane")
     st = Path(f"/proc/{pid}/status").read_text()
     uids = next(line.split()[1:] for line in st.splitlines() if line.startswith("Uid:"))
     assert uids == ["65532"] * 4, st

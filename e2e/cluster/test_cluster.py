@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import cluster
-from kube import echo_deployment, wait_for
+from kube import container_pid, echo_deployment, wait_for
 
 pytestmark = pytest.mark.deadline(300)
 
@@ -20,18 +20,6 @@ pytestmark = pytest.mark.deadline(300)
 def http_get(url: str, timeout: float = 5) -> tuple[int, dict]:
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return r.status, json.loads(r.read())
-
-
-def container_pid(kube, namespace: str, pod: dict) -> int:
-    """The host PID of the pod's container, from containerd (the container's task)."""
-    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    out = cluster.run("ctr", "--address", str(cluster.containerd_socket()), "-n",
-                      cluster.CONTAINERD_NS, "tasks", "ls").stdout
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if parts and parts[0] == cid:
-            return int(parts[1])
-    raise AssertionError(f"no task for container {cid} of {pod['metadata']['name']}:\n{out}")
 
 
 def test_node_ready_and_deployment_endpoints(kube_cluster, namespace):
@@ -79,7 +67,7 @@ def test_scale_up_and_down_endpoint_slice_follows(kube_cluster, namespace):
     four = sorted(p["status"]["podIP"] for p in pods)
     wait_for(lambda: sorted(a for a, c in kube_cluster.endpoints(namespace, "echo").items()
                             if c.get("ready")) == four, 30, "the slice to list 4 ready pods")
-    pids = {p["status"]["podIP"]: container_pid(kube_cluster, namespace, p) for p in pods}
+    pids = {p["status"]["podIP"]: container_pid(p) for p in pods}
 
     kube_cluster.kubectl("-n", namespace, "scale", "deployment/echo", "--replicas=2")
     t = time.monotonic()
