@@ -32,15 +32,8 @@ def helm(tmp_path_factory) -> chartlib.Helm:
 def cluster(tmp_path_factory):
     if NETNS_ERROR:
         pytest.fail(f"cannot make the tests' network namespace: {NETNS_ERROR}")
-    c = kubecluster.Cluster(kubecluster.build(), tmp_path_factory.mktemp("chart-cluster"))
-    try:
-        c.start()
-    except BaseException:
-        print(c.logs())
-        c.shutdown()
-        raise
-    yield c
-    c.shutdown()
+    with kubecluster.running(kubecluster.build(), tmp_path_factory.mktemp("chart-cluster")) as c:
+        yield c
 
 
 @pytest.fixture

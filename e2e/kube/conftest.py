@@ -34,15 +34,8 @@ def kube_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def cluster(kube_bin, tmp_path_factory):
-    c = kubecluster.Cluster(kube_bin, tmp_path_factory.mktemp("cluster"))
-    try:
-        c.start()
-    except BaseException:
-        print(c.logs())
-        c.shutdown()
-        raise
-    yield c
-    c.shutdown()
+    with kubecluster.running(kube_bin, tmp_path_factory.mktemp("cluster")) as c:
+        yield c
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ backends listen there and no packet can leave the namespace.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -69,6 +70,23 @@ def build() -> Path:
     if r.returncode != 0:
         raise RuntimeError(f"e2e/kube/build.sh failed ({r.returncode}):\n{r.stderr[-4000:]}")
     return Path(r.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def running(bin_dir: Path, root: Path):
+    """A started Cluster for the length of a `with` block (the session fixtures of e2e/kube and
+    e2e/chart); its logs are printed when it fails to start."""
+    c = Cluster(bin_dir, root)
+    try:
+        c.start()
+    except BaseException:
+        print(c.logs())
+        c.shutdown()
+        raise
+    try:
+        yield c
+    finally:
+        c.shutdown()
 
 
 def _openssl(*args: str, cwd: Path) -> None:
