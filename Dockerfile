@@ -40,13 +40,26 @@ COPY bench/access_log_bench.cc bench/
 # remakes it, and GCC's .gch files differ bit for bit from one compile to the next, so that
 # compile and every file including the header would miss forever (0 hits of 105 here before).
 # Made afresh it is a hit, the same bytes come back, and unchanged files hit too.
-ENV CCACHE_DIR=/root/.cache/ccache CCACHE_MAXSIZE=2G CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1 \
+#
+# BUILD_TYPE and WERROR default to scripts/build's RelWithDebInfo (the build the tests ran;
+# debug info is stripped below) without -Werror (another compiler may warn). CCACHE_DIR may
+# name a directory the builder mounts with `podman build -v HOST_CCACHE:DIR`: with the same
+# compiler (bookworm's g++ on a bookworm host), build type, -Werror setting and paths relative
+# to the source tree, every object the host's scripts/build compiled is a hit, so the image
+# costs no second compile (e2e/cluster/images/build does this; docs/images.md).
+ARG BUILD_TYPE=RelWithDebInfo
+ARG WERROR=OFF
+ARG CCACHE_DIR=/root/.cache/ccache
+# LANG as scripts/build sets it: ccache hashes the locale.
+ENV CCACHE_DIR=${CCACHE_DIR} CCACHE_MAXSIZE=5G LANG=C.UTF-8 CCACHE_BASEDIR=/src CCACHE_NOHASHDIR=1 \
     CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 ARG JOBS=2
 RUN --mount=type=cache,id=tidegate-ccache,target=/root/.cache/ccache \
     --mount=type=cache,id=tidegate-image-build,target=/src/build \
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIDEGATE_TESTS=OFF \
-      -DTIDEGATE_WERROR=OFF >/dev/null \
+    mkdir -p "$CCACHE_DIR" \
+ && ccache --zero-stats >/dev/null \
+ && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" -DTIDEGATE_TESTS=OFF \
+      -DTIDEGATE_WERROR="${WERROR}" >/dev/null \
  && find build -name '*.gch' -delete \
  && cmake --build build -j"${JOBS}" --target tidegate-controller tidegate-dataplane \
  && mkdir -p /out/bin \
