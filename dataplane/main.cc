@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   cli::Flags flags;
   flags.define("control-socket", "/tmp/tidegate-control.sock",
-               "Unix socket the controller connects to");
+               "Unix socket the controller connects to (created 0600)");
+  flags.define("control-allowed-uids", "",
+               "comma-separated UIDs besides our own that may connect to the control socket "
+               "(checked with SO_PEERCRED)");
   flags.define("http-listen", "0.0.0.0:8080", "HTTP listener");
   flags.define("https-listen", "0.0.0.0:8443", "HTTPS listener");
   flags.define("default-ssl-certificate", "",
@@ -212,6 +215,12 @@ int main(int argc, char** argv) {
     std::cerr << "tidegate-dataplane: --path-escaped-slashes must be keep, reject or decode\n";
     return 2;
   }
+  std::vector<uid_t> control_uids;
+  if (!dataplane::control::parse_uid_list(flags.get("control-allowed-uids"), &control_uids,
+                                          &error)) {
+    std::cerr << "tidegate-dataplane: --control-allowed-uids: " << error << "\n";
+    return 2;
+  }
   std::vector<std::unique_ptr<dataplane::server::Worker>> pool;
   // Per-route data of the served routing table (metric label ids, compiled policy parts),
   // computed once per routing table on the control thread and handed to every worker with the
@@ -266,7 +275,7 @@ int main(int argc, char** argv) {
     TG_INFO("dataplane", "admin listening on " << at);
   }
   dataplane::control::ControlServer control(control_io, flags.get("control-socket"), publisher,
-                                            &metrics.config());
+                                            &metrics.config(), control_uids);
   if (!control.listen(&error)) {
     TG_ERROR("dataplane", error);
     return 1;

@@ -1,9 +1,14 @@
 #include "control/control_server.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <deque>
 
 #include <boost/asio/write.hpp>
@@ -117,8 +122,13 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
 }  // namespace
 
 ControlServer::ControlServer(asio::io_context& io, std::string path, runtime::Publisher& publisher,
-                             observability::ConfigMetrics* metrics)
-    : io_(io), path_(std::move(path)), publisher_(publisher), metrics_(metrics), acceptor_(io) {}
+                             observability::ConfigMetrics* metrics, std::vector<uid_t> allowed_uids)
+    : io_(io),
+      path_(std::move(path)),
+      publisher_(publisher),
+      metrics_(metrics),
+      allowed_uids_(std::move(allowed_uids)),
+      acceptor_(io) {}
 
 ControlServer::~ControlServer() { stop(); }
 
@@ -127,15 +137,42 @@ bool ControlServer::listen(std::string* error) {
   boost::system::error_code ec;
   local::endpoint ep(path_);
   acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) {
+    // bind() creates the file with the umask's permissions: owner-only from the first moment,
+    // not widened and then narrowed by a chmod (a peer could connect in between). The umask is
+    // the process's, so it is restored at once; nothing else creates files at start-up.
+    mode_t old = ::umask(0177);
+    acceptor_.bind(ep, ec);
+    ::umask(old);
+  }
+  if (!ec && ::chmod(path_.c_str(), 0600) != 0) {
+    ec.assign(errno, boost::system::system_category());
+  }
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     *error = "control socket " + path_ + ": " + ec.message();
     return false;
   }
-  ::chmod(path_.c_str(), 0660);  // the controller runs as the same user or group
   do_accept();
   return true;
+}
+
+bool ControlServer::peer_allowed(local::socket& socket) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    TG_WARN("control",
+            "refused a connection: its credentials are unknown (" << std::strerror(errno) << ")");
+    return false;
+  }
+  if (cred.uid == ::geteuid() ||
+      std::find(allowed_uids_.begin(), allowed_uids_.end(), cred.uid) != allowed_uids_.end()) {
+    return true;
+  }
+  TG_WARN("control", "refused a connection from uid " << cred.uid << " (pid " << cred.pid
+                                                      << "): only uid " << ::geteuid()
+                                                      << " and --control-allowed-uids may connect");
+  return false;
 }
 
 void ControlServer::stop() {
@@ -149,9 +186,34 @@ void ControlServer::stop() {
 void ControlServer::do_accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, local::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<ControlSession>(std::move(socket), publisher_, metrics_)->start();
+    if (!ec && peer_allowed(socket)) {
+      std::make_shared<ControlSession>(std::move(socket), publisher_, metrics_)->start();
+    }
     do_accept();
   });
+}
+
+bool parse_uid_list(const std::string& text, std::vector<uid_t>* out, std::string* error) {
+  out->clear();
+  if (!text.empty() && text.back() == ',') {
+    *error = "not a list of UIDs: \"" + text + "\"";
+    return false;
+  }
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    auto comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    unsigned long uid = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), uid);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size() ||
+        uid > 0xfffffffeUL) {
+      *error = "not a list of UIDs: \"" + text + "\"";
+      return false;
+    }
+    out->push_back(static_cast<uid_t>(uid));
+  }
+  return true;
 }
 
 }  // namespace tidegate::dataplane::control
