@@ -118,33 +118,48 @@ def _go() -> str:
     return shutil.which("go") or "/usr/local/go/bin/go"
 
 
-def build_go_image(src: Path, image: str) -> Path:
-    """A static Go program of ours (CoreDNS with our plugin list, the probe) as a one-layer image
-    archive, built once and cached by the hash of its sources."""
+def _go_key(src: Path, extra: bytes) -> str:
     import hashlib
     h = hashlib.sha256()
     for f in sorted(src.iterdir()):
-        h.update(f.name.encode() + f.read_bytes())
-    h.update((HERE / "mkimage.py").read_bytes())
-    out = CACHE / "cluster" / f"{src.name}-{h.hexdigest()[:12]}"
-    archive = out / f"{src.name}.tar"
-    if archive.exists():
-        return archive
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    h.update(extra)
+    return h.hexdigest()[:12]
+
+
+def build_go_program(src: Path, extra_key: bytes = b"") -> Path:
+    """A static Go program of ours (standard library only or pinned modules), built once and
+    cached by the hash of its sources: CoreDNS, the probe, the scale test's load generator."""
+    out = CACHE / "cluster" / f"{src.name}-{_go_key(src, extra_key)}"
+    binary = out / src.name
+    if binary.exists():
+        return binary
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GOMODCACHE=str(CACHE / "go" / "mod"),
                GOCACHE=str(CACHE / "go" / "build"), GOTOOLCHAIN="local", GOFLAGS="-mod=mod",
                CGO_ENABLED="0")
     log(f"building {src.name} (first time only)")
     t = time.monotonic()
-    binary = out / src.name
+    tmp = out / f".{src.name}.tmp"
     r = subprocess.run([_go(), "build", "-p", "2", "-trimpath", "-ldflags=-s -w", "-o",
-                        str(binary), "."], cwd=src, env=env, capture_output=True, text=True)
+                        str(tmp), "."], cwd=src, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"building {src.name} failed: {r.stderr[-3000:]}")
+    tmp.rename(binary)
+    log(f"{src.name} built in {time.monotonic() - t:.0f} s")
+    return binary
+
+
+def build_go_image(src: Path, image: str) -> Path:
+    """A static Go program of ours as a one-layer image archive, cached beside the program."""
+    binary = build_go_program(src, (HERE / "mkimage.py").read_bytes())
+    archive = binary.parent / f"{src.name}.tar"
+    if archive.exists():
+        return archive
     sys.path.insert(0, str(HERE))
     import mkimage
     mkimage.write_archive(image, [(binary, f"/{src.name}")], [f"/{src.name}"], [], archive)
-    log(f"{src.name} built in {time.monotonic() - t:.0f} s")
     return archive
 
 

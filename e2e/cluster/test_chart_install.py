@@ -10,8 +10,6 @@ import http.client
 import json
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,51 +17,22 @@ from pathlib import Path
 import pytest
 
 import cluster
+import release
 from kube import container_pid, echo_deployment, wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chart"))
-import chartlib  # noqa: E402
+from release import RELEASE, helm_run, install, make_helm, node_ports
 
 pytestmark = pytest.mark.deadline(420)
 
-RELEASE = "tidegate"
 HOST = "echo.example"
-IMAGE_SETS = ("image.repository=docker.io/tidegate/tidegate", "image.tag=test",
-              "image.pullPolicy=Never")
 
 
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory):
-    return chartlib.Helm(chartlib.build_helm(), tmp_path_factory.mktemp("helm-home"))
-
-
-def helm_run(helm, *args: str, timeout: float = 180) -> str:
-    r = subprocess.run([str(helm.path), "--kubeconfig", str(cluster.kubeconfig_path()), *args],
-                       capture_output=True, text=True, env=helm.env, timeout=timeout)
-    assert r.returncode == 0, f"helm {' '.join(args)} failed ({r.returncode}):\n{r.stderr}"
-    return r.stdout
-
-
-def install(helm, ns: str, *sets: str) -> str:
-    args = ["install", RELEASE, str(chartlib.CHART), "-n", ns]
-    for s in (*IMAGE_SETS, *sets):
-        args += ["--set", s]
-    return helm_run(helm, *args)
-
-
-def node_ports(kube, ns: str) -> dict[str, int]:
-    svc = kube.get("service", RELEASE, namespace=ns)
-    return {p["name"]: p["nodePort"] for p in svc["spec"]["ports"]}
+    return make_helm(tmp_path_factory.mktemp("helm-home"))
 
 
 def make_tls_secret(kube, ns: str, d: Path) -> Path:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(d / "tls.key"),
-                    "-out", str(d / "tls.crt"), "-days", "2", "-subj", f"/CN={HOST}",
-                    "-addext", f"subjectAltName=DNS:{HOST}"], check=True, capture_output=True)
-    kube.kubectl("-n", ns, "create", "secret", "tls", "echo-tls", "--cert", str(d / "tls.crt"),
-                 "--key", str(d / "tls.key"))
-    return d / "tls.crt"
+    return release.make_tls_secret(kube, ns, d, "echo-tls", HOST)
 
 
 def ingress(tls: bool) -> dict:
@@ -201,7 +170,7 @@ def test_helm_upgrade_rolls_two_replicas_without_a_failed_request(kube_cluster, 
     th.start()
     try:
         time.sleep(1)
-        helm_run(helm, "upgrade", RELEASE, str(chartlib.CHART), "-n", namespace,
+        helm_run(helm, "upgrade", RELEASE, str(release.chartlib.CHART), "-n", namespace,
                  "--reuse-values", "--set", "controller.extraArgs.crd-recheck-interval=20")
 
         def rolled():
