@@ -321,7 +321,11 @@ def test_retries_on_503(stack):
            {"tidegate.io/proxy-next-upstream": on_503,
             "tidegate.io/proxy-next-upstream-tries": "1"})
     deploy(stack, "r5", "r5.example.com", [sick, well])  # default: error timeout
-    for h in ("r1", "r2", "r3", "r4", "r5"):
+    # Own upstreams (own failure marks) for the requests that must still reach `sick`.
+    deploy(stack, "r6", "r6.example.com", [sick, well], {"tidegate.io/proxy-next-upstream": on_503})
+    deploy(stack, "r7", "r7.example.com", [sick, well],
+           {"tidegate.io/proxy-next-upstream": on_503 + " non_idempotent"})
+    for h in ("r1", "r2", "r3", "r4", "r5", "r6", "r7"):
         wait_until(lambda: call(stack.port, "/", f"{h}.example.com")[0] in (200, 503), 10, h)
 
     def run(host: str, n: int, method: str = "GET", body: bytes | None = None) -> Counter:
@@ -337,13 +341,19 @@ def test_retries_on_503(stack):
     before = sick.count
     assert run("r1.example.com", 20) == {(200, "well"): 20}
     assert sick.count > before  # the sick backend was tried (and its answer discarded)
-    # POST is not idempotent: not moved without non_idempotent.
-    posts = run("r1.example.com", 10, "POST")
+    # A discarded 503 marks the endpoint failed (as nginx's max_fails=1 fail_timeout=10s): for
+    # the next 10 s this upstream's picks leave it out, no attempt is wasted on it.
+    before = sick.count
+    assert run("r1.example.com", 20) == {(200, "well"): 20}
+    assert sick.count == before, sick.count - before
+    # POST is not idempotent: not moved without non_idempotent (the 503 is the answer; each
+    # worker reaches `sick` once before its mark).
+    posts = run("r6.example.com", 10, "POST")
     assert posts[(503, "sick")] >= 1, posts
     # With non_idempotent, a bodyless POST moves; a POST whose body was streamed up does not
     # (it cannot be sent again).
     assert run("r2.example.com", 10, "POST") == {(200, "well"): 10}
-    with_body = run("r2.example.com", 10, "POST", body=b"x" * 100)
+    with_body = run("r7.example.com", 10, "POST", body=b"x" * 100)
     assert with_body[(503, "sick")] >= 1, with_body
     # Every endpoint answered 503: the last answer is forwarded, each endpoint tried once.
     before = sick.count + sick2.count

@@ -27,7 +27,7 @@ class RoundRobin final : public Balancer {
     position_ = round_size_ == 0 ? 0 : worker % round_size_;
   }
 
-  uint32_t pick(const PickContext& ctx) override {
+  uint32_t choose(const PickContext& ctx) override {
     const size_t n = table_->size();
     if (n == 0 || tried_count(ctx) >= n) return kNone;
     for (size_t k = 0; k < n; ++k) {
@@ -63,7 +63,7 @@ class LeastConn final : public Balancer {
   LeastConn(std::shared_ptr<const EndpointTable> t, uint32_t worker, const Balancer* previous)
       : Balancer(std::move(t), worker, previous) {}
 
-  uint32_t pick(const PickContext& ctx) override {
+  uint32_t choose(const PickContext& ctx) override {
     const auto n = static_cast<uint32_t>(table_->size());
     if (n == 0 || tried_count(ctx) >= n) return kNone;
     uint32_t best = kNone;
@@ -102,7 +102,7 @@ class ConsistentHash final : public Balancer {
   ConsistentHash(std::shared_ptr<const EndpointTable> t, uint32_t worker, const Balancer* previous)
       : Balancer(std::move(t), worker, previous) {}
 
-  uint32_t pick(const PickContext& ctx) override {
+  uint32_t choose(const PickContext& ctx) override {
     const size_t n = table_->size();
     if (n == 0 || tried_count(ctx) >= n) return kNone;
     RequestKey computed;
@@ -129,7 +129,7 @@ class Ewma final : public Balancer {
   Ewma(std::shared_ptr<const EndpointTable> t, uint32_t worker, const Balancer* previous)
       : Balancer(std::move(t), worker, previous) {}
 
-  uint32_t pick(const PickContext& ctx) override {
+  uint32_t choose(const PickContext& ctx) override {
     const size_t n = table_->size();
     const size_t tried = tried_count(ctx);
     if (n == 0 || tried >= n) return kNone;
@@ -194,6 +194,21 @@ Balancer::Balancer(std::shared_ptr<const EndpointTable> table, uint32_t worker,
     loads_.push_back(j == kNone ? std::make_shared<EndpointLoad>() : previous->loads_[j]);
   }
   cursor_ = worker;
+  for (const auto& l : loads_) any_failed_until_ = std::max(any_failed_until_, l->failed_until);
+}
+
+uint32_t Balancer::pick(const PickContext& ctx) {
+  if (any_failed_until_ == TimePoint{}) return choose(ctx);
+  const TimePoint now = ctx.now != TimePoint{} ? ctx.now : Clock::now();
+  if (now >= any_failed_until_) {
+    any_failed_until_ = {};
+    return choose(ctx);
+  }
+  PickContext marked = ctx;
+  marked.skip_failed = this;
+  marked.failed_now = now;
+  const uint32_t i = choose(marked);
+  return i != kNone ? i : choose(ctx);
 }
 
 void Balancer::on_start(uint32_t endpoint) {
@@ -204,6 +219,12 @@ void Balancer::on_finish(uint32_t endpoint, nanoseconds latency, bool failed, Ti
   if (endpoint >= loads_.size()) return;
   EndpointLoad& l = *loads_[endpoint];
   if (l.in_flight > 0) --l.in_flight;
+  if (failed) {
+    l.failed_until = (now != TimePoint{} ? now : Clock::now()) + kFailTimeout;
+    any_failed_until_ = std::max(any_failed_until_, l.failed_until);
+  } else if (l.failed_until != TimePoint{}) {
+    l.failed_until = {};  // it answered: back in the rotation at once
+  }
   // Only ewma reads latencies; the others skip the two exp() calls (a switch to ewma later starts
   // from unmeasured endpoints, which it handles).
   if (method() != Method::kEwma) return;

@@ -62,14 +62,20 @@ struct RequestKey {
   bool present = false;  // false: no key (no request, or a hash-by key that evaluated to "")
 };
 
+class Balancer;
+
 struct PickContext {
   const RequestView* request = nullptr;  // needed by ip_hash and consistent hashing
   const Tried* tried = nullptr;          // null: nothing tried yet
   TimePoint now{};                       // ewma reads latencies decayed to this time
   // When set, ip_hash and consistent hashing use it and do not read `request`.
   const RequestKey* key = nullptr;
+  // Set by Balancer::pick while an endpoint is marked failed: such endpoints count as tried.
+  const Balancer* skip_failed = nullptr;
+  TimePoint failed_now{};
 
-  bool was_tried(uint32_t i) const { return tried != nullptr && tried->contains(i); }
+  // Tried by this request, or (while Balancer::pick skips them) marked failed.
+  bool was_tried(uint32_t i) const;
 };
 
 // One worker's figures for one endpoint, shared by that worker's successive Balancers.
@@ -78,6 +84,8 @@ struct EndpointLoad {
   bool observed = false;   // a latency has been recorded
   double ewma_ns = 0;      // peak EWMA of latency, as of `stamp`
   TimePoint stamp{};
+  // Passive failure marking: after a failed attempt, picks avoid the endpoint until then.
+  TimePoint failed_until{};
 };
 
 class Balancer {
@@ -88,9 +96,24 @@ class Balancer {
   Balancer(const Balancer&) = delete;
   Balancer& operator=(const Balancer&) = delete;
 
+  // Passive failure marking (docs/proxy.md, "Choosing an endpoint"), as nginx's defaults
+  // max_fails=1 fail_timeout=10s: an attempt that failed (connect error, timeout, broken
+  // response, a status proxy-next-upstream discards) marks its endpoint on this worker, and
+  // picks avoid it for kFailTimeout or until an attempt on it succeeds. When every endpoint
+  // left is marked, the marks are ignored (better a try than no answer). This is what stops a
+  // burst of connects to a pod that exited before its EndpointSlice said so: the first refused
+  // connect marks it, later requests go elsewhere at once.
+  static constexpr std::chrono::seconds kFailTimeout{10};
+
   // The endpoint for the next attempt: an index into table().endpoints(), never one in
-  // ctx.tried; kNone when the table is empty or every endpoint was tried. Allocation-free.
-  virtual uint32_t pick(const PickContext& ctx) = 0;
+  // ctx.tried, and not one marked failed while an unmarked one is left; kNone when the table is
+  // empty or every endpoint was tried. Allocation-free; reads the clock only while some
+  // endpoint is marked (and ctx.now is unset).
+  uint32_t pick(const PickContext& ctx);
+  // Marked failed at `now`.
+  bool failed(uint32_t endpoint, TimePoint now) const {
+    return endpoint < loads_.size() && loads_[endpoint]->failed_until > now;
+  }
 
   // Bracket every attempt on an endpoint the balancer picked (or that affinity chose).
   void on_start(uint32_t endpoint);
@@ -110,6 +133,9 @@ class Balancer {
  protected:
   Balancer(std::shared_ptr<const EndpointTable> table, uint32_t worker, const Balancer* previous);
 
+  // The method's choice under ctx (which pick() may have extended with the failure marks).
+  virtual uint32_t choose(const PickContext& ctx) = 0;
+
   // The first untried endpoint at or after index `start` (wrapping), or kNone.
   uint32_t first_untried_from(size_t start, const PickContext& ctx) const;
   uint64_t next_random();
@@ -120,7 +146,15 @@ class Balancer {
   std::vector<std::shared_ptr<EndpointLoad>> loads_;
   uint64_t rng_;
   size_t cursor_ = 0;  // rotation for tie-breaks and fallbacks
+  // The latest failed_until of any endpoint as this Balancer saw it ({}: none marked): while it
+  // lies in the past, picks cost nothing extra.
+  TimePoint any_failed_until_{};
 };
+
+inline bool PickContext::was_tried(uint32_t i) const {
+  return (tried != nullptr && tried->contains(i)) ||
+         (skip_failed != nullptr && skip_failed->failed(i, failed_now));
+}
 
 // The key of `request` for `table`'s method: the client address for kIpHash, the hash-by
 // expression for kConsistentHash, none for the other methods. Allocation-free.

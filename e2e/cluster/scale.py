@@ -73,6 +73,7 @@ class Experiment:
         self.ca: Path | None = None
         self.https_port = 0
         self.nginx: NginxReload | None = None
+        self.installed = False
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -94,6 +95,7 @@ class Experiment:
         objects += echo_deployment("steady", 1, grace_seconds=5, body_size=BODY_SIZE)
         kube.apply(*objects, namespace=ns)
         release.install(self.helm, ns)
+        self.installed = True
         for name, n in (("echo-graceful", 2), ("echo-abrupt", 2), ("steady", 1)):
             kube.wait_deployment_ready(ns, name, n, timeout=120)
         kube.wait_deployment_ready(ns, release.RELEASE, 1, timeout=120)
@@ -140,6 +142,10 @@ class Experiment:
     def teardown(self) -> None:
         if self.nginx:
             self.nginx.stop()
+        if self.installed:
+            # The release's cluster-scoped objects (ClusterRole, IngressClass) outlive the
+            # namespace: uninstall, so that the next install in another namespace can own them.
+            release.uninstall(self.helm, self.ns)
 
     # -- runs -------------------------------------------------------------------------------
 
