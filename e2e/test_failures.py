@@ -344,3 +344,66 @@ def test_expect_100_continue_with_dead_upstream_gets_502_without_100(stack):
                b"Expect: 100-continue\r\n\r\n")
         r = c.read_response()  # the final answer, no 100 first: the body is not wanted
         assert r.status == 502
+
+
+class Blackhole:
+    """A listener whose accept queue is full: the kernel drops further SYNs without an answer,
+    as for a pod address nobody holds any more (no RST comes; a connect just waits)."""
+
+    def __init__(self, host: str, port: int):
+        self.sock = socket.socket()
+        self.sock.bind((host, port))
+        self.sock.listen(0)
+        self.fillers = []
+        for _ in range(4):  # fill the queue (never accepted)
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex((host, port))
+            self.fillers.append(c)
+        time.sleep(0.2)
+
+    def close(self):
+        for c in self.fillers:
+            c.close()
+        self.sock.close()
+
+
+def test_connect_that_hangs_fails_over_after_half_a_second(stack):
+    live = stack.backend("live")
+    hole = Blackhole("127.0.0.4", live.port)
+    try:
+        probe = socket.socket()
+        probe.settimeout(0.3)
+        with pytest.raises(OSError):  # the blackhole really swallows connects
+            probe.connect(("127.0.0.4", live.port))
+        probe.close()
+        stack.manifests.write("hole.yaml", service("svc-hole"),
+                              endpoint_slice("svc-hole-1", "svc-hole", ["127.0.0.1", "127.0.0.4"],
+                                             live.port),
+                              ingress("hole", [rule("hole.example.com", path("/", "svc-hole"))]),
+                              service("svc-alive"),
+                              endpoint_slice("svc-alive-1", "svc-alive", ["127.0.0.1"], live.port),
+                              ingress("alive", [rule("alive.example.com", path("/", "svc-alive"))]),
+                              service("svc-onlyhole"),
+                              endpoint_slice("svc-onlyhole-1", "svc-onlyhole", ["127.0.0.4"],
+                                             live.port),
+                              ingress("onlyhole", [rule("only.example.com",
+                                                        path("/", "svc-onlyhole"))],
+                                      annotations={"tidegate.io/proxy-connect-timeout": "2s"}))
+        stack.wait_backend("/", "alive.example.com", "live")  # configured, blackhole untried
+        took = []
+        for _ in range(20):
+            start = time.monotonic()
+            assert stack.get("/", "hole.example.com").status == 200
+            took.append(time.monotonic() - start)
+        # Each worker tries the blackhole once: that request moves on after 0.5 s (not the
+        # 5 s proxy-connect-timeout), and the mark keeps the next ones away from it.
+        slow = [t for t in took if t > 0.3]
+        assert 1 <= len(slow) <= 2 and all(t < 1.5 for t in slow), took
+        # With no other endpoint left, the one attempt gets the whole proxy-connect-timeout.
+        start = time.monotonic()
+        r = stack.get("/", "only.example.com")
+        elapsed = time.monotonic() - start
+        assert r.status == 504 and 1.8 < elapsed < 4, (r.status, elapsed)
+    finally:
+        hole.close()

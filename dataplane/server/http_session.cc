@@ -457,9 +457,19 @@ void HttpSession<S>::connect_endpoint(uint32_t index) {
   connection_ = std::make_unique<upstream::Connection>(
       lowest().get_executor(), ep, upstream_->tls_key, Limits::kUpstreamReadBufferBytes);
   if (worker_.metrics()) connect_started_ = std::chrono::steady_clock::now();
-  connection_->stream.expires_after(policy().connect_timeout);
+  connection_->stream.expires_after(attempt_connect_timeout());
   connection_->stream.async_connect(
       ep, [self = this->shared_from_this()](error_code ec) { self->on_connect(ec); });
+}
+
+template <class S>
+std::chrono::milliseconds HttpSession<S>::attempt_connect_timeout() const {
+  const model::RoutePolicy& p = policy();
+  // attempts_ and tried_ already count this attempt.
+  const bool another_left = p.next_upstream.timeout && attempts_ < p.next_upstream_tries &&
+                            tried_.size() < upstream_->endpoints.size();
+  return another_left ? std::min(p.connect_timeout, Limits::kFailoverConnectTimeout)
+                      : p.connect_timeout;
 }
 
 template <class S>

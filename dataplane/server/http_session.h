@@ -101,6 +101,9 @@ class HttpSession : public SessionBase,
   static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
   void start_balancing();
   uint32_t pick_endpoint();
+  // This attempt's connect timeout: Limits::kFailoverConnectTimeout while another endpoint is
+  // left for a retry on timeout, else the route's proxy-connect-timeout.
+  std::chrono::milliseconds attempt_connect_timeout() const;
   void connect_endpoint(uint32_t index);
   void end_attempt(bool failed);
   // proxy-next-upstream http_502/503/504: true when this response was discarded and the

@@ -32,6 +32,13 @@ struct Limits {
   // Upstream: TCP connect, time between two reads (including the wait for the response header),
   // time between two writes.
   std::chrono::milliseconds upstream_connect_timeout{5'000};
+  // Fast failover (docs/proxy.md, "Retries"): while the request could still move to an endpoint
+  // it has not tried (proxy-next-upstream timeout, tries left), a connect gets at most this long
+  // before the next endpoint is tried; the last possible attempt gets the whole
+  // proxy-connect-timeout. A connect on a pod network takes well under a millisecond; one that
+  // does not finish in half a second goes to an address nobody holds any more (a pod that
+  // exited before its EndpointSlice said so), where no RST ever comes.
+  static constexpr std::chrono::milliseconds kFailoverConnectTimeout{500};
   std::chrono::milliseconds upstream_read_timeout{60'000};
   std::chrono::milliseconds upstream_send_timeout{60'000};
   // Attempts per request: connect failures (any method) and failures before any response byte
