@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   flags.define("path-escaped-slashes", "keep",
                "%2F, %5C and \\ in request paths: keep (as they are, not separators), reject "
                "(400) or decode (to /)");
+  flags.define("tls-profile", "intermediate",
+               "TLS versions, ciphers and groups: intermediate (TLS 1.2 and 1.3) or modern (TLS "
+               "1.3 only), Mozilla's profiles (docs/proxy.md, \"TLS profile\")");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -183,9 +186,14 @@ int main(int argc, char** argv) {
     TG_ERROR("dataplane", error);
     return 1;
   }
-  const auto ticket_keys = dataplane::tls::random_ticket_keys();
+  dataplane::tls::ServerSettings tls_settings;
+  if (!dataplane::tls::parse_tls_profile(flags.get("tls-profile"), &tls_settings.profile)) {
+    std::cerr << "tidegate-dataplane: --tls-profile must be intermediate or modern\n";
+    return 2;
+  }
+  tls_settings.ticket_keys = dataplane::tls::random_ticket_keys();
   auto default_ctx =
-      dataplane::tls::make_server_context(default_cert, default_key, ticket_keys, &error);
+      dataplane::tls::make_server_context(default_cert, default_key, tls_settings, &error);
   if (!default_ctx) {
     TG_ERROR("dataplane", "default certificate: " << error);
     return 1;
@@ -241,7 +249,7 @@ int main(int argc, char** argv) {
   tcp::endpoint bound = http_at, bound_tls = https_at;
   for (int i = 0; i < workers; ++i) {
     auto w = std::make_unique<dataplane::server::Worker>(static_cast<size_t>(i), limits,
-                                                         &tls_context, ticket_keys);
+                                                         &tls_context, tls_settings);
     boost::system::error_code ec;
     bound = w->listen(bound, ec);  // later workers bind the port the first one got
     if (ec) {

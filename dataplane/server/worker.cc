@@ -14,13 +14,13 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 Worker::Worker(size_t id, const Limits& limits, asio::ssl::context* tls,
-               const tls::TicketKeys& ticket_keys)
+               const tls::ServerSettings& tls_settings)
     : id_(id),
       limits_(limits),
       tls_(tls),
       sweep_timer_(io_),
       drain_timer_(io_),
-      certificates_(ticket_keys),
+      certificates_(tls_settings),
       rng_state_(std::random_device{}()) {
   rng_state_ = (rng_state_ << 32) ^ std::random_device{}() ^ (uint64_t{id} << 56);
 }

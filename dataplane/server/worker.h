@@ -34,7 +34,7 @@ class Worker {
  public:
   // `tls` may be null (no HTTPS listener); it must outlive the worker.
   Worker(size_t id, const Limits& limits, boost::asio::ssl::context* tls,
-         const tls::TicketKeys& ticket_keys);
+         const tls::ServerSettings& tls_settings);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -25,7 +25,7 @@ SSL_CTX* CertificateCache::get(const model::Certificate& cert, uint64_t fp) {
     index_.erase(it);
   }
   std::string error;
-  SslCtxPtr ctx = make_server_context(cert.cert_pem, cert.key_pem, keys_, &error);
+  SslCtxPtr ctx = make_server_context(cert.cert_pem, cert.key_pem, settings_, &error);
   ++builds_;
   if (!ctx) {
     TG_WARN("tls", "certificate " << cert.name << ": " << error << "; using the default");

@@ -18,8 +18,8 @@ class CertificateCache {
  public:
   static constexpr size_t kDefaultCapacity = 1000;
 
-  CertificateCache(const TicketKeys& keys, size_t capacity = kDefaultCapacity)
-      : keys_(keys), capacity_(capacity) {}
+  CertificateCache(const ServerSettings& settings, size_t capacity = kDefaultCapacity)
+      : settings_(settings), capacity_(capacity) {}
 
   // The context for `cert`, built on a miss; null when it cannot be built (then the caller keeps
   // the default certificate).
@@ -33,7 +33,7 @@ class CertificateCache {
     uint64_t fingerprint = 0;
     SslCtxPtr ctx;
   };
-  const TicketKeys& keys_;
+  const ServerSettings& settings_;
   size_t capacity_;
   std::list<Entry> lru_;  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

@@ -40,7 +40,56 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
   return SSL_TLSEXT_ERR_NOACK;
 }
 
+// Applies the profile's versions, ciphers, groups and options (see tls_context.h).
+bool apply_profile(SSL_CTX* ctx, TlsProfile profile, std::string* error) {
+  const bool modern = profile == TlsProfile::kModern;
+  if (SSL_CTX_set_min_proto_version(ctx, modern ? TLS1_3_VERSION : TLS1_2_VERSION) != 1 ||
+      SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) != 1) {
+    *error = openssl_error("TLS versions rejected");
+    return false;
+  }
+  // TLS 1.2's list (a TLS 1.3-only context never uses one).
+  if (!modern && SSL_CTX_set_cipher_list(ctx, kIntermediateTls12Ciphers) != 1) {
+    *error = openssl_error("TLS 1.2 cipher list rejected");
+    return false;
+  }
+  ERR_clear_error();
+  if (SSL_CTX_set_ciphersuites(ctx, kTls13Ciphersuites) != 1) {
+    *error = openssl_error("TLS 1.3 cipher suites rejected");
+    return false;
+  }
+  // X25519MLKEM768 arrived in OpenSSL 3.5; older libraries refuse the list that names it.
+  if (SSL_CTX_set1_groups_list(ctx, kGroupsWithMlkem) != 1) {
+    ERR_clear_error();
+    if (SSL_CTX_set1_groups_list(ctx, kGroups) != 1) {
+      *error = openssl_error("TLS groups rejected");
+      return false;
+    }
+  }
+  // The server's order (AES-128-GCM first), except that a client that lists ChaCha20 first
+  // (no AES in hardware, as on many phones) gets ChaCha20. Mozilla's profiles leave the order
+  // to the client; testssl.sh rates a server without an order HIGH (docs/proxy.md).
+  SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA |
+                               SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  return true;
+}
+
 }  // namespace
+
+bool parse_tls_profile(std::string_view text, TlsProfile* out) {
+  if (text == "intermediate") {
+    *out = TlsProfile::kIntermediate;
+  } else if (text == "modern") {
+    *out = TlsProfile::kModern;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string_view tls_profile_name(TlsProfile profile) {
+  return profile == TlsProfile::kModern ? "modern" : "intermediate";
+}
 
 TicketKeys random_ticket_keys() {
   TicketKeys keys{};
@@ -49,15 +98,14 @@ TicketKeys random_ticket_keys() {
 }
 
 SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& key_pem,
-                              const TicketKeys& keys, std::string* error) {
+                              const ServerSettings& settings, std::string* error) {
   ERR_clear_error();
   SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
   if (!ctx) {
     *error = openssl_error("SSL_CTX_new failed");
     return nullptr;
   }
-  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  if (!apply_profile(ctx.get(), settings.profile, error)) return nullptr;
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_RELEASE_BUFFERS);
   auto bio = memory_bio(cert_pem);
   X509Ptr leaf(PEM_read_bio_X509(bio.get(), nullptr, no_passphrase, nullptr));
@@ -86,6 +134,7 @@ SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& ke
     return nullptr;
   }
   // Shared ticket keys: a ticket issued under one SNI context resumes under any other.
+  const TicketKeys& keys = settings.ticket_keys;
   SSL_CTX_ctrl(ctx.get(), SSL_CTRL_SET_TLSEXT_TICKET_KEYS, static_cast<long>(keys.size()),
                const_cast<unsigned char*>(keys.data()));
   SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);  // tickets only: no shared cache

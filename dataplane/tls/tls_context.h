@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace tidegate::dataplane::tls {
 
@@ -27,10 +28,38 @@ inline constexpr size_t kTls13TicketsPerHandshake = 1;
 using TicketKeys = std::array<unsigned char, 80>;
 TicketKeys random_ticket_keys();
 
-// A TLS 1.2+ server context serving `cert_pem` (chain) with `key_pem`; ALPN offers http/1.1.
-// Returns null and sets *error (never containing key material) on failure.
+// The TLS profile every server context gets (`--tls-profile`), from Mozilla's Server Side TLS
+// guidelines, version 6.0 (docs/proxy.md, "TLS profile"):
+// - intermediate (default): TLS 1.2 and 1.3; TLS 1.2 ciphers ECDHE with AES-GCM or
+//   ChaCha20-Poly1305 only (forward secret, AEAD), in the server's order (AES-128-GCM first)
+//   unless the client puts ChaCha20 first;
+// - modern: TLS 1.3 only.
+// Both: TLS 1.3's three standard suites; groups X25519MLKEM768 (where the OpenSSL in use has
+// it), X25519, P-256, P-384; no renegotiation, no compression, no session cache (tickets only).
+enum class TlsProfile { kIntermediate, kModern };
+bool parse_tls_profile(std::string_view text, TlsProfile* out);
+std::string_view tls_profile_name(TlsProfile profile);
+
+// The profile's parts, as OpenSSL spells them (for the tests and the docs).
+inline constexpr const char* kIntermediateTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+inline constexpr const char* kTls13Ciphersuites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+inline constexpr const char* kGroupsWithMlkem = "X25519MLKEM768:X25519:P-256:P-384";
+inline constexpr const char* kGroups = "X25519:P-256:P-384";
+
+// What every server context is built with: the shared ticket keys and the profile.
+struct ServerSettings {
+  TicketKeys ticket_keys{};
+  TlsProfile profile = TlsProfile::kIntermediate;
+};
+
+// A server context serving `cert_pem` (chain) with `key_pem` under `settings`' profile; ALPN
+// offers http/1.1. Returns null and sets *error (never containing key material) on failure.
 SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& key_pem,
-                              const TicketKeys& keys, std::string* error);
+                              const ServerSettings& settings, std::string* error);
 
 struct CertificateCheck {
   std::string error;  // empty: usable

@@ -226,8 +226,9 @@ struct RequestIdCase {
 };
 
 TEST(EnsureRequestIdTest, Table) {
-  const tls::TicketKeys keys{};
-  Worker worker(0, Limits{}, nullptr, keys);  // never started: only its random numbers are used
+  const tls::ServerSettings tls_settings{};
+  Worker worker(0, Limits{}, nullptr,
+                tls_settings);  // never started: only its random numbers are used
   const std::vector<RequestIdCase> cases = {
       {"missing", std::nullopt, false},
       {"empty", "", false},

@@ -35,7 +35,7 @@ class ServerStreamTest : public ::testing::Test {
   void SetUp() override {
     std::string cert, key, error;
     ASSERT_TRUE(generate_self_signed(&cert, &key, &error)) << error;
-    server_ctx_ = make_server_context(cert, key, random_ticket_keys(), &error);
+    server_ctx_ = make_server_context(cert, key, ServerSettings{random_ticket_keys()}, &error);
     ASSERT_TRUE(server_ctx_) << error;
     client_ctx_.set_verify_mode(asio::ssl::verify_none);
   }
