@@ -5,15 +5,17 @@
 #   fuzz/run.sh TARGET [SECONDS]      # build, then fuzz TARGET (default 60 s)
 #   fuzz/run.sh replay [TARGET...]    # build, then run each seed corpus once (no new inputs)
 #
-# TARGET is protocol_decode, manifest, http_target or path_normalize. With clang++ the targets
-# are libFuzzer binaries with AddressSanitizer and UBSan; without it (GCC only) they are built
-# with a plain main() (standalone_main.cc) that can only replay inputs, still under ASan and UBSan.
+# TARGET is protocol_decode, manifest, http_target, substitution, path_normalize, http1_request,
+# http1_response or annotations. With clang++ the targets are libFuzzer binaries with
+# AddressSanitizer and UBSan; without it (GCC only) they are built with a plain main()
+# (standalone_main.cc) that can only replay inputs, still under ASan and UBSan.
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2), CXX (default clang++ if
 # present, else g++), extra libFuzzer flags in FUZZ_FLAGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(protocol_decode manifest http_target path_normalize)
+TARGETS=(protocol_decode manifest http_target substitution path_normalize http1_request
+  http1_response annotations)
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-2}
 if [ -z "${CXX:-}" ]; then

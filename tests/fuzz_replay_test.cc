@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "../fuzz/targets/annotations.h"
+#include "../fuzz/targets/http1_message.h"
 #include "../fuzz/targets/http_target.h"
 #include "../fuzz/targets/manifest.h"
 #include "../fuzz/targets/path_normalize.h"
@@ -38,6 +40,9 @@ const std::vector<Target>& targets() {
       {"http_target", &run_http_target},
       {"substitution", &run_substitution},
       {"path_normalize", &run_path_normalize},
+      {"http1_request", &run_http1_request},
+      {"http1_response", &run_http1_response},
+      {"annotations", &run_annotations},
       // clang-format on
   };
   return kTargets;
@@ -142,6 +147,46 @@ TEST(FuzzReplayTest, TargetsSeeWhatTheyShould) {
   EXPECT_EQ(detail::upstream_of(fx.router->match("x.foo.com", "/w/1")), "wildcard-w");
   EXPECT_EQ(detail::upstream_of(fx.router->match("nowhere.org", "/any")), "any");
   EXPECT_EQ(detail::upstream_of(fx.router->match("nowhere.org", "/else")), "default");
+
+  // http1_request: seeds reach the accepted path with edits, and the refusals.
+  auto verdict_of = [](const std::string& name) {
+    const std::string bytes = read_file(kCorpusRoot / "http1_request" / name);
+    detail::HeadParser<true> parser;
+    size_t used = 0;
+    EXPECT_TRUE(detail::parse_head(parser, bytes, &used)) << name;
+    return dataplane::server::check_request(parser.get(), dataplane::server::RequestRules{});
+  };
+  const auto absolute = verdict_of("absolute_form.http");
+  EXPECT_EQ(absolute.status, 0u);
+  EXPECT_TRUE(absolute.replace_host && absolute.replace_target);
+  EXPECT_EQ(absolute.host, "a.example");
+  EXPECT_EQ(absolute.target, "/y?z");
+  EXPECT_TRUE(verdict_of("chunked_capital.http").canonical_chunked);
+  EXPECT_TRUE(verdict_of("websocket.http").websocket_upgrade);
+  EXPECT_FALSE(verdict_of("h2c_upgrade.http").websocket_upgrade);
+  EXPECT_EQ(verdict_of("te_xchunked.http").status, 400u);
+  EXPECT_EQ(verdict_of("two_hosts.http").status, 400u);
+
+  // http1_response: a relayed head and a refused one.
+  auto response_verdict = [](const std::string& name) {
+    const std::string bytes = read_file(kCorpusRoot / "http1_response" / name);
+    detail::HeadParser<false> parser;
+    size_t used = 0;
+    EXPECT_TRUE(detail::parse_head(parser, bytes, &used)) << name;
+    return dataplane::server::check_response(parser.get()).status;
+  };
+  EXPECT_EQ(response_verdict("ok_chunked.http"), 0u);
+  EXPECT_EQ(response_verdict("te_gzip.http"), 502u);
+
+  // annotations: a seed gives a policy other than the default, and an invalid value a report.
+  const std::string balance = read_file(kCorpusRoot / "annotations" / "affinity.txt");
+  auto m = detail::annotations_from(std::string_view(balance).substr(1));
+  auto parsed = controller::translate::parse_annotations(m, {});
+  EXPECT_TRUE(parsed.policy.upstream.affinity.has_value());
+  const std::string bad = read_file(kCorpusRoot / "annotations" / "bad_timeouts.txt");
+  auto bad_parsed = controller::translate::parse_annotations(
+      detail::annotations_from(std::string_view(bad).substr(1)), {});
+  EXPECT_GE(bad_parsed.diagnostics.size(), 3u);
 }
 
 }  // namespace

@@ -358,6 +358,12 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
   return v;
 }
 
+void apply_request_verdict(const RequestVerdict& verdict, http::request_header<Fields>& req) {
+  if (verdict.replace_host) req.set(http::field::host, verdict.host);
+  if (verdict.replace_target) req.target(verdict.target);
+  if (verdict.canonical_chunked) req.set(http::field::transfer_encoding, "chunked");
+}
+
 unsigned header_overflow_status(const http::request_header<Fields>& partial,
                                 const RequestRules& rules) {
   if (partial.target().empty()) return 414;

@@ -54,6 +54,10 @@ struct RequestVerdict {
 RequestVerdict check_request(const boost::beast::http::request_header<Fields>& req,
                              const RequestRules& rules);
 
+// Makes an accepted request's edits (target, Host, Transfer-Encoding) on the parsed head.
+void apply_request_verdict(const RequestVerdict& verdict,
+                           boost::beast::http::request_header<Fields>& req);
+
 // After the parser stopped at the header size limit, given what it parsed so far: 414 when the
 // request line was not complete (Beast parses and keeps the request line as soon as it has it)
 // or is over max_request_line_bytes, else 431.
