@@ -25,7 +25,10 @@ void SyncLoop::notify() {
   {
     std::lock_guard lock(mu_);
     auto now = clock::now();
-    if (!dirty_) first_change_ = now;
+    if (!dirty_) {
+      first_change_ = now;
+      leading_ = now - last_change_ >= options_.hold_off;
+    }
     last_change_ = now;
     dirty_ = true;
   }
@@ -46,8 +49,11 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
     if (stopping_) return false;
     auto now = clock::now();
     if (dirty_) {
-      // Batch: wait until quiet for hold_off, but never longer than max_delay after the first.
-      auto due = std::min(last_change_ + options_.hold_off, first_change_ + options_.max_delay);
+      // After a quiet period: now. In a burst: once quiet for hold_off, but never longer than
+      // max_delay after the batch's first change.
+      auto due =
+          leading_ ? first_change_
+                   : std::min(last_change_ + options_.hold_off, first_change_ + options_.max_delay);
       if (now >= due) {
         dirty_ = false;
         return true;

@@ -1,8 +1,9 @@
 #pragma once
 // The one thread that turns changes into pushes. Sources call notify() from any thread; the loop
-// batches notifications (a hold-off after the last one, bounded by a maximum delay after the
-// first), rebuilds the desired Config with a pure build function, and pushes it. Failed pushes are
-// retried with exponential backoff and jitter; a data plane that restarts is resynced.
+// batches notifications (at once after a quiet period, else a hold-off after the last one,
+// bounded by a maximum delay after the first), rebuilds the desired Config with a pure build
+// function, and pushes it. Failed pushes are retried with exponential backoff and jitter; a data
+// plane that restarts is resynced.
 
 #include <chrono>
 #include <condition_variable>
@@ -26,10 +27,11 @@ struct Build {
   const std::vector<std::string>* changed_upstreams = nullptr;
 };
 
-// Batching. The hold-off is the latency every change pays (an EndpointSlice change included)
-// before it is translated; it is kept short because a change is cheap once batched, and it only
-// exists to gather bursts (a rollout's slices arrive a few ms apart). max_delay bounds how long a
-// steady stream of changes can postpone a push.
+// Batching, leading-edge: a change that comes after a quiet period (no change for hold_off) is
+// built and pushed at once; the changes that follow it within hold_off of each other (a burst: a
+// rollout's slices arrive a few ms apart) are gathered and pushed once the burst has been quiet
+// for hold_off, and never later than max_delay after the first of them. An isolated change thus
+// pays no hold-off at all, and a burst costs one push for its first change and one for the rest.
 struct SyncOptions {
   std::chrono::milliseconds hold_off{20};
   std::chrono::milliseconds max_delay{200};
@@ -76,6 +78,8 @@ class SyncLoop {
   bool stopping_ = false;
   std::chrono::steady_clock::time_point first_change_{};
   std::chrono::steady_clock::time_point last_change_{};
+  // The pending batch began after a quiet period: build it now (see SyncOptions).
+  bool leading_ = false;
   uint64_t acked_ = 0;
   std::mt19937 rng_{std::random_device{}()};
 };

@@ -1,12 +1,15 @@
 // The sync loop hands the pusher the upstreams an incremental build says it changed, and only
-// when they are relative to what was pushed last.
+// when they are relative to what was pushed last; it batches leading-edge (an isolated change is
+// pushed at once, a burst is gathered into one more push).
 
 #include "sync/sync_loop.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -124,6 +127,71 @@ TEST(SyncLoopTest, ChangedUpstreamsOfTheFirstBuildAreNotUsed) {
   ASSERT_EQ(sent.size(), 3u);
   EXPECT_EQ(std::get<protocol::Snapshot>(sent[1]).config, config({"a.com"}, "10.0.0.1"));
   EXPECT_EQ(std::get<protocol::DeltaMsg>(sent[2]).delta.upsert_upstreams.size(), 1u);
+}
+
+// Waits until `loop` has `n` pushes acknowledged (or 10 s pass).
+bool wait_acked(const SyncLoop& loop, uint64_t n) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (loop.pushes_acked() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return loop.pushes_acked() >= n;
+}
+
+// A long hold-off makes the two behaviours far apart: an isolated change after a quiet period
+// must not wait for it; the changes of a burst are gathered into one push after the first.
+struct Batching {
+  Recorder recorder;
+  push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
+  std::atomic<int> builds{0};
+  std::atomic<int> hosts{1};
+  SyncLoop loop{SyncLoop::BuildFn([this] {
+                  ++builds;
+                  std::vector<std::string> names;
+                  for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
+                  return config(names, "10.0.0.1");
+                }),
+                pusher,
+                SyncOptions{std::chrono::milliseconds(800), std::chrono::milliseconds(5'000),
+                            std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+                            std::chrono::milliseconds(50)}};
+  std::thread thread{[this] { loop.run(); }};
+  ~Batching() {
+    loop.stop();
+    thread.join();
+  }
+};
+
+TEST(SyncLoopTest, AnIsolatedChangeIsPushedWithoutTheHoldOff) {
+  Batching b;
+  ASSERT_TRUE(wait_acked(b.loop, 1));  // the start-up build waits for the hold-off, as before
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // quiet for longer than it
+  b.hosts = 2;
+  auto before = std::chrono::steady_clock::now();
+  b.loop.notify();
+  ASSERT_TRUE(wait_acked(b.loop, 2));
+  auto took = std::chrono::steady_clock::now() - before;
+  EXPECT_LT(took, std::chrono::milliseconds(400)) << "the change waited for the 800 ms hold-off";
+  std::lock_guard lock(b.recorder.mu);
+  EXPECT_EQ(b.recorder.served->virtual_hosts.size(), 2u);
+}
+
+TEST(SyncLoopTest, ABurstIsGatheredIntoOnePushAfterItsFirstChange) {
+  Batching b;
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  const int builds_before = b.builds;
+  for (int i = 2; i <= 21; ++i) {  // 20 changes, 2 ms apart
+    b.hosts = i;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // The first change at once, the other 19 in one more build once the burst is quiet.
+  ASSERT_TRUE(wait_acked(b.loop, 3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+  EXPECT_EQ(b.builds - builds_before, 2);
+  std::lock_guard lock(b.recorder.mu);
+  EXPECT_EQ(b.recorder.served->virtual_hosts.size(), 21u);
 }
 
 }  // namespace
