@@ -82,6 +82,10 @@ const std::vector<Spelling>& spellings() {
       {"cors-expose-headers", {"cors-expose-headers"}},
       {"cors-allow-credentials", {"cors-allow-credentials"}},
       {"cors-max-age", {"cors-max-age"}},
+      {"hsts", {}},
+      {"hsts-max-age", {}},
+      {"hsts-include-subdomains", {}},
+      {"hsts-preload", {}},
       {"whitelist-source-range", {"whitelist-source-range"}},
       {"limit-rps", {"limit-rps"}},
       {"limit-burst-multiplier", {"limit-burst-multiplier"}},
@@ -123,6 +127,10 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "cors-expose-headers",
                                             "cors-allow-credentials",
                                             "cors-max-age",
+                                            "hsts",
+                                            "hsts-max-age",
+                                            "hsts-include-subdomains",
+                                            "hsts-preload",
                                             "whitelist-source-range",
                                             "limit-rps",
                                             "limit-burst-multiplier",
@@ -183,6 +191,7 @@ class Parser {
       parse_rewrites_and_redirects();
       parse_headers();
       parse_cors();
+      parse_hsts();
       parse_source_ranges();
       parse_rate_limits();
     } else {
@@ -681,6 +690,33 @@ class Parser {
       c.max_age_seconds = *n;
     }
     result_.policy.route.cors = std::move(c);
+  }
+
+  // hsts: Strict-Transport-Security on HTTPS responses; the other three refine it.
+  void parse_hsts() {
+    static constexpr std::string_view kRefining[] = {"hsts-max-age", "hsts-include-subdomains",
+                                                     "hsts-preload"};
+    if (!get_bool("hsts").value_or(false)) {
+      for (auto name : kRefining) no_effect_without(name, "hsts: \"true\"");
+      return;
+    }
+    model::Hsts h;
+    if (auto n = get_integer("hsts-max-age", 0, model::Hsts::kMaxMaxAgeSeconds)) {
+      h.max_age_seconds = *n;
+    }
+    if (auto b = get_bool("hsts-include-subdomains")) h.include_subdomains = *b;
+    std::optional<FoundAnnotation> preload_found;
+    if (auto b = get_bool("hsts-preload")) {
+      h.preload = *b;
+      preload_found = get("hsts-preload");
+    }
+    // The browsers' preload lists take a host only with a year or more and includeSubDomains.
+    if (h.preload && (h.max_age_seconds < 31'536'000 || !h.include_subdomains)) {
+      warn(*preload_found,
+           "preload lists require hsts-max-age of at least 31536000 and "
+           "hsts-include-subdomains; sent as asked");
+    }
+    result_.policy.route.hsts = h;
   }
 
   void token_list(std::string_view name, bool star_alone, std::vector<std::string>& out) {

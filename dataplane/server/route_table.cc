@@ -49,6 +49,7 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       if (auto set = ratelimit::CidrSet::parse(joined, &error)) c.limit_allowlist = std::move(*set);
     }
     if (policy.cors) c.cors.emplace(*policy.cors);
+    if (policy.hsts) c.hsts = model::hsts_value(*policy.hsts);
     if (route.canary) {
       c.canary_workers = std::max<size_t>(workers, 1);
       c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);

@@ -39,6 +39,8 @@ struct CompiledRoute {
   std::optional<ratelimit::CidrSet> limit_allowlist;
   // enable-cors.
   std::optional<CompiledCors> cors;
+  // hsts: the Strict-Transport-Security value for the route's HTTPS responses; empty: none.
+  std::string hsts;
   // A route with a canary: each worker's count of requests the weight decided (indexed by
   // worker id, each written by its own worker only, so no atomics). Null without a canary.
   struct alignas(64) Turn {

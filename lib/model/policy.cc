@@ -609,6 +609,13 @@ std::vector<std::string> validate(const UpstreamPolicy& p) {
   return problems;
 }
 
+std::string hsts_value(const Hsts& h) {
+  std::string v = "max-age=" + std::to_string(h.max_age_seconds);
+  if (h.include_subdomains) v += "; includeSubDomains";
+  if (h.preload) v += "; preload";
+  return v;
+}
+
 std::vector<std::string> validate(const RoutePolicy& p) {
   std::vector<std::string> problems;
   auto check_timeout = [&](const char* name, std::chrono::milliseconds t) {
@@ -682,6 +689,11 @@ std::vector<std::string> validate(const RoutePolicy& p) {
     if (c.max_age_seconds < 0 || c.max_age_seconds > Cors::kMaxMaxAgeSeconds) {
       problems.push_back("cors max_age " + std::to_string(c.max_age_seconds) + " is out of range");
     }
+  }
+  if (p.hsts &&
+      (p.hsts->max_age_seconds < 0 || p.hsts->max_age_seconds > Hsts::kMaxMaxAgeSeconds)) {
+    problems.push_back("hsts max_age " + std::to_string(p.hsts->max_age_seconds) +
+                       " is out of range 0-" + std::to_string(Hsts::kMaxMaxAgeSeconds));
   }
   if (p.source_ranges) check_cidrs(p.source_ranges->cidrs, "source range", problems);
   const RateLimits& r = p.rate_limits;
@@ -843,6 +855,17 @@ json to_json(const RoutePolicy& p) {
     if (c.max_age_seconds != dc.max_age_seconds) cj["max_age_seconds"] = c.max_age_seconds;
     j["cors"] = std::move(cj);
   }
+  if (p.hsts) {
+    const Hsts& h = *p.hsts;
+    const Hsts dh;
+    json hj = json::object();
+    if (h.max_age_seconds != dh.max_age_seconds) hj["max_age_seconds"] = h.max_age_seconds;
+    if (h.include_subdomains != dh.include_subdomains) {
+      hj["include_subdomains"] = h.include_subdomains;
+    }
+    if (h.preload != dh.preload) hj["preload"] = h.preload;
+    j["hsts"] = std::move(hj);
+  }
   if (p.source_ranges) j["source_ranges"] = p.source_ranges->cidrs;
   if (p.rate_limits != d.rate_limits) {
     const RateLimits& r = p.rate_limits;
@@ -914,6 +937,15 @@ RoutePolicy route_policy_from_json(const json& j) {
     cr.integer("max_age_seconds", c.max_age_seconds, static_cast<uint64_t>(INT64_MAX));
     cr.finish();
     p.cors = std::move(c);
+  }
+  if (const json* v = r.find("hsts")) {
+    Hsts h;
+    ObjectReader hr(*v, "route policy hsts");
+    hr.integer("max_age_seconds", h.max_age_seconds, static_cast<uint64_t>(INT64_MAX));
+    hr.boolean("include_subdomains", h.include_subdomains);
+    hr.boolean("preload", h.preload);
+    hr.finish();
+    p.hsts = h;
   }
   if (r.find("source_ranges")) {
     SourceRanges ranges;

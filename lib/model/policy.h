@@ -145,6 +145,18 @@ struct RateLimits {
   bool operator==(const RateLimits&) const = default;
 };
 
+// hsts: Strict-Transport-Security on the route's HTTPS responses (never on plain HTTP, RFC 6797
+// section 7.2), replacing one the backend sent. Defaults as ingress-nginx's hsts-* settings.
+struct Hsts {
+  static constexpr int64_t kMaxMaxAgeSeconds = 2'147'483'647;
+  int64_t max_age_seconds = 31'536'000;  // one year; 0 tells browsers to forget the host
+  bool include_subdomains = true;
+  bool preload = false;
+  bool operator==(const Hsts&) const = default;
+};
+// The header's value: "max-age=31536000; includeSubDomains; preload".
+std::string hsts_value(const Hsts& h);
+
 // whitelist-source-range. Set and empty means "no client may use this route" (what an invalid
 // annotation turns into: a broken allow list must not open the route).
 struct SourceRanges {
@@ -174,6 +186,7 @@ struct RoutePolicy {
   std::vector<Header> response_headers;  // custom-headers, in the order written, unique names
   std::string upstream_vhost;            // Host header sent to the backend; empty: the client's
   std::optional<Cors> cors;
+  std::optional<Hsts> hsts;
   std::optional<SourceRanges> source_ranges;
   RateLimits rate_limits;
   bool operator==(const RoutePolicy&) const = default;

@@ -62,7 +62,7 @@ TEST(PolicyDefaults, EqualTheDataPlaneLimitsInForceToday) {
   EXPECT_TRUE(route.next_upstream.timeout);
   EXPECT_FALSE(route.next_upstream.http_502 || route.next_upstream.http_503 ||
                route.next_upstream.http_504 || route.next_upstream.non_idempotent);
-  EXPECT_FALSE(route.cors || route.redirect || route.source_ranges);
+  EXPECT_FALSE(route.cors || route.redirect || route.source_ranges || route.hsts);
   EXPECT_FALSE(route.rate_limits.rps || route.rate_limits.connections);
   EXPECT_EQ(route.rate_limits.status_code, 429);
 
@@ -110,6 +110,17 @@ TEST(PolicyEnums, RoundTripAndRefuseUnknown) {
   EXPECT_EQ(n.to_string(), "error http_502 http_504 non_idempotent");
 }
 
+TEST(PolicyHsts, HeaderValueAndRange) {
+  EXPECT_EQ(hsts_value(Hsts{}), "max-age=31536000; includeSubDomains");
+  EXPECT_EQ(hsts_value(Hsts{0, false, false}), "max-age=0");
+  EXPECT_EQ(hsts_value(Hsts{63072000, true, true}), "max-age=63072000; includeSubDomains; preload");
+  RoutePolicy p;
+  p.hsts = Hsts{-1, true, false};
+  EXPECT_NE(joined(validate(p)).find("hsts max_age -1 is out of range"), std::string::npos);
+  p.hsts->max_age_seconds = Hsts::kMaxMaxAgeSeconds;
+  EXPECT_EQ(joined(validate(p)), "");
+}
+
 // ---- JSON ----
 
 RoutePolicy full_route_policy() {
@@ -132,6 +143,7 @@ RoutePolicy full_route_policy() {
   p.cors->expose_headers = {"X-Total"};
   p.cors->allow_credentials = false;
   p.cors->max_age_seconds = 600;
+  p.hsts = Hsts{600, false, true};
   p.source_ranges = SourceRanges{{"10.0.0.0/8", "2001:db8::/32"}};
   p.rate_limits.rps = 2.5;
   p.rate_limits.burst_multiplier = 3;

@@ -499,6 +499,46 @@ std::vector<Case> cases() {
        {},
        {W("cors-allow-origin: has no effect"), W("cors-allow-credentials: has no effect")}},
 
+      // ---- HSTS ----
+      {"hsts with ingress-nginx's defaults", A({{"hsts", "true"}}),
+       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; }},
+      {"every hsts option",
+       A({{"hsts", "true"},
+          {"hsts-max-age", "63072000"},
+          {"hsts-include-subdomains", "true"},
+          {"hsts-preload", "true"}}),
+       [](IngressPolicy& p) {
+         p.route.hsts = model::Hsts{63072000, true, true};
+       }},
+      {"hsts max-age 0 (forget the host)", A({{"hsts", "true"}, {"hsts-max-age", "0"}}),
+       [](IngressPolicy& p) {
+         p.route.hsts = model::Hsts{0, true, false};
+       }},
+      {"invalid hsts options each ignored",
+       A({{"hsts", "true"},
+          {"hsts-max-age", "1y"},
+          {"hsts-include-subdomains", "no"},
+          {"hsts-preload", "2"}}),
+       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; },
+       {E("hsts-max-age: invalid value \"1y\": expected a whole number"),
+        E("hsts-include-subdomains: invalid value \"no\""),
+        E("hsts-preload: invalid value \"2\"")}},
+      {"hsts max-age out of range",
+       A({{"hsts", "true"}, {"hsts-max-age", "2147483648"}}),
+       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; },
+       {E("hsts-max-age: invalid value \"2147483648\": out of range")}},
+      {"hsts invalid", A({{"hsts", "on"}}), {}, {E("hsts: invalid value \"on\"")}},
+      {"hsts preload without a year",
+       A({{"hsts", "true"}, {"hsts-max-age", "600"}, {"hsts-preload", "true"}}),
+       [](IngressPolicy& p) {
+         p.route.hsts = model::Hsts{600, true, true};
+       },
+       {W("hsts-preload: preload lists require")}},
+      {"hsts options without hsts",
+       A({{"hsts", "false"}, {"hsts-max-age", "600"}, {"hsts-preload", "true"}}),
+       {},
+       {W("hsts-max-age: has no effect without hsts"), W("hsts-preload: has no effect")}},
+
       // ---- whitelist-source-range ----
       {"whitelist-source-range", A({{"whitelist-source-range", "10.0.0.0/8, 2001:db8::/32"}}),
        [](IngressPolicy& p) {
