@@ -265,6 +265,18 @@ class Dataplane(Process):
         wait_until(self.ready, timeout, "data plane /readyz == 200")
 
 
+def scrape_metrics(dp: "Dataplane") -> dict[str, float]:
+    """The data plane's /metrics as {series with labels: value}."""
+    status, body = dp.admin("/metrics")
+    assert status == 200, (status, body[:300])
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
 class Controller(Process):
     def __init__(self, log_path: Path, socket_path: Path, manifests: Path,
                  extra: Iterable[str] = ()):

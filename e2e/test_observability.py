@@ -15,18 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import ingress, path, rule, service_with_backend, wait_until
+from harness import ingress, path, rule, scrape_metrics, service_with_backend, wait_until
 
 
-def scrape(dp) -> dict[str, float]:
-    status, body = dp.admin("/metrics")
-    assert status == 200, (status, body[:300])
-    out = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
+scrape = scrape_metrics
 
 
 def test_metrics_follow_configuration_pushes(stack):

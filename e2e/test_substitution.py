@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import http.client
 import pytest
 
-from harness import (RawConnection, endpoint_slice, ingress, path, report, rule, service,
-                     wait_until)
+from harness import (RawConnection, endpoint_slice, ingress, path, report, rule, scrape_metrics,
+                     service, wait_until)
 
 HOST = "sub.example.com"
 PLAIN_HOST = "plain.example.com"
@@ -383,14 +383,7 @@ THREE_LABELS = (f'ingress="three",namespace="default",host="{THREE_HOST}",servic
 
 
 def scrape(stack) -> dict[str, float]:
-    status, text = stack.dataplane.admin("/metrics")
-    assert status == 200, (status, text[:300])
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
+    return scrape_metrics(stack.dataplane)
 
 
 def three_metrics(stack) -> dict[str, float]:
