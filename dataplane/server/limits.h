@@ -3,10 +3,16 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 #include "server/http1_policy.h"
 
 namespace tidegate::dataplane::server {
+
+// A body without a size limit. Boost 1.74's parser compares lengths against an optional limit,
+// and boost::none compares as less than every length, so "no limit" must be the largest value.
+inline constexpr std::uint64_t kUnlimitedBody = std::numeric_limits<std::uint64_t>::max();
 
 struct Limits {
   // The strict HTTP/1.1 rules and their limits (server/http1_policy.h): request line 8 KiB

@@ -6,7 +6,7 @@
 #include <boost/asio/post.hpp>
 
 #include "log/log.h"
-#include "server/http_session.h"
+#include "server/http1_connection.h"
 
 namespace tidegate::dataplane::server {
 
@@ -135,7 +135,7 @@ void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot,
     snapshot_ = std::move(snapshot);
     routes_ = std::move(routes);
     // Idle connections to endpoints that left close now; busy ones finish their exchange and are
-    // closed instead of being returned to the pool (see HttpSession::finish_exchange).
+    // closed instead of being returned to the pool (see Exchange::finish).
     pool_.retain_only(snapshot_->all_endpoints);
   });
 }
@@ -189,31 +189,32 @@ void Worker::do_accept() {
         }
         boost::system::error_code opt_ec;
         socket.set_option(tcp::no_delay(true), opt_ec);
-        std::make_shared<HttpSession<runtime::Stream>>(*this, std::move(socket), accept_peer_)
+        std::make_shared<Http1Connection<runtime::Stream>>(*this, std::move(socket), accept_peer_)
             ->start();
         do_accept();
       });
 }
 
 void Worker::do_accept_tls() {
-  tls_acceptor_->async_accept(
-      io_.get_executor(), tls_accept_peer_,
-      [this](boost::system::error_code ec, runtime::Socket socket) {
-        if (ec == asio::error::operation_aborted || draining_) return;
-        if (ec) {
-          TG_WARN("worker", "accept (TLS) failed: " << ec.message());
-          auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
-          t->async_wait([this, t](boost::system::error_code) {
-            if (tls_acceptor_->is_open()) do_accept_tls();
-          });
-          return;
-        }
-        boost::system::error_code opt_ec;
-        socket.set_option(tcp::no_delay(true), opt_ec);
-        std::make_shared<HttpSession<TlsStream>>(*this, std::move(socket), tls_accept_peer_, tls_)
-            ->start();
-        do_accept_tls();
-      });
+  tls_acceptor_->async_accept(io_.get_executor(), tls_accept_peer_,
+                              [this](boost::system::error_code ec, runtime::Socket socket) {
+                                if (ec == asio::error::operation_aborted || draining_) return;
+                                if (ec) {
+                                  TG_WARN("worker", "accept (TLS) failed: " << ec.message());
+                                  auto t = std::make_shared<asio::steady_timer>(
+                                      io_, std::chrono::milliseconds(50));
+                                  t->async_wait([this, t](boost::system::error_code) {
+                                    if (tls_acceptor_->is_open()) do_accept_tls();
+                                  });
+                                  return;
+                                }
+                                boost::system::error_code opt_ec;
+                                socket.set_option(tcp::no_delay(true), opt_ec);
+                                std::make_shared<Http1Connection<TlsStream>>(
+                                    *this, std::move(socket), tls_accept_peer_, tls_)
+                                    ->start();
+                                do_accept_tls();
+                              });
 }
 
 void Worker::arm_sweep() {

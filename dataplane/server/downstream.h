@@ -1,0 +1,92 @@
+#pragma once
+// The client side of an exchange, as the exchange (server/exchange.h) sees it, whatever codec
+// carries the request: HTTP/1.1 today (server/http1_connection.h), an HTTP/2 stream next. The
+// exchange reads the request head and body through it and sends the response through it; the
+// codec owns the framing (versions, chunking, keep-alive, interim responses on the wire) and
+// the connection's life.
+//
+// Operations that take time complete by calling the exchange back (Exchange::on_*). A failure on
+// the client side is the codec's to handle (it closes the connection or the stream); the
+// exchange hears of it only as the end of its observation (Exchange::end()).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/beast/http.hpp>
+
+#include "ratelimit/ip_address.h"
+#include "runtime/io_types.h"
+#include "server/headers.h"
+
+namespace tidegate::dataplane::server {
+
+// A request or response head (the body parts are the codec's: buffer_body points into the relay
+// buffer while a body is read).
+using RequestMessage = boost::beast::http::request<boost::beast::http::buffer_body, Fields>;
+using ResponseMessage = boost::beast::http::response<boost::beast::http::buffer_body, Fields>;
+// An answer from the proxy itself (errors, redirects, CORS preflights).
+using LocalResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// How the body of a response relates to its head, for the codec's framing.
+struct ResponseBody {
+  bool expected = true;      // false for HEAD, 204 and 304: the head goes alone
+  bool framed = true;        // the upstream framed it (chunked or Content-Length)
+  bool chunked = false;      // ... with chunked framing
+  bool transformed = false;  // a response filter rewrites it: its length is unknown
+};
+
+class Downstream {
+ public:
+  // --- The connection
+  // Keeps the connection (and the exchange it owns) alive while an operation is pending.
+  virtual std::shared_ptr<void> hold() = 0;
+  virtual runtime::Executor executor() = 0;
+  virtual bool is_tls() const = 0;
+  // The peer as accept returned it, as text and parsed (nullopt if it does not parse).
+  virtual const std::string& peer_address() const = 0;
+  virtual const std::optional<ratelimit::IpAddress>& peer_ip() const = 0;
+  // The client's HTTP version (11 for HTTP/1.1).
+  virtual unsigned http_version() const = 0;
+
+  // --- The request
+  // The request head, edited in place into what goes upstream.
+  virtual RequestMessage& request() = 0;
+  // The whole request body has been received.
+  virtual bool request_complete() const = 0;
+  virtual std::optional<uint64_t> request_content_length() const = 0;
+  // proxy-body-size: past `bytes` the codec answers 413 itself.
+  virtual void limit_request_body(uint64_t bytes) = 0;
+  // The request is a protocol upgrade the codec accepts (a WebSocket), complete without a body.
+  virtual bool upgrade_requested() const = 0;
+  // The exchange took over the client's Expect: 100-continue; tells the client to go on.
+  // Completes with Exchange::on_continue_sent(ec).
+  virtual void send_continue() = 0;
+  // Reads request body bytes into [data, data + size). Completes with
+  // Exchange::on_request_body(bytes); a broken or too large body is answered by the codec.
+  virtual void read_request_body(char* data, std::size_t size) = 0;
+
+  // --- The response
+  // Frames and sends the backend's response head. With a body the head waits for the first
+  // send_response_body(); without one it goes now and completes with
+  // Exchange::on_response_head_sent(ec, bytes).
+  virtual void send_response_head(ResponseMessage& res, const ResponseBody& body) = 0;
+  // Body bytes; `last` ends the body. Completes with Exchange::on_response_body_sent(ec, bytes).
+  virtual void send_response_body(const char* data, std::size_t n, bool last) = 0;
+  // A 101 Switching Protocols head; once it is sent (Exchange::on_upgrade_sent()) the
+  // connection becomes a tunnel.
+  virtual void send_upgrade(ResponseMessage& res) = 0;
+  // An answer of the proxy's own; `close`: the connection closes after it. Completes with
+  // Exchange::on_local_response_sent(bytes).
+  virtual void send_local_response(LocalResponse& res, bool close) = 0;
+  // The exchange is over (its response fully sent): the next request, or the close.
+  virtual void exchange_finished() = 0;
+  // The client must be closed (the response cannot go on).
+  virtual void close() = 0;
+
+ protected:
+  ~Downstream() = default;
+};
+
+}  // namespace tidegate::dataplane::server

@@ -1,0 +1,906 @@
+#include "server/exchange.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <boost/asio/post.hpp>
+
+#include "balancer/request_view.h"
+#include "log/log.h"
+#include "ratelimit/client_address.h"
+#include "server/canary.h"
+#include "server/worker.h"
+
+namespace tidegate::dataplane::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+// The policy of requests that matched no route: the defaults (equal to server::Limits).
+const model::RoutePolicy kDefaultPolicy{};
+
+// RequestView::header over the request's fields (names given in lower case; Beast compares
+// case-insensitively).
+std::string_view request_field(const void* context, std::string_view name) {
+  const auto& fields = *static_cast<const Fields*>(context);
+  auto it = fields.find(name);
+  return it == fields.end() ? std::string_view() : it->value();
+}
+
+// X-Forwarded-For lines read for the client address; past it only the last ones (the hops
+// nearest to us) are read.
+constexpr size_t kMaxForwardedForLines = 16;
+
+std::string_view host_without_port(std::string_view host) {
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  auto colon = host.find(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+}  // namespace
+
+Exchange::Exchange(Worker& worker, Downstream& downstream)
+    : worker_(worker), downstream_(downstream), substitution_(worker) {
+  filters_.add(&substitution_);
+}
+
+Exchange::~Exchange() { end_attempt(false); }
+
+void Exchange::reset() {
+  up_.reset();
+  fields_arena_.release();
+  local_response_.reset();
+  end_attempt(false);
+  snapshot_.reset();
+  upstream_ = nullptr;
+  attempts_ = 0;
+  request_body_started_ = false;
+  response_started_ = false;
+  expect_continue_ = false;
+  upgrade_ = false;
+  filters_.reset();
+  cors_ = nullptr;
+  cors_origin_.clear();
+}
+
+void Exchange::begin(std::size_t header_bytes) {
+  exchange_open_ = true;
+  route_ = nullptr;
+  canary_chosen_ = false;
+  status_sent_ = 0;
+  bytes_in_ = header_bytes;
+  bytes_out_ = 0;
+  upstream_endpoint_ = {};
+  if (observing()) {
+    started_ = std::chrono::steady_clock::now();
+    upstream_started_ = upstream_answered_ = {};
+  }
+  if (worker_.access_log()) started_wall_ = std::chrono::system_clock::now();
+  const auto method = downstream_.request().method();
+  head_request_ = method == http::verb::head;
+  idempotent_ = is_idempotent(method);
+  resolve_client();
+}
+
+void Exchange::route() {
+  snapshot_ = worker_.snapshot();
+  if (!snapshot_) {
+    respond(503, "no configuration yet\n", !downstream_.request_complete());
+    return;
+  }
+  auto& req = downstream_.request();
+  RequestTarget target = split_target(req.target(), req[http::field::host]);
+  auto match = snapshot_->router->match(target.host, target.path);
+  if (!downstream_.is_tls() && !match.virtual_host.empty() &&
+      !snapshot_->ssl_redirect_hosts.empty() &&
+      snapshot_->ssl_redirect_hosts.contains(match.virtual_host)) {
+    redirect_to_https(target);
+    return;
+  }
+  route_ = match.route;
+  if (route_ == nullptr) {
+    respond(404, "no route\n", !downstream_.request_complete());
+    return;
+  }
+  if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
+  upstream_ = choose_upstream();
+  if (upstream_ == nullptr || upstream_->endpoints.empty()) {
+    respond(503, "no endpoints available\n", !downstream_.request_complete());
+    return;
+  }
+  substitution_.configure(snapshot_->substitution_for(route_), host_without_port(target.host),
+                          target.path_and_query);
+  start_balancing();  // before the request is edited: hash keys read it as received
+  prepare_upstream_request();
+  if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {
+    rewrite_upstream_request(target);
+  }
+  connect_endpoint(pick_endpoint());
+}
+
+void Exchange::redirect_to_https(const RequestTarget& target) {
+  // Keep path and query; an absolute-form target ("http://host/p?q") keeps its own.
+  std::string location = "https://";
+  auto host = host_without_port(target.host);
+  location.append(host.data(), host.size());
+  auto rest = target.path_and_query;
+  if (rest.empty() || rest.front() != '/') location += '/';
+  location.append(rest.data(), rest.size());
+  respond(308, "redirecting to HTTPS\n", !downstream_.request_complete(), location);
+}
+
+void Exchange::resolve_client() {
+  const auto& peer_ip = downstream_.peer_ip();
+  client_ip_ = peer_ip;
+  const ratelimit::CidrSet& trusted = worker_.trusted_proxies();
+  if (!peer_ip || trusted.empty() || !trusted.contains(*peer_ip)) return;
+  const auto& req = downstream_.request();
+  auto range = req.equal_range("X-Forwarded-For");
+  size_t skip = static_cast<size_t>(std::distance(range.first, range.second));
+  skip = skip > kMaxForwardedForLines ? skip - kMaxForwardedForLines : 0;
+  std::array<std::string_view, kMaxForwardedForLines> lines;
+  size_t n = 0;
+  for (auto it = range.first; it != range.second; ++it) {
+    if (skip > 0) {
+      --skip;
+      continue;
+    }
+    lines[n++] = it->value();
+  }
+  client_ip_ = ratelimit::resolve_client_address(
+      *peer_ip, std::span<const std::string_view>(lines.data(), n), trusted);
+}
+
+const model::RoutePolicy& Exchange::policy() const {
+  return route_ != nullptr ? route_->policy : kDefaultPolicy;
+}
+
+bool Exchange::apply_route_policy(const RequestTarget& target) {
+  const model::RoutePolicy& p = route_->policy;
+  const bool incomplete = !downstream_.request_complete();
+  if (p.source_ranges) {
+    // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
+    // that is missing or failed to compile denies (a broken allow list never opens a route).
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    const auto& peer = client_ip_;
+    bool allowed = compiled != nullptr && compiled->source_ranges && peer &&
+                   compiled->source_ranges->contains(*peer);
+    if (!allowed) {
+      respond(403, "forbidden\n", incomplete);
+      return false;
+    }
+  }
+  if (p.rate_limits.rps || p.rate_limits.connections) {
+    // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
+    // 429 (or limit-status-code) with Retry-After, the connection kept.
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    const auto& peer = client_ip_;
+    bool exempt = compiled == nullptr || !peer ||
+                  (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
+    if (!exempt) {
+      const unsigned status = p.rate_limits.status_code;
+      if (compiled->rate_limiter) {
+        auto decision = compiled->rate_limiter->check(*peer, std::chrono::steady_clock::now());
+        if (!decision.allowed) {
+          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          respond(status, "too many requests\n", incomplete, {}, decision.retry_after_seconds());
+          return false;
+        }
+      }
+      if (compiled->connection_limiter) {
+        connection_lease_ = compiled->connection_limiter->acquire(*peer);
+        if (!connection_lease_) {
+          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          respond(status, "too many connections\n", incomplete, {}, 1);
+          return false;
+        }
+      }
+    }
+  }
+  if (p.cors && apply_cors()) return false;  // a preflight, answered here
+  if (p.redirect) {
+    respond(p.redirect->code, "redirecting\n", incomplete, p.redirect->url);
+    return false;
+  }
+  if (!p.app_root.empty() && target.path == "/") {
+    respond(302, "redirecting\n", incomplete, p.app_root);
+    return false;
+  }
+  if (p.max_body_bytes) {
+    // proxy-body-size: a declared length past the limit is refused before anything goes
+    // upstream; a longer body is cut off by the codec (Downstream::limit_request_body).
+    auto length = downstream_.request_content_length();
+    if (length && *length > *p.max_body_bytes) {
+      respond(413, "request body too large\n", true);
+      return false;
+    }
+    downstream_.limit_request_body(*p.max_body_bytes);
+  }
+  return true;
+}
+
+void Exchange::rewrite_upstream_request(const RequestTarget& target) {
+  auto& req = downstream_.request();
+  const model::RoutePolicy& p = policy();
+  if (!p.rewrite_target.empty()) {
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    auto pq = target.path_and_query;
+    auto question = pq.find('?');
+    auto query = question == std::string_view::npos ? std::string_view{} : pq.substr(question + 1);
+    req.target(rewrite_path(p.rewrite_target, compiled ? compiled->rewrite_regex.get() : nullptr,
+                            target.path, query));
+  }
+  // upstream-vhost: the Host the backend sees (X-Forwarded-Host keeps the client's).
+  if (!p.upstream_vhost.empty()) req.set(http::field::host, p.upstream_vhost);
+}
+
+void Exchange::prepare_upstream_request() {
+  auto& req = downstream_.request();
+  auto expect = req[http::field::expect];
+  expect_continue_ = beast::iequals(expect, "100-continue");
+  if (!expect.empty()) req.erase(http::field::expect);
+  // A WebSocket upgrade keeps its Upgrade and Connection fields for the upstream; any other
+  // (h2c, ...) loses them with the hop-by-hop fields and goes up as a normal request.
+  upgrade_ = downstream_.upgrade_requested();
+  if (upgrade_) upgrade_protocol_ = std::string(req[http::field::upgrade]);
+  remove_hop_by_hop(req);
+  req.version(11);
+  if (upgrade_) {
+    req.set(http::field::upgrade, upgrade_protocol_);
+    req.set(http::field::connection, "upgrade");
+  } else {
+    req.keep_alive(true);
+  }
+  // Rules apply to bodies as sent: ask for identity so that they arrive uncompressed (no
+  // Accept-Encoding means any coding is acceptable in theory, identity in practice; nginx's
+  // sub_filter setups clear it the same way).
+  if (substitution_.configured()) req.erase(http::field::accept_encoding);
+  add_forwarded_headers(req, downstream_.peer_address(), downstream_.is_tls() ? "https" : "http");
+  ensure_request_id(req, worker_);
+}
+
+// --- Balancing, attempts and retries -------------------------------------------------------
+
+void Exchange::start_balancing() {
+  balancer_ = &upstream_->balancer->worker(worker_.id());
+  tried_ = {};
+  timed_attempts_ = balancer_->method() == balancer::Method::kEwma;
+  const auto& req = downstream_.request();
+  const balancer::EndpointTable& table = balancer_->table();
+  const Fields& fields = req;
+  balancer::RequestView view{client_ip_.value_or(ratelimit::IpAddress()), req.target(),
+                             &request_field, &fields};
+  balance_key_ = balancer::request_key(table, view);
+  cookie_endpoint_ = upstream_->affinity
+                         ? upstream_->affinity->endpoint_for(table, req[http::field::cookie])
+                         : kNoEndpoint;
+}
+
+uint32_t Exchange::pick_endpoint() {
+  // affinity: the cookie's endpoint while it is in the table and untried (a failed one moves
+  // the client, and the response re-pins it).
+  if (cookie_endpoint_ != kNoEndpoint && !tried_.contains(cookie_endpoint_)) {
+    return cookie_endpoint_;
+  }
+  balancer::PickContext ctx;
+  ctx.tried = &tried_;
+  ctx.key = &balance_key_;
+  if (timed_attempts_) ctx.now = std::chrono::steady_clock::now();
+  return balancer_->pick(ctx);
+}
+
+void Exchange::connect_endpoint(uint32_t index) {
+  if (index >= upstream_->endpoints.size()) {  // nothing to pick from (not expected here)
+    respond(503, "no endpoints available\n", !downstream_.request_complete());
+    return;
+  }
+  ++attempts_;
+  if (attempts_ == 1 && observing()) upstream_started_ = std::chrono::steady_clock::now();
+  endpoint_index_ = index;
+  tried_.add(index);
+  balancer_->on_start(index);
+  attempt_open_ = true;
+  attempt_failed_ = false;
+  attempt_latency_ = std::chrono::nanoseconds(-1);
+  if (timed_attempts_) attempt_started_ = std::chrono::steady_clock::now();
+  const auto& ep = upstream_->endpoints[index];
+  // An upgrade gets a fresh connection: it will never come back to the pool.
+  if (!upgrade_ && up_.take_pooled(worker_.pool(), ep, upstream_->tls_key)) {
+    send_request();
+    return;
+  }
+  if (worker_.metrics()) connect_started_ = std::chrono::steady_clock::now();
+  up_.connect(downstream_.executor(), ep, upstream_->tls_key, attempt_connect_timeout(),
+              [self = downstream_.hold(), this](error_code ec) { on_connect(ec); });
+}
+
+std::chrono::milliseconds Exchange::attempt_connect_timeout() const {
+  const model::RoutePolicy& p = policy();
+  // attempts_ and tried_ already count this attempt.
+  const bool another_left = timeout_can_move_on(p.next_upstream, p.next_upstream_tries, attempts_,
+                                                tried_.size(), upstream_->endpoints.size());
+  return another_left ? std::min(p.connect_timeout, Limits::kFailoverConnectTimeout)
+                      : p.connect_timeout;
+}
+
+void Exchange::end_attempt(bool failed) {
+  if (!attempt_open_) return;
+  attempt_open_ = false;
+  std::chrono::nanoseconds latency(0);
+  balancer::TimePoint now{};
+  if (timed_attempts_) {
+    // Only ewma reads latencies: the other methods cost no clock read here.
+    now = std::chrono::steady_clock::now();
+    latency = attempt_latency_.count() >= 0 ? attempt_latency_ : now - attempt_started_;
+  }
+  balancer_->on_finish(endpoint_index_, latency, failed || attempt_failed_, now);
+}
+
+RetryState Exchange::retry_state() const {
+  return RetryState{idempotent_, request_body_started_, attempts_};
+}
+
+bool Exchange::retry_on_status(unsigned status) {
+  const model::NextUpstream& next = policy().next_upstream;
+  if (!is_retryable_status(next, status)) return false;
+  attempt_failed_ = true;  // also when it is forwarded: the balancer hears of a failure
+  if (!may_retry_status(next, policy().next_upstream_tries, retry_state())) return false;
+  const uint32_t index = pick_endpoint();
+  if (index == kNoEndpoint) return false;  // every endpoint tried: forward this answer
+  TG_DEBUG("http",
+           "upstream " << up_.connection()->endpoint << " answered " << status << ", retrying");
+  end_attempt(true);
+  // Discard the answer. A connection whose response ended with its header may serve again;
+  // any other is closed rather than drained (as nginx does): draining would delay the retry.
+  up_.release(worker_.pool(), worker_.snapshot().get());
+  connect_endpoint(index);
+  return true;
+}
+
+void Exchange::upstream_failed(error_code ec, const char* stage) {
+  auto& connection = up_.connection();
+  const bool reused = connection && connection->reused;
+  auto endpoint = connection ? connection->endpoint : runtime::Endpoint{};
+  connection.reset();
+  AttemptFailure failure;
+  failure.timed_out = ec == beast::error::timeout;
+  failure.nothing_sent =
+      std::string_view(stage) == "connect" || std::string_view(stage) == "TLS handshake";
+  failure.reused = reused;
+  const RetryDecision decision = decide_after_failure(
+      policy().next_upstream, policy().next_upstream_tries, retry_state(), failure);
+  if (decision == RetryDecision::kSameEndpoint) {
+    // A stale pooled connection is not the endpoint's fault: the same endpoint again, on
+    // another connection, without counting an attempt.
+    TG_DEBUG("http", "upstream " << endpoint << " " << stage << " failed on a pooled connection ("
+                                 << ec.message() << "), retrying");
+    --attempts_;
+    end_attempt(false);
+    connect_endpoint(endpoint_index_);
+    return;
+  }
+  end_attempt(true);
+  // Another endpoint, never one this request tried: with every endpoint tried the answer is the
+  // error, as nginx gives once its tries exceed the servers.
+  const uint32_t index = decision == RetryDecision::kNextEndpoint ? pick_endpoint() : kNoEndpoint;
+  if (index != kNoEndpoint) {
+    TG_DEBUG("http", "upstream " << endpoint << " " << stage << " failed (" << ec.message()
+                                 << "), retrying");
+    connect_endpoint(index);
+    return;
+  }
+  TG_WARN("http", "upstream " << endpoint << " " << stage << " failed: " << ec.message());
+  if (failure.timed_out) {
+    respond(504, "upstream timed out\n", true);
+  } else {
+    respond(502, "upstream unavailable\n", true);
+  }
+}
+
+void Exchange::add_affinity_cookie(ResponseMessage& res) {
+  // affinity: cookie. Pin the client to the endpoint that answered unless its cookie already
+  // names that one.
+  if (!upstream_->affinity || endpoint_index_ == cookie_endpoint_) return;
+  res.insert(http::field::set_cookie,
+             upstream_->affinity->set_cookie(balancer_->table(), endpoint_index_,
+                                             runtime::affinity_cookie_path(*upstream_, route_)));
+}
+
+// --- The request upstream ------------------------------------------------------------------
+
+void Exchange::on_connect(error_code ec) {
+  if (ec) {
+    upstream_failed(ec, "connect");
+    return;
+  }
+  if (auto* m = worker_.metrics()) {
+    m->record_upstream_connect(labels(), std::chrono::steady_clock::now() - connect_started_);
+  }
+  up_.connected();
+  if (upstream_->tls_context) {
+    up_.handshake(*upstream_, policy().connect_timeout,
+                  [self = downstream_.hold(), this](error_code ec) {
+                    if (ec) {
+                      upstream_failed(ec, "TLS handshake");
+                      return;
+                    }
+                    send_request();
+                  });
+    return;
+  }
+  send_request();
+}
+
+void Exchange::send_request() {
+  up_.start_request(downstream_.request());
+  if (downstream_.request_complete()) {
+    write_request(nullptr, 0, true);
+    return;
+  }
+  if (expect_continue_ && !request_body_started_) {
+    // We took over the client's Expect: tell it to go on now that an upstream is ready.
+    expect_continue_ = false;
+    downstream_.send_continue();
+    return;
+  }
+  read_request_body();
+}
+
+void Exchange::on_continue_sent(error_code ec) {
+  if (ec) {
+    downstream_.close();
+    return;
+  }
+  read_request_body();
+}
+
+void Exchange::read_request_body() {
+  request_body_started_ = true;
+  downstream_.read_request_body(relay_buffer_.data(), relay_buffer_.size());
+}
+
+void Exchange::on_request_body(std::size_t n) {
+  bytes_in_ += n;
+  write_request(relay_buffer_.data(), n, downstream_.request_complete());
+}
+
+void Exchange::write_request(const char* data, std::size_t n, bool last) {
+  up_.write(data, n, last, policy().send_timeout,
+            [self = downstream_.hold(), this](error_code ec) { on_write_request(ec); });
+}
+
+void Exchange::on_write_request(error_code ec) {
+  if (ec) {
+    upstream_failed(ec, "send");
+    return;
+  }
+  if (!up_.request_sent()) {
+    read_request_body();
+    return;
+  }
+  read_response_header();
+}
+
+// --- The response --------------------------------------------------------------------------
+
+void Exchange::read_response_header() {
+  up_.read_header(&fields_arena_, worker_.limits().max_response_header_bytes, head_request_,
+                  policy().read_timeout,
+                  [self = downstream_.hold(), this](error_code ec) { on_response_header(ec); });
+}
+
+void Exchange::on_response_header(error_code ec) {
+  if (ec) {
+    upstream_failed(ec, "response header");
+    return;
+  }
+  auto& parser = up_.response();
+  auto& res = parser.get();
+  if (const ResponseVerdict v = up_.check_response(); v.status != 0) {
+    // Ambiguous framing from a backend is never relayed (server/http1_policy.h).
+    TG_WARN("http", "upstream " << up_.connection()->endpoint << ": " << v.reason);
+    end_attempt(true);
+    up_.connection().reset();
+    respond(502, "upstream sent a malformed response\n", !downstream_.request_complete());
+    return;
+  }
+  unsigned status = res.result_int();
+  if (timed_attempts_ && attempt_latency_.count() < 0) {
+    attempt_latency_ = std::chrono::steady_clock::now() - attempt_started_;
+  }
+  if (status >= 502 && status <= 504 && retry_on_status(status)) return;
+  if (status < 100 || status >= 200 || status == 101) {
+    status_sent_ = status;
+    upstream_endpoint_ = up_.connection()->endpoint;
+    if (observing()) upstream_answered_ = std::chrono::steady_clock::now();
+  }
+  if (status == 101) {
+    if (!upgrade_) {
+      end_attempt(true);
+      up_.connection().reset();
+      respond(502, "upstream switched protocols unexpectedly\n", true);
+      return;
+    }
+    auto protocol = std::string(res[http::field::upgrade]);
+    remove_hop_by_hop(res);
+    res.set(http::field::upgrade, protocol.empty() ? upgrade_protocol_ : protocol);
+    res.set(http::field::connection, "upgrade");
+    res.version(11);
+    add_affinity_cookie(res);
+    response_started_ = true;
+    downstream_.send_upgrade(res);
+    return;
+  }
+  if (status >= 100 && status < 200) {
+    // Interim responses (103 Early Hints, a stray 100) are not forwarded yet; read the final one.
+    read_response_header();
+    return;
+  }
+  remove_hop_by_hop(res);
+  ResponseBody body;
+  body.expected = !head_request_ && status != 204 && status != 304;
+  body.framed = parser.chunked() || parser.content_length().has_value();
+  body.chunked = parser.chunked();
+  ResponseFilterContext context;
+  context.status = status;
+  context.body_expected = body.expected;
+  if (auto length = parser.content_length()) context.content_length = *length;
+  context.client_version = downstream_.http_version();
+  context.route = route_;
+  // A filter that takes the body rewrites the head to match (length, validators).
+  body.transformed = filters_.on_headers(res, context);
+  // custom-headers: set on the backend's responses (not on the proxy's own answers).
+  for (const auto& h : policy().response_headers) res.set(h.name, h.value);
+  add_cors_fields(res);
+  add_affinity_cookie(res);
+  if (!body.expected) {
+    // HEAD, 204 and 304 carry no body whatever their framing fields say: the head goes alone.
+    response_started_ = true;
+    downstream_.send_response_head(res, body);
+    return;
+  }
+  downstream_.send_response_head(res, body);
+  relay_response();
+}
+
+void Exchange::on_response_head_sent(error_code ec, std::size_t n) {
+  bytes_out_ += n;
+  if (ec) {
+    client_failed();
+    return;
+  }
+  finish();
+}
+
+void Exchange::relay_response() {
+  auto& parser = up_.response();
+  if (filters_.active()) {
+    if (!parser.is_done()) {
+      read_response_body();
+      return;
+    }
+    filters_.on_data({}, true);  // the whole body came with the header
+    pump_filters();
+    return;
+  }
+  if (parser.is_done()) {
+    write_response(nullptr, 0, true);
+    return;
+  }
+  read_response_body();
+}
+
+void Exchange::read_response_body() {
+  up_.read_body(relay_buffer_.data(), relay_buffer_.size(), policy().read_timeout,
+                [self = downstream_.hold(), this](error_code ec, std::size_t n) {
+                  on_read_response_body(ec, n);
+                });
+}
+
+void Exchange::on_read_response_body(error_code ec, std::size_t n) {
+  if (ec == http::error::need_buffer) ec = {};
+  if (ec) {
+    TG_WARN("http",
+            "upstream " << up_.connection()->endpoint << " failed mid-body: " << ec.message());
+    end_attempt(true);
+    up_.connection().reset();
+    if (!response_started_) {
+      respond(502, "upstream failed\n", true);
+    } else {
+      downstream_.close();  // the status line is out; only closing tells the client
+    }
+    return;
+  }
+  const bool done = up_.response().is_done();
+  if (n == 0 && !done) {
+    read_response_body();
+    return;
+  }
+  if (filters_.active()) {
+    filters_.on_data(std::string_view(relay_buffer_.data(), n), done);
+    pump_filters();
+    return;
+  }
+  write_response(relay_buffer_.data(), n, done);
+}
+
+void Exchange::write_response(const char* data, std::size_t n, bool last) {
+  response_started_ = true;
+  last_sent_ = last;
+  downstream_.send_response_body(data, n, last);
+}
+
+void Exchange::on_response_body_sent(error_code ec, std::size_t n) {
+  // Bytes of a filtered body are not counted in bytes_out, as before the exchange was split out
+  // of the HTTP session (a known gap, kept so that the split changes no behaviour).
+  if (!filters_.active()) bytes_out_ += n;
+  if (ec) {
+    client_failed();
+    return;
+  }
+  if (filters_.active()) {
+    filters_.output().clear();
+    if (last_sent_) {
+      filters_.on_end();
+      finish();
+    } else if (filter_more_) {
+      pump_filters();
+    } else {
+      read_response_body();
+    }
+    return;
+  }
+  if (!last_sent_) {
+    read_response_body();
+    return;
+  }
+  finish();
+}
+
+void Exchange::pump_filters() {
+  const bool more = filters_.process();
+  if (!filters_.output().empty() || filters_.done()) {
+    write_filtered(more);
+    return;
+  }
+  if (more) {
+    // Nothing to write yet and input left: let the worker's other connections run first.
+    asio::post(downstream_.executor(), [self = downstream_.hold(), this] { pump_filters(); });
+    return;
+  }
+  read_response_body();  // everything queued is processed; the rest is held for more input
+}
+
+void Exchange::write_filtered(bool more) {
+  filter_more_ = more;
+  const std::string& out = filters_.output();
+  write_response(out.data(), out.size(), filters_.done());
+}
+
+void Exchange::client_failed() {
+  up_.connection().reset();  // the upstream response is unfinished: not reusable
+  downstream_.close();
+}
+
+void Exchange::finish() {
+  end_attempt(false);
+  end_observation();
+  // The upstream connection goes back to the pool only if it is clean and its endpoint is still
+  // configured in the worker's *current* snapshot (an endpoint that left gets no new requests).
+  up_.release(worker_.pool(), worker_.snapshot().get());
+  downstream_.exchange_finished();
+}
+
+// --- Answers of the proxy's own --------------------------------------------------------------
+
+void Exchange::respond(unsigned status, std::string_view text, bool close,
+                       std::string_view location, long retry_after_seconds) {
+  end_attempt(false);  // ended by the request (a body error), not by the endpoint
+  auto& res =
+      local_response_.emplace(static_cast<http::status>(status), downstream_.http_version());
+  if (!location.empty()) res.set(http::field::location, location);
+  if (retry_after_seconds > 0)
+    res.set(http::field::retry_after, std::to_string(retry_after_seconds));
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.set(http::field::server, "tidegate");
+  add_cors_fields(res);  // a browser then sees the proxy's error instead of a CORS failure
+  res.body().assign(text.data(), text.size());
+  res.prepare_payload();
+  if (head_request_) res.body().clear();
+  write_local_response(close);
+}
+
+void Exchange::write_local_response(bool close) {
+  response_started_ = true;
+  status_sent_ = local_response_->result_int();
+  downstream_.send_local_response(*local_response_, close);
+}
+
+void Exchange::on_local_response_sent(std::size_t n) {
+  bytes_out_ += n;
+  end_observation();
+}
+
+bool Exchange::on_upgrade_sent(error_code ec, std::size_t n) {
+  bytes_out_ += n;
+  if (ec) return false;
+  end_observation();  // the exchange is the 101
+  return true;
+}
+
+bool Exchange::apply_cors() {
+  const CompiledRoute* compiled = worker_.compiled(route_);
+  if (compiled == nullptr || !compiled->cors) return false;
+  auto& req = downstream_.request();
+  auto origin = req[http::field::origin];
+  if (!compiled->cors->allows(origin)) return false;  // no CORS fields; a preflight goes upstream
+  cors_ = &*compiled->cors;
+  cors_origin_.assign(origin.data(), origin.size());
+  if (req.method() != http::verb::options ||
+      req.find(http::field::access_control_request_method) == req.end()) {
+    return false;
+  }
+  // A preflight from an allowed origin: answered here, 204 with what may be sent.
+  auto& res = local_response_.emplace(http::status::no_content, downstream_.http_version());
+  add_cors_fields(res);
+  res.set(http::field::access_control_allow_methods, cors_->allow_methods());
+  if (!cors_->allow_headers().empty()) {
+    res.set(http::field::access_control_allow_headers, cors_->allow_headers());
+  }
+  res.set(http::field::access_control_max_age, cors_->max_age());
+  res.set(http::field::server, "tidegate");
+  write_local_response(!downstream_.request_complete());
+  return true;
+}
+
+template <class Fields>
+void Exchange::add_cors_fields(http::header<false, Fields>& res) const {
+  if (cors_ == nullptr || cors_origin_.empty()) return;
+  res.set(http::field::access_control_allow_origin, cors_->allow_origin_value(cors_origin_));
+  if (cors_->credentials()) res.set(http::field::access_control_allow_credentials, "true");
+  if (!cors_->expose_headers().empty()) {
+    res.set(http::field::access_control_expose_headers, cors_->expose_headers());
+  }
+  if (cors_->varies_by_origin()) {
+    // Keep what the backend varies by and add Origin (caches must not mix origins).
+    auto vary = res[http::field::vary];
+    if (vary.empty()) {
+      res.set(http::field::vary, "Origin");
+    } else if (vary.find("Origin") == std::string_view::npos && vary != "*") {
+      std::string joined(vary);
+      joined += ", Origin";
+      res.set(http::field::vary, joined);
+    }
+  }
+}
+
+const runtime::UpstreamState* Exchange::choose_upstream() {
+  const auto& canary = route_->canary;
+  if (!canary) return snapshot_->upstream(route_->upstream);
+  auto& req = downstream_.request();
+  std::optional<std::string_view> header_value, cookie_value;
+  if (!canary->header.empty()) {
+    if (auto it = req.find(canary->header); it != req.end()) header_value = it->value();
+  }
+  if (!canary->cookie.empty()) {
+    auto [first, last] = req.equal_range(http::field::cookie);
+    for (auto it = first; it != last; ++it) {
+      auto v = balancer::find_cookie(it->value(), canary->cookie);
+      if (!v.empty()) {
+        cookie_value = v;
+        break;
+      }
+    }
+  }
+  auto choice = canary_by_request(*canary, header_value, cookie_value);
+  if (choice == CanaryChoice::kUndecided) {
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    uint64_t turn = compiled != nullptr ? compiled->next_canary_turn(worker_.id()) : 0;
+    choice = canary_by_weight(turn, canary->weight, canary->weight_total) ? CanaryChoice::kCanary
+                                                                          : CanaryChoice::kMain;
+  }
+  if (choice == CanaryChoice::kCanary) {
+    // A canary without endpoints never fails requests the main backend can serve.
+    const auto* c = snapshot_->upstream(canary->upstream);
+    if (c != nullptr && !c->endpoints.empty()) {
+      canary_chosen_ = true;
+      return c;
+    }
+  }
+  return snapshot_->upstream(route_->upstream);
+}
+
+observability::LabelSetId Exchange::labels() const {
+  const CompiledRoute* c = worker_.compiled(route_);
+  if (c == nullptr) return observability::kNoRouteLabels;
+  return canary_chosen_ ? c->canary_labels : c->labels;
+}
+
+// --- Ends, tunnels ---------------------------------------------------------------------------
+
+void Exchange::end() {
+  end_attempt(false);
+  tunnel_balancer_.reset();
+  end_observation();  // an exchange cut short is still recorded
+}
+
+void Exchange::end_and_release() {
+  end_attempt(false);
+  end_observation();
+  snapshot_.reset();
+  up_.connection().reset();  // an upstream connection, if one was in use, is not needed any more
+}
+
+std::chrono::milliseconds Exchange::enter_tunnel() {
+  // proxy-read-timeout of the route that admitted it: kept, as the route may go away.
+  const auto idle = policy().read_timeout;
+  // The attempt lasts as long as the tunnel (least_conn counts it); its balancer must outlive
+  // the snapshot, which the tunnel lets go.
+  if (attempt_open_) tunnel_balancer_ = upstream_->balancer;
+  route_ = nullptr;
+  snapshot_.reset();
+  upstream_ = nullptr;
+  return idle;
+}
+
+// --- Observation: metrics and the access log ---------------------------------------------
+
+bool Exchange::observing() const {
+  return worker_.metrics() != nullptr || worker_.access_log() != nullptr;
+}
+
+void Exchange::end_observation() {
+  if (!exchange_open_) return;
+  exchange_open_ = false;
+  connection_lease_.reset();
+  if (!observing()) return;
+  auto now = std::chrono::steady_clock::now();
+  auto upstream_duration = upstream_answered_ == std::chrono::steady_clock::time_point{}
+                               ? std::chrono::nanoseconds(-1)
+                               : std::chrono::nanoseconds(upstream_answered_ - upstream_started_);
+  const auto& req = downstream_.request();
+  if (auto* m = worker_.metrics()) {
+    m->record_request({labels(), req.method(), status_sent_, bytes_in_, bytes_out_, now - started_,
+                       upstream_duration});
+  }
+  auto* log = worker_.access_log();
+  if (log == nullptr) return;
+  observability::AccessLogRecord r;
+  r.time = started_wall_;
+  r.request_id = req["X-Request-ID"];
+  r.peer = downstream_.peer_address();
+  r.client = downstream_.peer_address();
+  // The client behind a trusted proxy, as $remote_addr is with nginx's realip module.
+  char client_text[ratelimit::IpAddress::kMaxTextBytes];
+  const auto& peer_ip = downstream_.peer_ip();
+  if (client_ip_ && peer_ip && !(*client_ip_ == *peer_ip)) {
+    r.client = std::string_view(client_text, client_ip_->format(client_text));
+  }
+  r.method = req.method_string();
+  r.host = req[http::field::host];
+  auto target = req.target();
+  r.path = target.substr(0, target.find('?'));
+  r.status = status_sent_;
+  r.bytes_in = bytes_in_;
+  r.bytes_out = bytes_out_;
+  r.duration = now - started_;
+  r.upstream_duration = upstream_duration;
+  r.http_version = req.version();
+  if (log->wants(observability::LogField::kUserAgent)) r.user_agent = req[http::field::user_agent];
+  if (log->wants(observability::LogField::kReferer)) r.referer = req[http::field::referer];
+  char upstream[64];
+  if (upstream_endpoint_.port() != 0) {
+    r.upstream = observability::format_endpoint(upstream_endpoint_, upstream);
+  }
+  if (route_ != nullptr) {
+    r.ingress = route_->ingress;
+    r.service = route_->upstream;
+  }
+  log->log(r);
+}
+
+}  // namespace tidegate::dataplane::server

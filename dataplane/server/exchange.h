@@ -1,0 +1,223 @@
+#pragma once
+// One request and its response, protocol-neutral: the client side is a Downstream
+// (server/downstream.h), so the HTTP/1.1 connection today and HTTP/2 streams next drive the same
+// code. In order: route lookup -> the route's policies (source ranges, rate limits, CORS,
+// redirects, app-root, body size) -> the backend (canary or main) and the request as it goes up
+// -> balancing, attempts and retries (server/retry_policy.h), each attempt on the upstream
+// HTTP/1.1 side (upstream/http1_upstream.h) -> the response head (custom headers, CORS,
+// affinity) and body through the response filters (server/response_filter.h) -> observation
+// (metrics and the access log: one record per exchange, whichever way it ends).
+//
+// The codec owns one Exchange per request in flight and reuses the object from one request to
+// the next (reset()), so that its buffers (relay buffer, header arena, serialized heads) keep
+// their capacity and a request costs no allocation for them. Every pending operation holds
+// Downstream::hold(); errors are answered (4xx/5xx with a short body) or end the exchange, never
+// thrown.
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <memory_resource>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "balancer/balancer.h"
+#include "observability/metrics.h"
+#include "ratelimit/connection_limiter.h"
+#include "runtime/snapshot.h"
+#include "server/cors.h"
+#include "server/downstream.h"
+#include "server/headers.h"
+#include "server/limits.h"
+#include "server/response_filter.h"
+#include "server/retry_policy.h"
+#include "server/substitution_filter.h"
+#include "upstream/http1_upstream.h"
+
+namespace tidegate::dataplane::server {
+
+class Worker;
+
+class Exchange {
+ public:
+  using error_code = boost::system::error_code;
+
+  Exchange(Worker& worker, Downstream& downstream);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // --- Driven by the codec
+  // The header fields of one exchange (request and response) allocate here; released by reset().
+  std::pmr::memory_resource* fields_arena() { return &fields_arena_; }
+  // Before the next request's head is read: forgets the last exchange (the codec has already
+  // dropped its request head, whose fields live in the arena).
+  void reset();
+  // A request head has arrived (`header_bytes` of it): the observation starts.
+  void begin(std::size_t header_bytes);
+  // The codec accepted the head (its framing rules passed): route, policies, upstream.
+  void route();
+  // A short plain-text answer from the proxy itself (errors, redirects), also for the codec's
+  // own refusals. `close`: the connection closes after it.
+  void respond(unsigned status, std::string_view text, bool close, std::string_view location = {},
+               long retry_after_seconds = 0);
+  // Completions of the Downstream's operations.
+  // A failed write to the client drops the upstream connection (its response is unfinished)
+  // and closes the client (Downstream::close()).
+  void on_continue_sent(error_code ec);
+  void on_request_body(std::size_t n);
+  void on_response_head_sent(error_code ec, std::size_t n);
+  void on_response_body_sent(error_code ec, std::size_t n);
+  void on_local_response_sent(std::size_t n);
+  // True when the tunnel may start; on false the codec closes.
+  bool on_upgrade_sent(error_code ec, std::size_t n);
+  // The client side failed or is closing: the attempt ends (not as a failure of the endpoint)
+  // and the exchange is recorded, cut short.
+  void end();
+  // As end(), and the snapshot and the upstream connection are let go (lingering close).
+  void end_and_release();
+  // The upstream connection of the current attempt, dropped when the client side fails midway
+  // (the upstream response is unfinished: not reusable) or taken over by a tunnel.
+  std::unique_ptr<upstream::Connection>& upstream_connection() { return up_.connection(); }
+  // A tunnel begins after the 101: the exchange lets go of its route and snapshot (configuration
+  // changes never wait for a tunnel) and keeps the attempt open for the balancer (least_conn
+  // counts it). Returns the route's proxy-read-timeout, the tunnel's idle timeout.
+  std::chrono::milliseconds enter_tunnel();
+  // The relay buffer, which the codec may borrow while no body is relayed (lingering, tunnels).
+  std::span<char> relay_buffer() { return relay_buffer_; }
+
+ private:
+  static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
+
+  void redirect_to_https(const RequestTarget& target);
+  // The matched route's policy (defaults without a route), applied before the upstream: source
+  // ranges (403), redirects, app-root, body size (413). False when it answered the request.
+  const model::RoutePolicy& policy() const;
+  bool apply_route_policy(const RequestTarget& target);
+  void prepare_upstream_request();
+  void rewrite_upstream_request(const RequestTarget& target);
+  // The client address of this request: the peer, or through --trusted-proxies.
+  void resolve_client();
+  // Load balancing (docs/proxy.md, "Choosing an endpoint"): start_balancing() reads what the
+  // balancer needs from the request as received (the hash key, the affinity cookie);
+  // pick_endpoint() returns the endpoint for the next attempt (the cookie's while untried, else
+  // the balancer's), or kNone when every endpoint was tried; connect_endpoint() starts an
+  // attempt on it; end_attempt() reports its end to the balancer (idempotent), which marks a
+  // failed endpoint (passive failure marking).
+  void start_balancing();
+  uint32_t pick_endpoint();
+  // This attempt's connect timeout: Limits::kFailoverConnectTimeout while another endpoint is
+  // left for a retry on timeout, else the route's proxy-connect-timeout.
+  std::chrono::milliseconds attempt_connect_timeout() const;
+  void connect_endpoint(uint32_t index);
+  void end_attempt(bool failed);
+  // The request's facts the retry policy reads.
+  RetryState retry_state() const;
+  // proxy-next-upstream http_502/503/504: true when this response was discarded and the
+  // request moved on to another endpoint.
+  bool retry_on_status(unsigned status);
+  void upstream_failed(error_code ec, const char* stage);
+  void add_affinity_cookie(ResponseMessage& res);
+  void on_connect(error_code ec);
+  void send_request();
+  void read_request_body();
+  void write_request(const char* data, std::size_t n, bool last);
+  void on_write_request(error_code ec);
+  void read_response_header();
+  void on_response_header(error_code ec);
+  void relay_response();
+  void read_response_body();
+  void on_read_response_body(error_code ec, std::size_t n);
+  // The response filters' turns: each turn's output is written before the next turn; between
+  // turns that produced nothing the exchange yields to the worker (asio::post).
+  void pump_filters();
+  void write_filtered(bool more);
+  // Response body bytes to the client; `last` ends the body.
+  void write_response(const char* data, std::size_t n, bool last);
+  // A write to the client failed: the upstream response is unfinished, the client is closed.
+  void client_failed();
+  void finish();
+  // Writes local_response_ (prepared by the caller).
+  void write_local_response(bool close);
+  // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
+  // the origin for the response fields (add_cors_fields).
+  bool apply_cors();
+  template <class Fields>
+  void add_cors_fields(boost::beast::http::header<false, Fields>& res) const;
+  // The route's backend for this request: the main one or its canary (docs/annotations.md).
+  const runtime::UpstreamState* choose_upstream();
+  // The metric labels of this exchange: the route's, or its canary's when the canary serves it.
+  observability::LabelSetId labels() const;
+  bool observing() const;
+  void end_observation();
+
+  Worker& worker_;
+  Downstream& downstream_;
+
+  // The header fields of one exchange (request and response) live here; released when the next
+  // request starts. Headers past the inline block spill to the heap, also released then.
+  std::array<std::byte, 4096> fields_block_;
+  std::pmr::monotonic_buffer_resource fields_arena_{fields_block_.data(), fields_block_.size()};
+
+  std::shared_ptr<const runtime::Snapshot> snapshot_;  // the one snapshot this exchange reads
+  const runtime::UpstreamState* upstream_ = nullptr;
+  upstream::Http1Upstream up_;  // the current attempt's upstream side
+  std::optional<LocalResponse> local_response_;
+  unsigned attempts_ = 0;
+  // The client of the current request (source ranges, rate limits, ip_hash): the peer, or the
+  // address X-Forwarded-For gives when the peer is a trusted proxy.
+  std::optional<ratelimit::IpAddress> client_ip_;
+  // Load balancing of this exchange. balancer_ is upstream_'s Balancer of this worker, kept
+  // alive by snapshot_ (or, in a tunnel, by tunnel_balancer_) until end_attempt().
+  balancer::Balancer* balancer_ = nullptr;
+  balancer::Tried tried_;
+  balancer::RequestKey balance_key_;
+  uint32_t cookie_endpoint_ = kNoEndpoint;  // the endpoint the request's affinity cookie names
+  uint32_t endpoint_index_ = kNoEndpoint;   // of the current attempt
+  bool attempt_open_ = false;               // on_start called, on_finish not yet
+  bool attempt_failed_ = false;             // answered with a proxy-next-upstream status
+  bool timed_attempts_ = false;             // ewma: latencies are measured
+  std::chrono::steady_clock::time_point attempt_started_;
+  std::chrono::nanoseconds attempt_latency_{-1};  // to the response header; -1: none yet
+  std::shared_ptr<const balancer::UpstreamBalancer> tunnel_balancer_;
+  bool expect_continue_ = false;
+  bool request_body_started_ = false;
+  bool response_started_ = false;
+  bool idempotent_ = false;
+  bool head_request_ = false;
+  bool upgrade_ = false;
+  std::string upgrade_protocol_;
+  // enable-cors: the route's compiled settings and the request's allowed Origin (empty: no CORS
+  // fields on the response).
+  const CompiledCors* cors_ = nullptr;
+  bool canary_chosen_ = false;
+  std::string cors_origin_;
+  // limit-connections: held for the exchange (released when it is recorded as ended).
+  std::optional<ratelimit::ConnectionLimiter::Lease> connection_lease_;
+
+  // The response body filters: substitution first (docs/substitutions.md, "In the proxy").
+  SubstitutionFilter substitution_;
+  ResponseFilterChain filters_;
+  bool filter_more_ = false;  // the filters had input left after the turn being written
+  bool last_sent_ = false;    // the body's end is in the write under way
+
+  std::array<char, Limits::kRelayBufferBytes> relay_buffer_;
+
+  // Observation of the current exchange.
+  bool exchange_open_ = false;
+  const model::Route* route_ = nullptr;
+  unsigned status_sent_ = 0;  // 0: nothing sent
+  uint64_t bytes_in_ = 0;     // request header block and body
+  uint64_t bytes_out_ = 0;    // everything written to the client
+  runtime::Endpoint upstream_endpoint_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point upstream_started_;   // first attempt
+  std::chrono::steady_clock::time_point upstream_answered_;  // final response header read
+  std::chrono::steady_clock::time_point connect_started_;
+  std::chrono::system_clock::time_point started_wall_;
+};
+
+}  // namespace tidegate::dataplane::server

@@ -1,0 +1,148 @@
+#pragma once
+// One downstream HTTP/1.1 connection, plain or TLS: the HTTP/1.1 codec of the client side. It
+// does the TLS handshake, reads request heads and bodies with Beast's parser, applies the strict
+// HTTP/1.1 framing rules (server/http1_policy.h), frames responses (chunking, HTTP/1.0 clients,
+// keep-alive) and answers its own errors (400, 413, 414, 431). Requests are handled one at a time
+// in arrival order (so pipelined requests are answered in order), each by the connection's
+// Exchange (server/exchange.h), which sees this connection as its Downstream. An accepted
+// upgrade (101) turns the connection into a byte tunnel that no configuration change closes;
+// an error answer that leaves a body unread ends in a lingering close. Every asynchronous
+// operation holds shared_from_this(); errors are answered or close the connection, never thrown.
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "ratelimit/ip_address.h"
+#include "runtime/io_types.h"
+#include "server/downstream.h"
+#include "server/exchange.h"
+#include "server/headers.h"
+#include "server/limits.h"
+#include "server/wire.h"
+#include "tls/server_stream.h"
+
+namespace tidegate::dataplane::server {
+
+class Worker;
+
+// TLS termination: OpenSSL over the TCP stream with our own BIO (tls/server_stream.h).
+using TlsStream = tls::ServerStream;
+
+// What the worker needs from any session to drain it (worker thread only).
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Stop taking requests: an idle connection closes now, a busy one after its response; a
+  // tunnel is left alone until `close_now()`.
+  virtual void drain() = 0;
+  virtual void close_now() = 0;
+};
+
+template <class ClientStream>
+class Http1Connection final : public SessionBase,
+                              public Downstream,
+                              public std::enable_shared_from_this<Http1Connection<ClientStream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<ClientStream, runtime::Stream>;
+
+  // `tls` is used (and required) only by the TLS instantiation.
+  // `peer`: the client's address, as accept returned it.
+  Http1Connection(Worker& worker, runtime::Socket socket,
+                  const boost::asio::ip::tcp::endpoint& peer,
+                  boost::asio::ssl::context* tls = nullptr);
+  ~Http1Connection() override;
+  void start();
+  void drain() override;
+  void close_now() override;
+
+  // Downstream (server/downstream.h).
+  std::shared_ptr<void> hold() override { return this->shared_from_this(); }
+  runtime::Executor executor() override { return lowest().get_executor(); }
+  bool is_tls() const override { return kTls; }
+  const std::string& peer_address() const override { return peer_address_; }
+  const std::optional<ratelimit::IpAddress>& peer_ip() const override { return peer_ip_; }
+  unsigned http_version() const override { return client_version_; }
+  RequestMessage& request() override { return request_->get(); }
+  bool request_complete() const override { return request_->is_done(); }
+  std::optional<uint64_t> request_content_length() const override {
+    auto length = request_->content_length();
+    return length ? std::optional<uint64_t>(*length) : std::nullopt;
+  }
+  void limit_request_body(uint64_t bytes) override { request_->body_limit(bytes); }
+  bool upgrade_requested() const override {
+    return upgrade_allowed_ && request_->upgrade() && request_->is_done();
+  }
+  void send_continue() override;
+  void read_request_body(char* data, std::size_t size) override;
+  void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
+  void send_response_body(const char* data, std::size_t n, bool last) override;
+  void send_upgrade(ResponseMessage& res) override;
+  void send_local_response(LocalResponse& res, bool close) override;
+  void exchange_finished() override;
+  void close() override { close_client(); }
+
+ private:
+  using error_code = boost::system::error_code;
+  using RequestParser =
+      boost::beast::http::request_parser<boost::beast::http::buffer_body, FieldsAllocator>;
+  // kLingering: an error answer is sent and our side shut; the client's unread bytes are read
+  // and dropped until it closes (linger()).
+  enum class State { kIdle, kBusy, kTunnel, kLingering, kClosed };
+
+  runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
+  static ClientStream make_client(runtime::Socket&& socket, boost::asio::ssl::context* tls) {
+    if constexpr (kTls) {
+      return ClientStream(runtime::Stream(std::move(socket)), *tls);
+    } else {
+      return ClientStream(std::move(socket));
+    }
+  }
+  void on_handshake(error_code ec);
+  void do_read_header();
+  void on_read_header(error_code ec, std::size_t header_bytes);
+  void handle_request();
+  void on_read_request_body(error_code ec, std::size_t size);
+  void on_local_response_written(error_code ec, bool close);
+  void close_client();
+  void linger();
+  void linger_read(std::chrono::steady_clock::time_point deadline);
+  // Tunnel (after a 101).
+  void start_tunnel();
+  void tunnel_client_to_upstream();
+  void tunnel_upstream_to_client();
+  void end_tunnel();
+
+  Worker& worker_;
+  ClientStream client_;
+  boost::beast::flat_buffer client_buffer_;
+  std::string peer_address_;
+  std::optional<ratelimit::IpAddress> peer_ip_;
+  State state_ = State::kIdle;
+  bool draining_ = false;
+
+  // The exchange of the current request. Declared before request_: the request's fields live in
+  // the exchange's arena.
+  Exchange exchange_;
+  std::optional<RequestParser> request_;
+  OutgoingMessage client_out_;  // the response as it goes to the client
+  bool client_keep_alive_ = false;
+  unsigned client_version_ = 11;
+  // The request may go up as an upgrade (RequestVerdict::websocket_upgrade).
+  bool upgrade_allowed_ = false;
+
+  // The upstream-to-client direction of a tunnel needs its own buffer (the other one borrows
+  // the exchange's relay buffer).
+  std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
+  std::chrono::milliseconds tunnel_idle_{60'000};
+};
+
+extern template class Http1Connection<runtime::Stream>;
+extern template class Http1Connection<TlsStream>;
+
+}  // namespace tidegate::dataplane::server
