@@ -593,6 +593,9 @@ class _BackendHandler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"x" * int(q.get("size", "1000")))
             self.close_connection = True
+        elif respond == "hsts":
+            # A backend that sets its own Strict-Transport-Security.
+            self._send(200, b"hsts\n", "text/plain", {"Strict-Transport-Security": "max-age=5"})
         elif respond == "bigheader":
             self._send(200, b"big\n", "text/plain", {"X-Big": "b" * int(q.get("size", 70000))})
         elif respond == "close":

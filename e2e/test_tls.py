@@ -287,6 +287,41 @@ def test_plain_http_to_tls_host_gets_308_unless_disabled(stack, certs):
     assert r.status == 200 and which(certs, der) == "good"
 
 
+def test_hsts_on_https_responses_only(stack, certs):
+    """tidegate.io/hsts: Strict-Transport-Security on the route's HTTPS responses, replacing
+    the backend's; never over plain HTTP, never on routes without it."""
+    b = stack.backend("app")
+    hsts = certs.ca.issue("hsts", ["hsts.example.com", "nohsts.example.com"], "ec")
+    on = with_tls(ingress("hsts", [rule("hsts.example.com", path("/", "svc-app"))],
+                          annotations={"tidegate.io/hsts": "true",
+                                       "tidegate.io/hsts-max-age": "600",
+                                       "tidegate.io/ssl-redirect": "false"}),
+                  (["hsts.example.com"], "hsts-tls"))
+    off = with_tls(ingress("nohsts", [rule("nohsts.example.com", path("/", "svc-app"))],
+                           annotations={"tidegate.io/ssl-redirect": "false"}),
+                   (["nohsts.example.com"], "hsts-tls"))
+    stack.manifests.write("hsts.yaml", *service_with_backend("svc-app", b),
+                          tls_secret("hsts-tls", hsts.cert_pem, hsts.key_pem), on, off)
+    port = https_port(stack.dataplane)
+    wait_cert(port, "hsts.example.com", "hsts", SimpleNamespace(ca=None, hsts=hsts))
+    r, _ = tls_request(port, "hsts.example.com")
+    assert r.status == 200
+    assert r.header("Strict-Transport-Security") == "max-age=600; includeSubDomains"
+    # The backend's own value is replaced, not doubled.
+    r, _ = tls_request(port, "hsts.example.com", target="/?respond=hsts")
+    assert r.status == 200
+    assert [v for k, v in r.headers if k.lower() == "strict-transport-security"] == [
+        "max-age=600; includeSubDomains"]
+    # Plain HTTP: never (RFC 6797 section 7.2).
+    r = request(stack.port, "GET", "/", "hsts.example.com")
+    assert r.status == 200 and r.header("Strict-Transport-Security") is None
+    # A route without the annotation: the backend's header passes, none is added.
+    r, _ = tls_request(port, "nohsts.example.com")
+    assert r.status == 200 and r.header("Strict-Transport-Security") is None
+    r, _ = tls_request(port, "nohsts.example.com", target="/?respond=hsts")
+    assert r.header("Strict-Transport-Security") == "max-age=5"
+
+
 def test_ssl_redirect_keeps_the_path_of_an_absolute_form_request(stack, certs):
     """RFC 9112 section 3.2.2: a server MUST accept the absolute-form. The data plane routes on
     it (the host comes from the URI); the redirect must keep its path and query too."""

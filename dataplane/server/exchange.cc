@@ -556,6 +556,7 @@ void Exchange::on_response_header(error_code ec) {
   // custom-headers: set on the backend's responses (not on the proxy's own answers).
   for (const auto& h : policy().response_headers) res.set(h.name, h.value);
   add_cors_fields(res);
+  add_hsts(res);
   add_affinity_cookie(res);
   if (!body.expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: the head goes alone.
@@ -708,6 +709,7 @@ void Exchange::respond(unsigned status, std::string_view text, bool close,
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
   add_cors_fields(res);  // a browser then sees the proxy's error instead of a CORS failure
+  add_hsts(res);         // and the host stays HTTPS-only whatever the answer (nginx's "always")
   res.body().assign(text.data(), text.size());
   res.prepare_payload();
   if (head_request_) res.body().clear();
@@ -755,6 +757,14 @@ bool Exchange::apply_cors() {
   res.set(http::field::server, "tidegate");
   write_local_response(!downstream_.request_complete());
   return true;
+}
+
+template <class Fields>
+void Exchange::add_hsts(http::header<false, Fields>& res) const {
+  if (!downstream_.is_tls() || route_ == nullptr) return;
+  const CompiledRoute* compiled = worker_.compiled(route_);
+  if (compiled == nullptr || compiled->hsts.empty()) return;
+  res.set(http::field::strict_transport_security, compiled->hsts);
 }
 
 template <class Fields>

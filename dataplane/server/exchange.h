@@ -147,6 +147,9 @@ class Exchange {
   bool apply_cors();
   template <class Fields>
   void add_cors_fields(boost::beast::http::header<false, Fields>& res) const;
+  // hsts: Strict-Transport-Security on the route's responses over TLS (never plain HTTP).
+  template <class Fields>
+  void add_hsts(boost::beast::http::header<false, Fields>& res) const;
   // The route's backend for this request: the main one or its canary (docs/annotations.md).
   const runtime::UpstreamState* choose_upstream();
   // The metric labels of this exchange: the route's, or its canary's when the canary serves it.
