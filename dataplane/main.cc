@@ -2,7 +2,9 @@
 // configuration from the controller over --control-socket, never reloads.
 
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -99,6 +101,16 @@ int main(int argc, char** argv) {
   flags.define("tls-profile", "intermediate",
                "TLS versions, ciphers and groups: intermediate (TLS 1.2 and 1.3) or modern (TLS "
                "1.3 only), Mozilla's profiles (docs/proxy.md, \"TLS profile\")");
+  flags.define("client-header-timeout", "10",
+               "seconds a request head may take from its first byte (on a new connection: from "
+               "the accept); shortened under connection pressure");
+  flags.define("keepalive-timeout", "60",
+               "seconds an idle keep-alive connection waits for the next request; shortened "
+               "under connection pressure");
+  flags.define("max-connections", "0",
+               "client connections in all, split between the workers (0: three quarters of the "
+               "open-files limit, which is raised to its hard limit at start; docs/proxy.md, "
+               "\"Overload\")");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -218,6 +230,39 @@ int main(int argc, char** argv) {
     return 2;
   }
   limits.request_rules.path.merge_slashes = flags.get("merge-slashes") == "on";
+  for (auto [name, out] : {std::pair{"client-header-timeout", &limits.client_header_timeout},
+                           std::pair{"keepalive-timeout", &limits.keepalive_timeout}}) {
+    const long seconds = std::atol(flags.get(name).c_str());
+    if (seconds < 1 || seconds > 24 * 3600) {
+      std::cerr << "tidegate-dataplane: --" << name << " must be between 1 and 86400 seconds\n";
+      return 2;
+    }
+    *out = std::chrono::seconds(seconds);
+  }
+  {
+    // Every connection costs a file descriptor (two while it is proxied): take the hard limit.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+      getrlimit(RLIMIT_NOFILE, &files);
+    }
+    const long long given = std::atoll(flags.get("max-connections").c_str());
+    if (given < 0) {
+      std::cerr << "tidegate-dataplane: --max-connections must be 0 (automatic) or more\n";
+      return 2;
+    }
+    const unsigned long long open_files =
+        files.rlim_cur == RLIM_INFINITY ? 1'000'000 : files.rlim_cur;
+    const unsigned long long total =
+        given > 0 ? static_cast<unsigned long long>(given) : open_files * 3 / 4;
+    limits.max_connections =
+        std::max<size_t>(1, static_cast<size_t>(total) / static_cast<size_t>(workers));
+    TG_INFO("dataplane", "connection limit "
+                             << limits.max_connections * static_cast<size_t>(workers) << " ("
+                             << limits.max_connections << " per worker; open-files limit "
+                             << open_files << ")");
+  }
   if (!dataplane::router::parse_escaped_slashes(flags.get("path-escaped-slashes"),
                                                 &limits.request_rules.path.escaped_slashes)) {
     std::cerr << "tidegate-dataplane: --path-escaped-slashes must be keep, reject or decode\n";

@@ -101,7 +101,32 @@ void Http1Connection<S>::do_read_header() {
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
   upgrade_allowed_ = false;
-  lowest().expires_after(worker_.limits().client_header_timeout);
+  worker_.waiting_for_request(this);
+  if (client_buffer_.size() > 0) {
+    read_head();  // a pipelined request: its head has begun
+    return;
+  }
+  // Nothing of the next request yet: wait for its first byte (an idle keep-alive connection,
+  // or a new one), then give the head its own deadline from there.
+  const Limits& limits = worker_.limits();
+  lowest().expires_after(worker_.under_pressure(first_request_ ? limits.client_header_timeout
+                                                               : limits.keepalive_timeout));
+  client_.async_read_some(
+      client_buffer_.prepare(Limits::kClientReadBufferBytes),
+      [self = this->shared_from_this()](error_code ec, std::size_t n) {
+        self->client_buffer_.commit(n);
+        if (ec && n == 0) {
+          self->on_read_header(ec == asio::error::eof ? error_code(http::error::end_of_stream) : ec,
+                               0);
+          return;
+        }
+        self->read_head();
+      });
+}
+
+template <class S>
+void Http1Connection<S>::read_head() {
+  lowest().expires_after(worker_.under_pressure(worker_.limits().client_header_timeout));
   http::async_read_header(client_, client_buffer_, *request_,
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
                             self->on_read_header(ec, n);
@@ -110,6 +135,8 @@ void Http1Connection<S>::do_read_header() {
 
 template <class S>
 void Http1Connection<S>::on_read_header(error_code ec, std::size_t header_bytes) {
+  worker_.not_waiting(this);
+  first_request_ = false;
   if (ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == asio::error::connection_reset || ec == asio::error::eof ||
@@ -152,9 +179,7 @@ void Http1Connection<S>::handle_request() {
     exchange_.respond(verdict.status, verdict.reason, true);
     return;
   }
-  if (verdict.replace_host) req.set(http::field::host, verdict.host);
-  if (verdict.replace_target) req.target(verdict.target);
-  if (verdict.canonical_chunked) req.set(http::field::transfer_encoding, "chunked");
+  apply_request_verdict(verdict, req);
   upgrade_allowed_ = verdict.websocket_upgrade;
   exchange_.route();
 }

@@ -25,6 +25,7 @@
 #include "server/headers.h"
 #include "server/limits.h"
 #include "server/wire.h"
+#include "server/worker.h"
 #include "tls/server_stream.h"
 
 namespace tidegate::dataplane::server {
@@ -33,16 +34,6 @@ class Worker;
 
 // TLS termination: OpenSSL over the TCP stream with our own BIO (tls/server_stream.h).
 using TlsStream = tls::ServerStream;
-
-// What the worker needs from any session to drain it (worker thread only).
-class SessionBase {
- public:
-  virtual ~SessionBase() = default;
-  // Stop taking requests: an idle connection closes now, a busy one after its response; a
-  // tunnel is left alone until `close_now()`.
-  virtual void drain() = 0;
-  virtual void close_now() = 0;
-};
 
 template <class ClientStream>
 class Http1Connection final : public SessionBase,
@@ -104,7 +95,11 @@ class Http1Connection final : public SessionBase,
     }
   }
   void on_handshake(error_code ec);
+  // Waits for the next request: its first byte within the keep-alive timeout (on a new
+  // connection, the header timeout), then the whole head within the header timeout
+  // (Limits::client_header_timeout, both shortened under connection pressure).
   void do_read_header();
+  void read_head();
   void on_read_header(error_code ec, std::size_t header_bytes);
   void handle_request();
   void on_read_request_body(error_code ec, std::size_t size);
@@ -125,6 +120,7 @@ class Http1Connection final : public SessionBase,
   std::optional<ratelimit::IpAddress> peer_ip_;
   State state_ = State::kIdle;
   bool draining_ = false;
+  bool first_request_ = true;
 
   // The exchange of the current request. Declared before request_: the request's fields live in
   // the exchange's arena.

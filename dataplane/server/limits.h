@@ -30,8 +30,21 @@ struct Limits {
   // three writes to the client; reserving lets one read take a whole small exchange.
   static constexpr size_t kClientReadBufferBytes = 4 * 1024;
   static constexpr size_t kUpstreamReadBufferBytes = 16 * 1024;
-  // Idle keep-alive connection from a client, and time to receive a request's header.
-  std::chrono::milliseconds client_header_timeout{60'000};
+  // A request head must be complete this long after its first byte (or, on a new connection,
+  // after the accept): slow-header clients cannot hold a connection (--client-header-timeout).
+  std::chrono::milliseconds client_header_timeout{10'000};
+  // An idle keep-alive connection waits this long for the next request's first byte
+  // (--keepalive-timeout).
+  std::chrono::milliseconds keepalive_timeout{60'000};
+  // Client connections per worker (--max-connections split between the workers). Past
+  // kPressureStart of it the two timeouts above shrink linearly, to kPressureMinTimeout at
+  // kPressureFull; at the limit a new connection closes the one that has waited longest for a
+  // request head (idle keep-alive or slow header), or is closed itself when none is waiting
+  // (docs/proxy.md, "Overload").
+  size_t max_connections = 15'000;
+  static constexpr double kPressureStart = 0.80;
+  static constexpr double kPressureFull = 0.95;
+  static constexpr std::chrono::milliseconds kPressureMinTimeout{1'000};
   // Time between two reads of a request body from the client / two writes to it.
   std::chrono::milliseconds client_body_timeout{60'000};
   std::chrono::milliseconds client_send_timeout{60'000};

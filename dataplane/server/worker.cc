@@ -1,5 +1,6 @@
 #include "server/worker.h"
 
+#include <algorithm>
 #include <cctype>
 #include <random>
 
@@ -118,6 +119,7 @@ void Worker::drain(std::chrono::steady_clock::time_point deadline) {
 }
 
 void Worker::remove_session(SessionBase* s) {
+  not_waiting(s);
   sessions_.erase(s);
   if (draining_ && !destroying_ && sessions_.empty()) {
     drain_timer_.cancel();
@@ -172,27 +174,99 @@ int Worker::on_server_name(SSL* ssl, int*, void*) {
   return SSL_TLSEXT_ERR_OK;
 }
 
+void Worker::waiting_for_request(SessionBase* s) {
+  if (s->waiting_) return;
+  s->waiting_ = true;
+  s->waiting_at_ = waiting_.insert(waiting_.end(), s);
+}
+
+void Worker::not_waiting(SessionBase* s) {
+  if (!s->waiting_) return;
+  s->waiting_ = false;
+  waiting_.erase(s->waiting_at_);
+}
+
+std::chrono::milliseconds Worker::under_pressure(std::chrono::milliseconds timeout) const {
+  const double pressure =
+      static_cast<double>(sessions_.size()) / static_cast<double>(limits_.max_connections);
+  if (pressure < Limits::kPressureStart) return timeout;
+  const double left = std::max(
+      0.0, (Limits::kPressureFull - pressure) / (Limits::kPressureFull - Limits::kPressureStart));
+  const auto scaled = std::chrono::milliseconds(static_cast<int64_t>(timeout.count() * left));
+  return std::max(std::min(timeout, Limits::kPressureMinTimeout), scaled);
+}
+
+namespace {
+
+// Once a second at most: a line with how many times `what` happened since the last line.
+template <class Report, class Line>
+void report_rate_limited(Report& r, Line&& line) {
+  ++r.count;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - r.last < std::chrono::seconds(1)) return;
+  line(r.count);
+  r.count = 0;
+  r.last = now;
+}
+
+}  // namespace
+
+bool Worker::admit() {
+  if (sessions_.size() < limits_.max_connections) return true;
+  if (!waiting_.empty()) {
+    // The connection that has waited longest for a request head makes room.
+    SessionBase* oldest = waiting_.front();
+    not_waiting(oldest);
+    oldest->close_now();
+    report_rate_limited(evictions_, [this](uint64_t n) {
+      TG_WARN("worker", "worker " << id_ << ": at the connection limit (" << limits_.max_connections
+                                  << "): closed " << n
+                                  << " connection(s) waiting for a request to make room");
+    });
+    return true;
+  }
+  report_rate_limited(refusals_, [this](uint64_t n) {
+    TG_WARN("worker", "worker " << id_ << ": at the connection limit (" << limits_.max_connections
+                                << ") with every connection busy: refused " << n
+                                << " new connection(s)");
+  });
+  return false;
+}
+
+void Worker::accept_failed(const boost::system::error_code& ec, bool tls) {
+  // EMFILE and friends: count, log at most once a second, pause briefly, keep accepting.
+  report_rate_limited(accept_errors_, [&](uint64_t n) {
+    TG_WARN("worker", "worker " << id_ << ": accept" << (tls ? " (TLS)" : "") << " failed: "
+                                << ec.message() << " (" << n << " time(s) since the last report)");
+  });
+  auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
+  t->async_wait([this, t, tls](boost::system::error_code) {
+    if (tls) {
+      if (tls_acceptor_->is_open()) do_accept_tls();
+    } else if (acceptor_->is_open()) {
+      do_accept();
+    }
+  });
+}
+
 void Worker::do_accept() {
   // The peer's address comes with accept (no getpeername per connection).
-  acceptor_->async_accept(
-      io_.get_executor(), accept_peer_,
-      [this](boost::system::error_code ec, runtime::Socket socket) {
-        if (ec == asio::error::operation_aborted || draining_) return;
-        if (ec) {
-          // EMFILE and friends: log, pause briefly, keep accepting.
-          TG_WARN("worker", "accept failed: " << ec.message());
-          auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
-          t->async_wait([this, t](boost::system::error_code) {
-            if (acceptor_->is_open()) do_accept();
-          });
-          return;
-        }
-        boost::system::error_code opt_ec;
-        socket.set_option(tcp::no_delay(true), opt_ec);
-        std::make_shared<Http1Connection<runtime::Stream>>(*this, std::move(socket), accept_peer_)
-            ->start();
-        do_accept();
-      });
+  acceptor_->async_accept(io_.get_executor(), accept_peer_,
+                          [this](boost::system::error_code ec, runtime::Socket socket) {
+                            if (ec == asio::error::operation_aborted || draining_) return;
+                            if (ec) {
+                              accept_failed(ec, false);
+                              return;
+                            }
+                            if (admit()) {
+                              boost::system::error_code opt_ec;
+                              socket.set_option(tcp::no_delay(true), opt_ec);
+                              std::make_shared<Http1Connection<runtime::Stream>>(
+                                  *this, std::move(socket), accept_peer_)
+                                  ->start();
+                            }
+                            do_accept();
+                          });
 }
 
 void Worker::do_accept_tls() {
@@ -200,19 +274,16 @@ void Worker::do_accept_tls() {
                               [this](boost::system::error_code ec, runtime::Socket socket) {
                                 if (ec == asio::error::operation_aborted || draining_) return;
                                 if (ec) {
-                                  TG_WARN("worker", "accept (TLS) failed: " << ec.message());
-                                  auto t = std::make_shared<asio::steady_timer>(
-                                      io_, std::chrono::milliseconds(50));
-                                  t->async_wait([this, t](boost::system::error_code) {
-                                    if (tls_acceptor_->is_open()) do_accept_tls();
-                                  });
+                                  accept_failed(ec, true);
                                   return;
                                 }
-                                boost::system::error_code opt_ec;
-                                socket.set_option(tcp::no_delay(true), opt_ec);
-                                std::make_shared<Http1Connection<TlsStream>>(
-                                    *this, std::move(socket), tls_accept_peer_, tls_)
-                                    ->start();
+                                if (admit()) {
+                                  boost::system::error_code opt_ec;
+                                  socket.set_option(tcp::no_delay(true), opt_ec);
+                                  std::make_shared<Http1Connection<TlsStream>>(
+                                      *this, std::move(socket), tls_accept_peer_, tls_)
+                                      ->start();
+                                }
                                 do_accept_tls();
                               });
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <thread>
 #include <unordered_set>
@@ -28,7 +29,21 @@
 
 namespace tidegate::dataplane::server {
 
-class SessionBase;
+// What the worker needs from any session (worker thread only): to drain it, and to close it
+// when it waits for a request head and the connection limit needs its place.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Stop taking requests: an idle connection closes now, a busy one after its response; a
+  // tunnel is left alone until `close_now()`.
+  virtual void drain() = 0;
+  virtual void close_now() = 0;
+
+ private:
+  friend class Worker;
+  bool waiting_ = false;
+  std::list<SessionBase*>::iterator waiting_at_;
+};
 
 class Worker {
  public:
@@ -93,6 +108,13 @@ class Worker {
   uint64_t next_random();  // request ids
   void add_session(SessionBase* s) { sessions_.insert(s); }
   void remove_session(SessionBase* s);
+  // A session waits for a request head (idle keep-alive, or a head that has not arrived yet):
+  // at the connection limit the one that has waited longest is closed to make room.
+  void waiting_for_request(SessionBase* s);
+  void not_waiting(SessionBase* s);
+  // `timeout` as the connection pressure leaves it (Limits::max_connections): unchanged below
+  // kPressureStart, shrinking linearly to kPressureMinTimeout at kPressureFull.
+  std::chrono::milliseconds under_pressure(std::chrono::milliseconds timeout) const;
 
   // The SSL ex_data slot that carries the Worker* for the SNI callback.
   static int ssl_ex_index();
@@ -112,6 +134,10 @@ class Worker {
                                  boost::system::error_code& ec);
   void do_accept();
   void do_accept_tls();
+  // Before a new connection: makes room at the limit. False: the new one must be closed.
+  bool admit();
+  // Accept errors (EMFILE, ...): counted, logged at most once a second, accepting paused briefly.
+  void accept_failed(const boost::system::error_code& ec, bool tls);
   void arm_sweep();
 
   size_t id_;
@@ -121,6 +147,15 @@ class Worker {
   // Declared before io_ so that they outlive it: destroying io_ destroys pending handlers, and
   // with them sessions, whose destructors unregister here.
   std::unordered_set<SessionBase*> sessions_;
+  std::list<SessionBase*> waiting_;  // longest-waiting first
+  // Rate-limited reports (at most one line a second each).
+  struct Report {
+    std::chrono::steady_clock::time_point last{};
+    uint64_t count = 0;
+  };
+  Report accept_errors_;
+  Report evictions_;
+  Report refusals_;
   bool draining_ = false;
   bool destroying_ = false;
   // Only this worker's thread performs I/O on its sockets and timers; other threads reach it
