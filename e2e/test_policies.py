@@ -212,3 +212,82 @@ def test_connection_limit_counts_requests_in_flight(stack):
     # Released when the first ended: the client can have its last byte a moment before the
     # data plane has finished with the request, so this polls.
     assert wait_status(stack, f"cl.{HOST}", "/", 200, timeout=2).status == 200
+
+
+class UpgradeEchoBackend:
+    """A raw backend that answers any request carrying Upgrade with a 101 for that protocol and
+    then echoes bytes; a request without Upgrade gets 200 "plain". Records the Upgrade values."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.upgrades: list[str | None] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                head += data
+            fields = {}
+            for line in head.split(b"\r\n")[1:]:
+                if b":" in line:
+                    k, v = line.split(b":", 1)
+                    fields[k.strip().lower().decode()] = v.strip().decode()
+            upgrade = fields.get("upgrade")
+            self.upgrades.append(upgrade)
+            if upgrade is None:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\n"
+                             b"plain\n")
+                return
+            conn.sendall(f"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                         f"Upgrade: {upgrade}\r\n\r\n".encode())
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+
+def test_allow_upgrade_forwards_only_the_protocols_it_names(stack):
+    """tidegate.io/allow-upgrade: the route forwards Upgrade: foo/2 as an upgrade (a tunnel
+    after the backend's 101); h2c is never allowed; a route without the annotation strips other
+    upgrades and proxies the request as a normal one."""
+    b = UpgradeEchoBackend()
+    for name, annotations in (("up", {"tidegate.io/allow-upgrade": "foo/2"}), ("noup", {})):
+        stack.manifests.write(
+            f"{name}.yaml", service(f"svc-{name}"),
+            endpoint_slice(f"svc-{name}-1", f"svc-{name}", ["127.0.0.1"], b.port),
+            ingress(name, [rule(f"{name}.{HOST}", path("/", f"svc-{name}"))],
+                    annotations=annotations))
+    wait_status(stack, f"up.{HOST}", "/", 200)
+    wait_status(stack, f"noup.{HOST}", "/", 200)
+
+    def upgrade(host: str, protocol: str) -> bytes:
+        with socket.create_connection(("127.0.0.1", stack.port), timeout=5) as s:
+            s.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\n"
+                      f"Upgrade: {protocol}\r\n\r\n".encode())
+            reply = s.recv(4096)
+            if reply.startswith(b"HTTP/1.1 101"):
+                s.sendall(b"ping through the tunnel")
+                reply += b"|" + s.recv(4096)
+            return reply
+
+    got = upgrade(f"up.{HOST}", "Foo/2")
+    assert got.startswith(b"HTTP/1.1 101") and got.endswith(b"|ping through the tunnel"), got
+    assert b.upgrades[-1] == "Foo/2"
+    # Not named by the route: proxied as a normal request, Upgrade stripped.
+    for host, protocol in ((f"up.{HOST}", "bar"), (f"up.{HOST}", "h2c"), (f"noup.{HOST}", "foo/2")):
+        got = upgrade(host, protocol)
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"plain\n"), (host, protocol, got)
+        assert b.upgrades[-1] is None, (host, protocol)

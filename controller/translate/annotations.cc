@@ -75,6 +75,7 @@ const std::vector<Spelling>& spellings() {
       {"temporal-redirect-code", {"temporal-redirect-code"}},
       {"custom-headers", {"custom-headers"}},
       {"upstream-vhost", {"upstream-vhost"}},
+      {"allow-upgrade", {}},
       {"enable-cors", {"enable-cors"}},
       {"cors-allow-origin", {"cors-allow-origin"}},
       {"cors-allow-methods", {"cors-allow-methods"}},
@@ -120,6 +121,7 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "temporal-redirect-code",
                                             "custom-headers",
                                             "upstream-vhost",
+                                            "allow-upgrade",
                                             "enable-cors",
                                             "cors-allow-origin",
                                             "cors-allow-methods",
@@ -650,6 +652,25 @@ class Parser {
         invalid(*a, *why);
       } else {
         r.upstream_vhost = std::string(v);
+      }
+    }
+    if (auto a = get("allow-upgrade")) {
+      std::vector<std::string> protocols;
+      std::string why;
+      for (auto& p : split_commas(a->value)) {
+        for (auto& c : p) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (auto bad = model::check_upgrade_protocol(p)) {
+          why = quote(p) + ": " + *bad;
+          break;
+        }
+        if (std::find(protocols.begin(), protocols.end(), p) == protocols.end()) {
+          protocols.push_back(std::move(p));
+        }
+      }
+      if (why.empty()) {
+        r.upgrade_protocols = std::move(protocols);
+      } else {
+        invalid(*a, why);
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/beast/http.hpp>
 
@@ -60,6 +61,10 @@ class Downstream {
   virtual void limit_request_body(uint64_t bytes) = 0;
   // The request is a protocol upgrade the codec accepts (a WebSocket), complete without a body.
   virtual bool upgrade_requested() const = 0;
+  // Another single-protocol upgrade the request asks for (lower case, "foo/2"; never h2c),
+  // complete without a body: the exchange forwards it as an upgrade where the route allows
+  // the protocol (allow-upgrade). Empty otherwise.
+  virtual std::string_view other_upgrade_requested() const = 0;
   // The exchange took over the client's Expect: 100-continue; tells the client to go on.
   // Completes with Exchange::on_continue_sent(ec).
   virtual void send_continue() = 0;

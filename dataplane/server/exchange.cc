@@ -246,6 +246,12 @@ void Exchange::prepare_upstream_request() {
   // A WebSocket upgrade keeps its Upgrade and Connection fields for the upstream; any other
   // (h2c, ...) loses them with the hop-by-hop fields and goes up as a normal request.
   upgrade_ = downstream_.upgrade_requested();
+  if (!upgrade_) {
+    // allow-upgrade: another protocol the route lets through as an upgrade.
+    const std::string_view other = downstream_.other_upgrade_requested();
+    const auto& allowed = policy().upgrade_protocols;
+    upgrade_ = !other.empty() && std::find(allowed.begin(), allowed.end(), other) != allowed.end();
+  }
   if (upgrade_) upgrade_protocol_ = std::string(req[http::field::upgrade]);
   remove_hop_by_hop(req);
   req.version(11);

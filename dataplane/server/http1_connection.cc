@@ -101,9 +101,11 @@ void Http1Connection<S>::do_read_header() {
   request_->header_limit(static_cast<std::uint32_t>(worker_.limits().max_request_header_bytes));
   request_->body_limit(kUnlimitedBody);  // bodies stream; per-route limits come with annotations
   upgrade_allowed_ = false;
+  other_upgrade_.clear();
   worker_.waiting_for_request(this);
+  head_bytes_ = 0;
   if (client_buffer_.size() > 0) {
-    read_head();  // a pipelined request: its head has begun
+    parse_head();  // a pipelined request: its head has begun
     return;
   }
   // Nothing of the next request yet: wait for its first byte (an idle keep-alive connection,
@@ -120,16 +122,27 @@ void Http1Connection<S>::do_read_header() {
                                0);
           return;
         }
-        self->read_head();
+        self->parse_head();
       });
 }
 
 template <class S>
-void Http1Connection<S>::read_head() {
+void Http1Connection<S>::parse_head() {
+  // Usually the whole head came with the first read: parse it here, with no second operation.
+  error_code ec;
+  const std::size_t used = request_->put(client_buffer_.data(), ec);
+  client_buffer_.consume(used);
+  head_bytes_ += used;
+  if (ec == http::error::need_more) ec = {};
+  if (ec || request_->is_header_done()) {
+    on_read_header(ec, head_bytes_);
+    return;
+  }
+  // The rest of the head, within the header deadline counted from here.
   lowest().expires_after(worker_.under_pressure(worker_.limits().client_header_timeout));
   http::async_read_header(client_, client_buffer_, *request_,
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
-                            self->on_read_header(ec, n);
+                            self->on_read_header(ec, self->head_bytes_ + n);
                           });
 }
 
@@ -181,6 +194,7 @@ void Http1Connection<S>::handle_request() {
   }
   apply_request_verdict(verdict, req);
   upgrade_allowed_ = verdict.websocket_upgrade;
+  other_upgrade_ = std::move(verdict.other_upgrade);
   exchange_.route();
 }
 

@@ -69,6 +69,10 @@ class Http1Connection final : public SessionBase,
   bool upgrade_requested() const override {
     return upgrade_allowed_ && request_->upgrade() && request_->is_done();
   }
+  std::string_view other_upgrade_requested() const override {
+    return request_->upgrade() && request_->is_done() ? std::string_view(other_upgrade_)
+                                                      : std::string_view();
+  }
   void send_continue() override;
   void read_request_body(char* data, std::size_t size) override;
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
@@ -99,7 +103,9 @@ class Http1Connection final : public SessionBase,
   // connection, the header timeout), then the whole head within the header timeout
   // (Limits::client_header_timeout, both shortened under connection pressure).
   void do_read_header();
-  void read_head();
+  // Parses what the buffer holds of the head; reads the rest (within the header deadline) when
+  // it is not complete.
+  void parse_head();
   void on_read_header(error_code ec, std::size_t header_bytes);
   void handle_request();
   void on_read_request_body(error_code ec, std::size_t size);
@@ -121,6 +127,7 @@ class Http1Connection final : public SessionBase,
   State state_ = State::kIdle;
   bool draining_ = false;
   bool first_request_ = true;
+  std::size_t head_bytes_ = 0;  // of the current request head, parsed so far
 
   // The exchange of the current request. Declared before request_: the request's fields live in
   // the exchange's arena.
@@ -131,6 +138,7 @@ class Http1Connection final : public SessionBase,
   unsigned client_version_ = 11;
   // The request may go up as an upgrade (RequestVerdict::websocket_upgrade).
   bool upgrade_allowed_ = false;
+  std::string other_upgrade_;  // RequestVerdict::other_upgrade
 
   // The upstream-to-client direction of a tunnel needs its own buffer (the other one borrows
   // the exchange's relay buffer).

@@ -347,12 +347,28 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
   judge_target(req, rules, v);
   if (v.status != 0) return v;
 
-  // Upgrades: only a WebSocket upgrade of an HTTP/1.1 request is forwarded as one.
-  if (version == 11 && s.upgrades == 1 &&
-      boost::beast::iequals(trim_ows(req[http::field::upgrade]), "websocket")) {
+  // Upgrades: a WebSocket upgrade of an HTTP/1.1 request is forwarded as one; another single
+  // protocol (not h2c) only where the route allows it (the exchange decides).
+  if (version == 11 && s.upgrades == 1) {
+    bool connection_upgrade = false;
     auto range = req.equal_range(http::field::connection);
     for (auto it = range.first; it != range.second; ++it) {
-      if (has_token(it->value(), "upgrade")) v.websocket_upgrade = true;
+      if (has_token(it->value(), "upgrade")) connection_upgrade = true;
+    }
+    const std::string_view protocol = trim_ows(req[http::field::upgrade]);
+    if (connection_upgrade && boost::beast::iequals(protocol, "websocket")) {
+      v.websocket_upgrade = true;
+    } else if (connection_upgrade && !protocol.empty() &&
+               protocol.find_first_of(", \t") == std::string_view::npos) {
+      const auto slash = protocol.find('/');
+      const auto name = protocol.substr(0, slash);
+      if (is_token(name) && !boost::beast::iequals(name, "h2c") &&
+          (slash == std::string_view::npos || is_token(protocol.substr(slash + 1)))) {
+        v.other_upgrade.assign(protocol.data(), protocol.size());
+        for (auto& c : v.other_upgrade) {
+          if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        }
+      }
     }
   }
   return v;

@@ -49,6 +49,10 @@ struct RequestVerdict {
   // the request may be forwarded as an upgrade (Connection: upgrade + Upgrade: websocket,
   // HTTP/1.1). Any other Upgrade (h2c, ...) is stripped and the request proxied as a normal one.
   bool websocket_upgrade = false;
+  // Any other single-protocol upgrade of an HTTP/1.1 request with Connection: upgrade, lower
+  // case ("foo/2"): forwarded as an upgrade only where the route allows it (allow-upgrade);
+  // never "h2c", which is stripped like a list of protocols.
+  std::string other_upgrade;
 };
 
 RequestVerdict check_request(const boost::beast::http::request_header<Fields>& req,

@@ -21,6 +21,7 @@
 // HTTP/1.1 and never with Content-Length; Beast's framing (chunked, content length) agrees; the
 // head relayed, parsed again, is relayed again with the same framing.
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -188,6 +189,17 @@ inline std::string run_http1_request(const uint8_t* data, size_t size) {
         detail::count(req, http::field::upgrade) == 1 &&
             boost::beast::iequals(detail::trim(req[http::field::upgrade]), "websocket"),
         "upgrade to " << escape(req[http::field::upgrade]));
+  }
+
+  if (!verdict.other_upgrade.empty()) {
+    const std::string& other = verdict.other_upgrade;
+    TIDEGATE_FUZZ_CHECK(!verdict.websocket_upgrade, "two upgrades at once");
+    TIDEGATE_FUZZ_CHECK(req.version() == 11, "other upgrade in HTTP/1.0");
+    TIDEGATE_FUZZ_CHECK(other.substr(0, other.find('/')) != "h2c", "h2c offered as an upgrade");
+    TIDEGATE_FUZZ_CHECK(
+        other.find_first_of(", \t") == std::string::npos &&
+            std::none_of(other.begin(), other.end(), [](char c) { return c >= 'A' && c <= 'Z'; }),
+        "other upgrade " << escape(other));
   }
 
   // The head as sent upstream, parsed again: accepted as it is, the same framing.

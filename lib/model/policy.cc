@@ -539,6 +539,20 @@ std::optional<std::string> check_response_header(std::string_view name, std::str
   return std::nullopt;
 }
 
+std::optional<std::string> check_upgrade_protocol(std::string_view text) {
+  auto slash = text.find('/');
+  auto name = text.substr(0, slash);
+  if (!is_token(name) || (slash != std::string_view::npos && !is_token(text.substr(slash + 1)))) {
+    return "must be a protocol name, optionally with /version (tokens)";
+  }
+  for (char c : text) {
+    if (c >= 'A' && c <= 'Z') return "must be lower case";
+  }
+  if (name == "h2c") return "h2c is never forwarded (it would tunnel past the route's policies)";
+  if (name == "websocket") return "websocket upgrades are always forwarded";
+  return std::nullopt;
+}
+
 std::optional<std::string> check_host_port(std::string_view text) {
   if (!is_host_port(text)) return "must be host or host:port";
   return std::nullopt;
@@ -670,6 +684,11 @@ std::vector<std::string> validate(const RoutePolicy& p) {
   if (!p.upstream_vhost.empty()) {
     if (auto why = check_host_port(p.upstream_vhost)) {
       problems.push_back("upstream_vhost " + quote(p.upstream_vhost) + ": " + *why);
+    }
+  }
+  for (const auto& u : p.upgrade_protocols) {
+    if (auto why = check_upgrade_protocol(u)) {
+      problems.push_back("upgrade protocol " + quote(u) + ": " + *why);
     }
   }
   if (p.cors) {
@@ -843,6 +862,7 @@ json to_json(const RoutePolicy& p) {
     j["response_headers"] = std::move(headers);
   }
   if (!p.upstream_vhost.empty()) j["upstream_vhost"] = p.upstream_vhost;
+  if (!p.upgrade_protocols.empty()) j["upgrade_protocols"] = p.upgrade_protocols;
   if (p.cors) {
     const Cors& c = *p.cors;
     const Cors dc;
@@ -926,6 +946,7 @@ RoutePolicy route_policy_from_json(const json& j) {
     }
   }
   r.string("upstream_vhost", p.upstream_vhost);
+  r.strings("upgrade_protocols", p.upgrade_protocols);
   if (const json* v = r.find("cors")) {
     Cors c;
     ObjectReader cr(*v, "route policy cors");

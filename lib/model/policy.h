@@ -185,6 +185,8 @@ struct RoutePolicy {
   std::optional<Redirect> redirect;      // permanent-redirect / temporal-redirect
   std::vector<Header> response_headers;  // custom-headers, in the order written, unique names
   std::string upstream_vhost;            // Host header sent to the backend; empty: the client's
+  // allow-upgrade: Upgrade protocols forwarded as upgrades besides websocket (lower case).
+  std::vector<std::string> upgrade_protocols;
   std::optional<Cors> cors;
   std::optional<Hsts> hsts;
   std::optional<SourceRanges> source_ranges;
@@ -255,6 +257,10 @@ std::optional<std::string> check_cors_origin(std::string_view text);
 std::optional<std::string> check_tls_server_name(std::string_view text);
 // "namespace/name" of a Kubernetes object (DNS-1123 namespace and name).
 std::optional<std::string> check_object_ref(std::string_view text);
+// An upgrade protocol a route may forward besides WebSocket (allow-upgrade): RFC 9110's
+// protocol-name ["/" protocol-version], tokens, lower case; never "websocket" (always allowed)
+// nor "h2c" (never forwarded: h2c smuggling).
+std::optional<std::string> check_upgrade_protocol(std::string_view text);
 // The rate limiter's table needs a full bucket to refill within an hour: with rps set,
 // max(1, rps × burst_multiplier) / rps <= 3600 s.
 std::optional<std::string> check_burst_window(const RateLimits& r);

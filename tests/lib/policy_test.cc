@@ -144,6 +144,7 @@ RoutePolicy full_route_policy() {
   p.cors->allow_credentials = false;
   p.cors->max_age_seconds = 600;
   p.hsts = Hsts{600, false, true};
+  p.upgrade_protocols = {"foo/2", "tls/1.2"};
   p.source_ranges = SourceRanges{{"10.0.0.0/8", "2001:db8::/32"}};
   p.rate_limits.rps = 2.5;
   p.rate_limits.burst_multiplier = 3;

@@ -447,6 +447,24 @@ std::vector<Case> cases() {
        {},
        {E("upstream-vhost: invalid value \"a b.example\": must be host or host:port")}},
 
+      // ---- allow-upgrade ----
+      {"allow-upgrade", A({{"allow-upgrade", "Foo/2, bar, foo/2"}}),
+       [](IngressPolicy& p) {
+         p.route.upgrade_protocols = {"foo/2", "bar"};
+       }},
+      {"allow-upgrade h2c",
+       A({{"allow-upgrade", "foo, h2c"}}),
+       {},
+       {E("allow-upgrade: invalid value \"foo, h2c\": \"h2c\": h2c is never forwarded")}},
+      {"allow-upgrade websocket",
+       A({{"allow-upgrade", "websocket"}}),
+       {},
+       {E("websocket upgrades are always forwarded")}},
+      {"allow-upgrade empty entry",
+       A({{"allow-upgrade", "foo,,bar"}}),
+       {},
+       {E("allow-upgrade: invalid value \"foo,,bar\": \"\": must be a protocol name")}},
+
       // ---- CORS ----
       {"enable-cors with ingress-nginx's defaults", A({{"enable-cors", "true"}}),
        [](IngressPolicy& p) { p.route.cors = model::Cors{}; }},

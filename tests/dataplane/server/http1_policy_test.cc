@@ -258,6 +258,36 @@ TEST(Http1PolicyTest, Upgrades) {
   });
 }
 
+// Upgrades other than WebSocket: offered to the exchange (which forwards them only where the
+// route's allow-upgrade names them), lower-cased; h2c and lists never.
+TEST(Http1PolicyTest, OtherUpgradesAreOfferedButNeverH2c) {
+  struct Row {
+    FieldList fields;
+    unsigned version;
+    std::string want;
+  };
+  const Row rows[] = {
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "TLS/1.2"}}), 11, "tls/1.2"},
+      {host_and({{"Connection", "upgrade"}, {"Upgrade", " Foo "}}), 11, "foo"},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "h2c"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "H2C"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "h2c/1"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "foo, bar"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "foo/"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "foo"}, {"Upgrade", "bar"}}), 11, ""},
+      {host_and({{"Upgrade", "foo"}}), 11, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "foo"}}), 10, ""},
+      {host_and({{"Connection", "Upgrade"}, {"Upgrade", "websocket"}}), 11, ""},
+  };
+  for (const Row& row : rows) {
+    RequestCase c{"upgrade", "GET", "/", row.version, row.fields, 0};
+    auto req = make_request(c);
+    RequestVerdict v = check_request(req, {});
+    ASSERT_EQ(v.status, 0u);
+    EXPECT_EQ(v.other_upgrade, row.want) << row.fields.back().second;
+  }
+}
+
 TEST(Http1PolicyTest, Characters) {
   EXPECT_TRUE(is_token("Transfer-Encoding"));
   EXPECT_FALSE(is_token("Transfer-Encoding "));
