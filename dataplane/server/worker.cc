@@ -60,8 +60,8 @@ tcp::endpoint Worker::listen_tls(const tcp::endpoint& at, boost::system::error_c
 
 void Worker::start() {
   asio::post(io_, [this] {
-    if (acceptor_) do_accept();
-    if (tls_acceptor_ && tls_) do_accept_tls();
+    if (acceptor_) do_accept(false);
+    if (tls_acceptor_ && tls_) do_accept(true);
     arm_sweep();
   });
   thread_ = std::thread([this] {
@@ -241,51 +241,36 @@ void Worker::accept_failed(const boost::system::error_code& ec, bool tls) {
   });
   auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
   t->async_wait([this, t, tls](boost::system::error_code) {
-    if (tls) {
-      if (tls_acceptor_->is_open()) do_accept_tls();
-    } else if (acceptor_->is_open()) {
-      do_accept();
-    }
+    if ((tls ? tls_acceptor_ : acceptor_)->is_open()) do_accept(tls);
   });
 }
 
-void Worker::do_accept() {
+void Worker::do_accept(bool tls) {
   // The peer's address comes with accept (no getpeername per connection).
-  acceptor_->async_accept(io_.get_executor(), accept_peer_,
-                          [this](boost::system::error_code ec, runtime::Socket socket) {
-                            if (ec == asio::error::operation_aborted || draining_) return;
-                            if (ec) {
-                              accept_failed(ec, false);
-                              return;
-                            }
-                            if (admit()) {
-                              boost::system::error_code opt_ec;
-                              socket.set_option(tcp::no_delay(true), opt_ec);
+  Acceptor& acceptor = tls ? *tls_acceptor_ : *acceptor_;
+  tcp::endpoint& peer = tls ? tls_accept_peer_ : accept_peer_;
+  acceptor.async_accept(io_.get_executor(), peer,
+                        [this, tls](boost::system::error_code ec, runtime::Socket socket) {
+                          if (ec == asio::error::operation_aborted || draining_) return;
+                          if (ec) {
+                            accept_failed(ec, tls);
+                            return;
+                          }
+                          if (admit()) {
+                            boost::system::error_code opt_ec;
+                            socket.set_option(tcp::no_delay(true), opt_ec);
+                            if (tls) {
+                              std::make_shared<Http1Connection<TlsStream>>(*this, std::move(socket),
+                                                                           tls_accept_peer_, tls_)
+                                  ->start();
+                            } else {
                               std::make_shared<Http1Connection<runtime::Stream>>(
                                   *this, std::move(socket), accept_peer_)
                                   ->start();
                             }
-                            do_accept();
-                          });
-}
-
-void Worker::do_accept_tls() {
-  tls_acceptor_->async_accept(io_.get_executor(), tls_accept_peer_,
-                              [this](boost::system::error_code ec, runtime::Socket socket) {
-                                if (ec == asio::error::operation_aborted || draining_) return;
-                                if (ec) {
-                                  accept_failed(ec, true);
-                                  return;
-                                }
-                                if (admit()) {
-                                  boost::system::error_code opt_ec;
-                                  socket.set_option(tcp::no_delay(true), opt_ec);
-                                  std::make_shared<Http1Connection<TlsStream>>(
-                                      *this, std::move(socket), tls_accept_peer_, tls_)
-                                      ->start();
-                                }
-                                do_accept_tls();
-                              });
+                          }
+                          do_accept(tls);
+                        });
 }
 
 void Worker::arm_sweep() {

@@ -132,8 +132,8 @@ class Worker {
   using Acceptor = boost::asio::ip::tcp::acceptor;
   std::unique_ptr<Acceptor> bind(const boost::asio::ip::tcp::endpoint& at,
                                  boost::system::error_code& ec);
-  void do_accept();
-  void do_accept_tls();
+  // Accepts on the HTTP (tls false) or HTTPS listener, one connection at a time, for ever.
+  void do_accept(bool tls);
   // Before a new connection: makes room at the limit. False: the new one must be closed.
   bool admit();
   // Accept errors (EMFILE, ...): counted, logged at most once a second, accepting paused briefly.
