@@ -101,6 +101,23 @@ int main(int argc, char** argv) {
   flags.define("tls-profile", "intermediate",
                "TLS versions, ciphers and groups: intermediate (TLS 1.2 and 1.3) or modern (TLS "
                "1.3 only), Mozilla's profiles (docs/proxy.md, \"TLS profile\")");
+  flags.define("http2", "on",
+               "on: HTTPS offers HTTP/2 by ALPN (h2 before http/1.1); off: HTTP/1.1 only "
+               "(docs/proxy.md, \"HTTP/2\")");
+  flags.define("http2-cleartext", "on",
+               "on: the HTTP port also speaks HTTP/2 to clients that start with its preface "
+               "(prior knowledge; never Upgrade: h2c)");
+  flags.define("http2-max-concurrent-streams", "128", "streams a client may have open at once");
+  flags.define("http2-stream-window", "65536",
+               "bytes of request body a stream may send ahead of the backend (its window)");
+  flags.define("http2-connection-window", "1048576",
+               "bytes of request body all streams of a connection may send ahead");
+  flags.define("http2-max-frame-size", "16384", "largest frame payload accepted (16384..16777215)");
+  flags.define("http2-max-header-list-size", "65536",
+               "largest decoded request header list (HPACK size); larger gets 431");
+  flags.define("client-send-timeout", "60",
+               "seconds a response may make no progress towards the client (nginx's send_timeout; "
+               "on HTTP/2 also a stream held by a window that stays shut)");
   flags.define("client-header-timeout", "10",
                "seconds a request head may take from its first byte (on a new connection: from "
                "the accept); shortened under connection pressure");
@@ -199,6 +216,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   dataplane::tls::ServerSettings tls_settings;
+  tls_settings.http2 = flags.get("http2") == "on";  // checked with the other HTTP/2 flags below
   if (!dataplane::tls::parse_tls_profile(flags.get("tls-profile"), &tls_settings.profile)) {
     std::cerr << "tidegate-dataplane: --tls-profile must be intermediate or modern\n";
     return 2;
@@ -230,8 +248,41 @@ int main(int argc, char** argv) {
     return 2;
   }
   limits.request_rules.path.merge_slashes = flags.get("merge-slashes") == "on";
+  for (auto [name, out] : {std::pair{"http2", &limits.http2.enabled},
+                           std::pair{"http2-cleartext", &limits.http2.prior_knowledge}}) {
+    if (flags.get(name) != "on" && flags.get(name) != "off") {
+      std::cerr << "tidegate-dataplane: --" << name << " must be on or off\n";
+      return 2;
+    }
+    *out = flags.get(name) == "on";
+  }
+  limits.http2.prior_knowledge = limits.http2.prior_knowledge && limits.http2.enabled;
+  struct Http2Setting {
+    const char* name;
+    uint32_t* out;
+    long min, max;
+  };
+  for (const Http2Setting& setting :
+       {Http2Setting{"http2-max-concurrent-streams", &limits.http2.max_concurrent_streams, 1,
+                     10000},
+        Http2Setting{"http2-stream-window", &limits.http2.initial_stream_window, 1024, 2147483647},
+        Http2Setting{"http2-connection-window", &limits.http2.connection_window, 65535, 2147483647},
+        Http2Setting{"http2-max-frame-size", &limits.http2.max_frame_size, 16384, 16777215},
+        Http2Setting{"http2-max-header-list-size", &limits.http2.max_header_list_size, 1024,
+                     16 * 1024 * 1024}}) {
+    const std::string& text = flags.get(setting.name);
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < setting.min || value > setting.max) {
+      std::cerr << "tidegate-dataplane: --" << setting.name << " must be between " << setting.min
+                << " and " << setting.max << "\n";
+      return 2;
+    }
+    *setting.out = static_cast<uint32_t>(value);
+  }
   for (auto [name, out] : {std::pair{"client-header-timeout", &limits.client_header_timeout},
-                           std::pair{"keepalive-timeout", &limits.keepalive_timeout}}) {
+                           std::pair{"keepalive-timeout", &limits.keepalive_timeout},
+                           std::pair{"client-send-timeout", &limits.client_send_timeout}}) {
     const long seconds = std::atol(flags.get(name).c_str());
     if (seconds < 1 || seconds > 24 * 3600) {
       std::cerr << "tidegate-dataplane: --" << name << " must be between 1 and 86400 seconds\n";

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -27,6 +28,13 @@ from urllib.parse import parse_qs, urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 INGRESS_CLASS = "tidegate"
+
+# The HTTP/2 and gRPC clients of the tests are Debian's (python3-h2, python3-grpcio, installed by
+# scripts/install-deps). The interpreter running the tests may be another build of the same
+# Python version (a pyenv one): Debian's folder goes last on its path, so that it only supplies
+# what the interpreter lacks.
+if "/usr/lib/python3/dist-packages" not in sys.path:
+    sys.path.append("/usr/lib/python3/dist-packages")
 
 
 def bin_dir() -> Path:
@@ -780,6 +788,155 @@ def request(port: int, method: str = "GET", target: str = "/", host: str | None 
                         data, r.chunked if hasattr(r, "chunked") else False)
     finally:
         conn.close()
+
+
+class H2Client:
+    """An HTTP/2 client connection (python3-h2): cleartext with prior knowledge, or TLS with ALPN
+    h2. request() runs one stream to its end; open_stream()/read_stream() interleave several."""
+
+    def __init__(self, port: int, tls: bool = False, server_name: str | None = None,
+                 timeout: float = 10.0, settings: dict | None = None):
+        import h2.config
+        import h2.connection
+        self.timeout = timeout
+        if tls:
+            self.sock = tls_connect(port, server_name, alpn=["h2", "http/1.1"], timeout=timeout)
+            if self.sock.selected_alpn_protocol() != "h2":
+                proto = self.sock.selected_alpn_protocol()
+                self.sock.close()
+                raise AssertionError(f"ALPN chose {proto!r}, not h2")
+        else:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding=None,
+                                        validate_inbound_headers=False,
+                                        validate_outbound_headers=False,
+                                        normalize_outbound_headers=False)
+        self.conn = h2.connection.H2Connection(config=cfg)
+        self.conn.initiate_connection()
+        if settings:
+            self.conn.update_settings(settings)
+        self.streams: dict[int, dict] = {}
+        self.goaway: Any = None
+        self.closed = False
+        self.flush()
+
+    def flush(self) -> None:
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def open_stream(self, method: str = "GET", target: str = "/",
+                    authority: str | None = "example.com", headers: list | dict | None = None,
+                    body: bytes | None = None, end: bool = True, scheme: str = "http") -> int:
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":scheme", scheme), (":path", target)]
+        if authority is not None:
+            hdrs.insert(1, (":authority", authority))
+        items = headers.items() if isinstance(headers, dict) else (headers or [])
+        hdrs += [(k.lower(), v) for k, v in items]
+        self.streams[sid] = {"headers": [], "informational": [], "data": b"", "trailers": [],
+                             "ended": False, "reset": None}
+        self.conn.send_headers(sid, hdrs, end_stream=end and not body)
+        if body:
+            self.send_body(sid, body, end=end)
+        self.flush()
+        return sid
+
+    def send_body(self, sid: int, body: bytes, end: bool = True) -> None:
+        """Sends as much as the windows allow, reading frames while they are shut."""
+        view = memoryview(body)
+        while view:
+            window = min(self.conn.local_flow_control_window(sid),
+                         self.conn.max_outbound_frame_size)
+            if window <= 0:
+                self.flush()
+                self._read_events()
+                continue
+            self.conn.send_data(sid, bytes(view[:window]))
+            view = view[window:]
+            self.flush()
+        if end:
+            self.conn.end_stream(sid)
+            self.flush()
+
+    def _read_events(self) -> None:
+        import h2.events as ev
+        data = self.sock.recv(65536)
+        if not data:
+            self.closed = True
+            raise ConnectionError("connection closed by the server")
+        for e in self.conn.receive_data(data):
+            st = self.streams.get(getattr(e, "stream_id", None) or -1)
+            if isinstance(e, ev.ResponseReceived):
+                st["headers"] = e.headers
+            elif isinstance(e, ev.InformationalResponseReceived):
+                st["informational"].append(e.headers)
+            elif isinstance(e, ev.TrailersReceived):
+                st["trailers"] = e.headers
+            elif isinstance(e, ev.DataReceived):
+                st["data"] += e.data
+                self.conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+            elif isinstance(e, ev.StreamEnded):
+                st["ended"] = True
+            elif isinstance(e, ev.StreamReset):
+                if st is not None:
+                    st["reset"] = e.error_code
+                    st["ended"] = True
+            elif isinstance(e, ev.ConnectionTerminated):
+                self.goaway = e
+        self.flush()
+
+    def read_stream(self, sid: int) -> "Response":
+        deadline = time.monotonic() + self.timeout
+        st = self.streams[sid]
+        while not st["ended"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"stream {sid} did not end")
+            if self.goaway is not None and sid > self.goaway.last_stream_id:
+                raise ConnectionError(f"GOAWAY before stream {sid}: {self.goaway}")
+            self._read_events()
+        if st["reset"] is not None and not st["headers"]:
+            raise ConnectionError(f"stream {sid} reset with error {st['reset']}")
+        return self.response(sid)
+
+    def response(self, sid: int) -> "Response":
+        st = self.streams[sid]
+        hdrs = [(k.decode(), v.decode()) for k, v in st["headers"]]
+        status = int(dict(hdrs).get(":status", "0"))
+        r = Response(status, "", "HTTP/2", [(k, v) for k, v in hdrs if not k.startswith(":")],
+                     st["data"])
+        r.trailers = [(k.decode(), v.decode()) for k, v in st["trailers"]]
+        r.reset = st["reset"]
+        return r
+
+    def request(self, method: str = "GET", target: str = "/", host: str | None = "example.com",
+                headers: dict | list | None = None, body: bytes | None = None) -> "Response":
+        return self.read_stream(self.open_stream(method, target, host, headers, body))
+
+    def close(self) -> None:
+        try:
+            if not self.closed:
+                self.conn.close_connection()
+                self.flush()
+        except OSError:
+            pass
+        self.sock.close()
+
+    def __enter__(self) -> "H2Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def h2_request(port: int, method: str = "GET", target: str = "/",
+               host: str | None = "example.com", headers: dict | None = None,
+               body: bytes | None = None, timeout: float = 10.0, tls: bool = False,
+               server_name: str | None = None, **_ignored) -> "Response":
+    """As request(), over a fresh HTTP/2 connection (prior knowledge, or TLS + ALPN h2)."""
+    with H2Client(port, tls=tls, server_name=server_name, timeout=timeout) as c:
+        return c.request(method, target, host, headers, body)
 
 
 class RawConnection:

@@ -438,7 +438,9 @@ REQUESTS: dict[str, Case] = {
                     "GET " + "/caf\u00e9".encode().decode("latin-1")),
     # ---- versions
     # Beast accepts HTTP/1.x only (400); the policy's 505 is for anything else that parses.
-    "http2-preface": refused(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    # HTTP/2's whole preface starts HTTP/2 (test_http2.py); one that differs anywhere is read
+    # as an HTTP/1.1 request line with version 2.0.
+    "http2-preface-broken": refused(b"PRI * HTTP/2.0\r\n\r\nSX\r\n\r\n"),
     "http12": refused(get("/", version="HTTP/1.2")),
     "http09": refused(b"GET /\r\n\r\n"),
     "lower-case-version": refused(get("/", version="http/1.1")),

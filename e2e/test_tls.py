@@ -246,20 +246,40 @@ def test_certificate_chain_is_sent(stack, certs, tmp_path):
         assert s.recv(65536).startswith(b"HTTP/1.1 200")
 
 
-def test_alpn_negotiates_http11(stack, certs):
+def test_alpn_prefers_h2_then_http11(stack, certs):
     _, port = app_stack(stack, certs)
-    s = tls_connect(port, "exact.foo.com", alpn=["h2", "http/1.1"])
-    try:
-        assert s.selected_alpn_protocol() == "http/1.1"
-    finally:
-        s.close()
-    # A client offering only h2 still gets a connection (no ALPN), not a failed handshake.
-    s = tls_connect(port, "a.foo.com", alpn=["h2"])
+    for offered, chosen in ((["h2", "http/1.1"], "h2"), (["http/1.1", "h2"], "h2"),
+                            (["http/1.1"], "http/1.1"), (["h2"], "h2")):
+        s = tls_connect(port, "exact.foo.com", alpn=offered)
+        try:
+            assert s.selected_alpn_protocol() == chosen, offered
+        finally:
+            s.close()
+    # A client offering only protocols we do not speak still gets a connection (no ALPN).
+    s = tls_connect(port, "a.foo.com", alpn=["spdy/3"])
     try:
         assert s.selected_alpn_protocol() is None
         assert s.version() == "TLSv1.3"
     finally:
         s.close()
+
+
+def test_alpn_without_http2(stack_factory, certs):
+    s = stack_factory(dataplane_args=["--http2", "off"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    _, port = app_stack(s, certs)
+    c = tls_connect(port, "exact.foo.com", alpn=["h2", "http/1.1"])
+    try:
+        assert c.selected_alpn_protocol() == "http/1.1"
+    finally:
+        c.close()
+    c = tls_connect(port, "exact.foo.com", alpn=["h2"])
+    try:
+        assert c.selected_alpn_protocol() is None
+    finally:
+        c.close()
 
 
 def test_plain_http_to_tls_host_gets_308_unless_disabled(stack, certs):

@@ -51,7 +51,7 @@ build() {
       "fuzz/${t}_fuzz.cc" "${extra[@]}" \
       "$BUILD/libtidegate_controller_core.a" "$BUILD/libtidegate_dataplane_core.a" \
       "$BUILD/libtidegate_lib.a" \
-      $(pkg-config --libs re2) -lyaml-cpp -lssl -lcrypto -pthread \
+      $(pkg-config --libs re2 libnghttp2) -lprometheus-cpp-core -lyaml-cpp -lssl -lcrypto -pthread \
       -o "$BUILD/bin/${t}_fuzz"
   done
 }

@@ -51,6 +51,7 @@ Exchange::Exchange(Worker& worker, Downstream& downstream)
 Exchange::~Exchange() { end_attempt(false); }
 
 void Exchange::reset() {
+  cancelled_ = false;
   up_.reset();
   fields_arena_.release();
   local_response_.reset();
@@ -419,6 +420,7 @@ void Exchange::add_affinity_cookie(ResponseMessage& res) {
 // --- The request upstream ------------------------------------------------------------------
 
 void Exchange::on_connect(error_code ec) {
+  if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec) {
     upstream_failed(ec, "connect");
     return;
@@ -430,6 +432,7 @@ void Exchange::on_connect(error_code ec) {
   if (upstream_->tls_context) {
     up_.handshake(*upstream_, policy().connect_timeout,
                   [self = downstream_.hold(), this](error_code ec) {
+                    if (cancelled_) return;
                     if (ec) {
                       upstream_failed(ec, "TLS handshake");
                       return;
@@ -480,6 +483,7 @@ void Exchange::write_request(const char* data, std::size_t n, bool last) {
 }
 
 void Exchange::on_write_request(error_code ec) {
+  if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec) {
     upstream_failed(ec, "send");
     return;
@@ -500,6 +504,7 @@ void Exchange::read_response_header() {
 }
 
 void Exchange::on_response_header(error_code ec) {
+  if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec) {
     upstream_failed(ec, "response header");
     return;
@@ -609,10 +614,10 @@ void Exchange::read_response_body() {
 }
 
 void Exchange::on_read_response_body(error_code ec, std::size_t n) {
+  if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
-    TG_WARN("http",
-            "upstream " << up_.connection()->endpoint << " failed mid-body: " << ec.message());
+    TG_WARN("http", "upstream " << upstream_endpoint_ << " failed mid-body: " << ec.message());
     end_attempt(true);
     up_.connection().reset();
     if (!response_started_) {
@@ -669,6 +674,7 @@ void Exchange::on_response_body_sent(error_code ec, std::size_t n) {
 }
 
 void Exchange::pump_filters() {
+  if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   const bool more = filters_.process();
   if (!filters_.output().empty() || filters_.done()) {
     write_filtered(more);
@@ -839,12 +845,14 @@ observability::LabelSetId Exchange::labels() const {
 // --- Ends, tunnels ---------------------------------------------------------------------------
 
 void Exchange::end() {
+  cancelled_ = true;
   end_attempt(false);
   tunnel_balancer_.reset();
   end_observation();  // an exchange cut short is still recorded
 }
 
 void Exchange::end_and_release() {
+  cancelled_ = true;
   end_attempt(false);
   end_observation();
   snapshot_.reset();
@@ -905,7 +913,7 @@ void Exchange::end_observation() {
   r.bytes_out = bytes_out_;
   r.duration = now - started_;
   r.upstream_duration = upstream_duration;
-  r.http_version = req.version();
+  r.http_version = downstream_.http_version();  // the client's (the request goes up as 1.1)
   if (log->wants(observability::LogField::kUserAgent)) r.user_agent = req[http::field::user_agent];
   if (log->wants(observability::LogField::kReferer)) r.referer = req[http::field::referer];
   char upstream[64];

@@ -187,6 +187,9 @@ class Exchange {
   std::chrono::nanoseconds attempt_latency_{-1};  // to the response header; -1: none yet
   std::shared_ptr<const balancer::UpstreamBalancer> tunnel_balancer_;
   bool expect_continue_ = false;
+  // end() ran (the client side failed or closed): upstream completions still pending return
+  // without acting (no retry, no answer, no failure marking). Cleared by reset().
+  bool cancelled_ = false;
   bool request_body_started_ = false;
   bool response_started_ = false;
   bool idempotent_ = false;

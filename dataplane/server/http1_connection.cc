@@ -6,6 +6,7 @@
 
 #include "log/log.h"
 #include "server/http1_policy.h"
+#include "server/http2_connection.h"
 #include "server/worker.h"
 
 namespace tidegate::dataplane::server {
@@ -36,8 +37,10 @@ Http1Connection<S>::Http1Connection(Worker& worker, runtime::Socket socket,
 template <class S>
 Http1Connection<S>::~Http1Connection() {
   // The exchange, destroyed after this, reports its open attempt to the balancer.
-  worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
-  if (auto* m = worker_.metrics()) m->connection_closed();
+  if (!handed_over_) {  // else the HTTP/2 connection counts it from now on
+    worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
+    if (auto* m = worker_.metrics()) m->connection_closed();
+  }
   worker_.remove_session(this);
 }
 
@@ -45,9 +48,9 @@ template <class S>
 void Http1Connection<S>::start() {
   if constexpr (kTls) {
     // The SNI callback finds the worker (and through it the current snapshot) here.
-    SSL_set_ex_data(client_.native_handle(), Worker::ssl_ex_index(), &worker_);
+    SSL_set_ex_data(client_->native_handle(), Worker::ssl_ex_index(), &worker_);
     lowest().expires_after(worker_.limits().tls_handshake_timeout);
-    client_.async_handshake(
+    client_->async_handshake(
         asio::ssl::stream_base::server,
         [self = this->shared_from_this()](error_code ec) { self->on_handshake(ec); });
   } else {
@@ -66,7 +69,52 @@ void Http1Connection<S>::on_handshake(error_code ec) {
   }
   worker_.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->tls_handshake(true);
+  if constexpr (kTls) {
+    const unsigned char* protocol = nullptr;
+    unsigned length = 0;
+    SSL_get0_alpn_selected(client_->native_handle(), &protocol, &length);
+    if (length == 2 && protocol[0] == 'h' && protocol[1] == '2') {
+      hand_over({});
+      return;
+    }
+  }
   do_read_header();
+}
+
+template <class S>
+void Http1Connection<S>::hand_over(std::string_view received) {
+  worker_.not_waiting(this);
+  state_ = State::kClosed;
+  handed_over_ = true;
+  auto next =
+      std::make_shared<Http2Connection<S>>(worker_, std::move(client_), peer_address_, peer_ip_);
+  next->start(received);
+}
+
+template <class S>
+bool Http1Connection<S>::detect_preface() {
+  if (kTls || !first_request_ || !worker_.limits().http2.prior_knowledge) return false;
+  const auto data = client_buffer_.cdata();
+  const std::string_view seen(static_cast<const char*>(data.data()), data.size());
+  const std::size_t n = std::min(seen.size(), kHttp2Preface.size());
+  if (n == 0 || seen.substr(0, n) != kHttp2Preface.substr(0, n)) return false;
+  if (seen.size() >= kHttp2Preface.size()) {
+    hand_over(seen);
+    return true;
+  }
+  // A prefix of the preface so far: the rest decides (within the header deadline).
+  lowest().expires_after(worker_.under_pressure(worker_.limits().client_header_timeout));
+  client_->async_read_some(client_buffer_.prepare(Limits::kClientReadBufferBytes),
+                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                             self->client_buffer_.commit(n);
+                             if (ec) {
+                               self->worker_.not_waiting(self.get());
+                               self->close_client();
+                               return;
+                             }
+                             if (!self->detect_preface()) self->parse_head();
+                           });
+  return true;
 }
 
 template <class S>
@@ -113,7 +161,7 @@ void Http1Connection<S>::do_read_header() {
   const Limits& limits = worker_.limits();
   lowest().expires_after(worker_.under_pressure(first_request_ ? limits.client_header_timeout
                                                                : limits.keepalive_timeout));
-  client_.async_read_some(
+  client_->async_read_some(
       client_buffer_.prepare(Limits::kClientReadBufferBytes),
       [self = this->shared_from_this()](error_code ec, std::size_t n) {
         self->client_buffer_.commit(n);
@@ -122,6 +170,7 @@ void Http1Connection<S>::do_read_header() {
                                0);
           return;
         }
+        if (self->detect_preface()) return;
         self->parse_head();
       });
 }
@@ -140,7 +189,7 @@ void Http1Connection<S>::parse_head() {
   }
   // The rest of the head, within the header deadline counted from here.
   lowest().expires_after(worker_.under_pressure(worker_.limits().client_header_timeout));
-  http::async_read_header(client_, client_buffer_, *request_,
+  http::async_read_header(*client_, client_buffer_, *request_,
                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
                             self->on_read_header(ec, self->head_bytes_ + n);
                           });
@@ -204,7 +253,7 @@ template <class S>
 void Http1Connection<S>::send_continue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   lowest().expires_after(worker_.limits().client_send_timeout);
-  asio::async_write(client_, asio::buffer(kContinue.data(), kContinue.size()),
+  asio::async_write(*client_, asio::buffer(kContinue.data(), kContinue.size()),
                     [self = this->shared_from_this()](error_code ec, std::size_t) {
                       self->exchange_.on_continue_sent(ec);
                     });
@@ -216,7 +265,7 @@ void Http1Connection<S>::read_request_body(char* data, std::size_t size) {
   body.data = data;
   body.size = size;
   lowest().expires_after(worker_.limits().client_body_timeout);
-  http::async_read_some(client_, client_buffer_, *request_,
+  http::async_read_some(*client_, client_buffer_, *request_,
                         [self = this->shared_from_this(), size](error_code ec, std::size_t) {
                           self->on_read_request_body(ec, size);
                         });
@@ -278,7 +327,7 @@ void Http1Connection<S>::send_response_head(ResponseMessage& res, const Response
   // HEAD, 204 and 304 carry no body whatever their framing fields say: write the header only
   // (a chunked header would otherwise be followed by a last-chunk).
   lowest().expires_after(worker_.limits().client_send_timeout);
-  asio::async_write(client_, client_out_.head_only(),
+  asio::async_write(*client_, client_out_.head_only(),
                     [self = this->shared_from_this()](error_code ec, std::size_t n) {
                       self->client_out_.written();
                       self->exchange_.on_response_head_sent(ec, n);
@@ -288,7 +337,7 @@ void Http1Connection<S>::send_response_head(ResponseMessage& res, const Response
 template <class S>
 void Http1Connection<S>::send_response_body(const char* data, std::size_t n, bool last) {
   lowest().expires_after(worker_.limits().client_send_timeout);
-  asio::async_write(client_, client_out_.next(data, n, last),
+  asio::async_write(*client_, client_out_.next(data, n, last),
                     [self = this->shared_from_this()](error_code ec, std::size_t n) {
                       self->client_out_.written();
                       self->exchange_.on_response_body_sent(ec, n);
@@ -299,7 +348,7 @@ template <class S>
 void Http1Connection<S>::send_upgrade(ResponseMessage& res) {
   client_out_.start(res, false);
   lowest().expires_after(worker_.limits().client_send_timeout);
-  asio::async_write(client_, client_out_.head_only(),
+  asio::async_write(*client_, client_out_.head_only(),
                     [self = this->shared_from_this()](error_code ec, std::size_t n) {
                       self->client_out_.written();
                       if (!self->exchange_.on_upgrade_sent(ec, n)) {
@@ -315,7 +364,7 @@ void Http1Connection<S>::send_local_response(LocalResponse& res, bool close) {
   if (close) client_keep_alive_ = false;
   res.keep_alive(client_keep_alive_ && !draining_);
   lowest().expires_after(worker_.limits().client_send_timeout);
-  http::async_write(client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
+  http::async_write(*client_, res, [self = this->shared_from_this()](error_code ec, std::size_t n) {
     self->exchange_.on_local_response_sent(n);
     self->on_local_response_written(ec, !self->client_keep_alive_);
   });
@@ -421,7 +470,7 @@ void Http1Connection<S>::start_tunnel() {
     tunnel_client_to_upstream();
   }
   if (connection->buffer.size() > 0) {
-    asio::async_write(client_, connection->buffer.data(), [self](error_code ec, std::size_t n) {
+    asio::async_write(*client_, connection->buffer.data(), [self](error_code ec, std::size_t n) {
       if (ec) return self->end_tunnel();
       self->exchange_.upstream_connection()->buffer.consume(n);
       self->tunnel_upstream_to_client();
@@ -434,22 +483,22 @@ void Http1Connection<S>::start_tunnel() {
 template <class S>
 void Http1Connection<S>::tunnel_client_to_upstream() {
   auto buffer = exchange_.relay_buffer();
-  client_.async_read_some(asio::buffer(buffer.data(), buffer.size()),
-                          [self = this->shared_from_this()](error_code ec, std::size_t n) {
-                            auto& connection = self->exchange_.upstream_connection();
-                            if (ec || !connection) return self->end_tunnel();
-                            auto idle = self->tunnel_idle_;
-                            self->lowest().expires_after(idle);
-                            connection->lowest().expires_after(idle);
-                            connection->with_stream([&](auto& stream) {
-                              asio::async_write(
-                                  stream, asio::buffer(self->exchange_.relay_buffer().data(), n),
-                                  [self](error_code ec, std::size_t) {
-                                    if (ec) return self->end_tunnel();
-                                    self->tunnel_client_to_upstream();
-                                  });
-                            });
-                          });
+  client_->async_read_some(asio::buffer(buffer.data(), buffer.size()),
+                           [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                             auto& connection = self->exchange_.upstream_connection();
+                             if (ec || !connection) return self->end_tunnel();
+                             auto idle = self->tunnel_idle_;
+                             self->lowest().expires_after(idle);
+                             connection->lowest().expires_after(idle);
+                             connection->with_stream([&](auto& stream) {
+                               asio::async_write(
+                                   stream, asio::buffer(self->exchange_.relay_buffer().data(), n),
+                                   [self](error_code ec, std::size_t) {
+                                     if (ec) return self->end_tunnel();
+                                     self->tunnel_client_to_upstream();
+                                   });
+                             });
+                           });
 }
 
 template <class S>
@@ -464,7 +513,7 @@ void Http1Connection<S>::tunnel_upstream_to_client() {
       self->lowest().expires_after(idle);
       auto& connection = self->exchange_.upstream_connection();
       if (connection) connection->lowest().expires_after(idle);
-      asio::async_write(self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
+      asio::async_write(*self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
                         [self](error_code ec, std::size_t) {
                           if (ec) return self->end_tunnel();
                           self->tunnel_upstream_to_client();

@@ -90,14 +90,21 @@ class Http1Connection final : public SessionBase,
   // and dropped until it closes (linger()).
   enum class State { kIdle, kBusy, kTunnel, kLingering, kClosed };
 
-  runtime::Stream& lowest() { return boost::beast::get_lowest_layer(client_); }
-  static ClientStream make_client(runtime::Socket&& socket, boost::asio::ssl::context* tls) {
+  runtime::Stream& lowest() { return boost::beast::get_lowest_layer(*client_); }
+  static std::unique_ptr<ClientStream> make_client(runtime::Socket&& socket,
+                                                   boost::asio::ssl::context* tls) {
     if constexpr (kTls) {
-      return ClientStream(runtime::Stream(std::move(socket)), *tls);
+      return std::make_unique<ClientStream>(runtime::Stream(std::move(socket)), *tls);
     } else {
-      return ClientStream(std::move(socket));
+      return std::make_unique<ClientStream>(std::move(socket));
     }
   }
+  // HTTP/2 (ALPN h2 after the handshake, or the cleartext preface): the connection goes on as
+  // an Http2Connection (server/http2_connection.h) with the stream and `received`.
+  void hand_over(std::string_view received);
+  // The first bytes on the plain port may be HTTP/2's preface (Limits::http2.prior_knowledge):
+  // true when they are (handed over, or more bytes are being read to tell).
+  bool detect_preface();
   void on_handshake(error_code ec);
   // Waits for the next request: its first byte within the keep-alive timeout (on a new
   // connection, the header timeout), then the whole head within the header timeout
@@ -120,7 +127,9 @@ class Http1Connection final : public SessionBase,
   void end_tunnel();
 
   Worker& worker_;
-  ClientStream client_;
+  // Held by pointer so that an HTTP/2 connection can take it over (the TLS stream cannot move).
+  std::unique_ptr<ClientStream> client_;
+  bool handed_over_ = false;
   boost::beast::flat_buffer client_buffer_;
   std::string peer_address_;
   std::optional<ratelimit::IpAddress> peer_ip_;

@@ -14,6 +14,37 @@ namespace tidegate::dataplane::server {
 // and boost::none compares as less than every length, so "no limit" must be the largest value.
 inline constexpr std::uint64_t kUnlimitedBody = std::numeric_limits<std::uint64_t>::max();
 
+// HTTP/2 on the client side (docs/proxy.md, "HTTP/2"; docs/limits.md). The settings are the
+// ones the data plane announces; the flood limits are what a connection may send before it gets
+// GOAWAY (ENHANCE_YOUR_CALM) and is closed.
+struct Http2Limits {
+  bool enabled = true;  // ALPN h2 on the HTTPS port (--http2)
+  bool prior_knowledge =
+      true;  // cleartext HTTP/2 by its preface on the HTTP port (--http2-cleartext)
+  uint32_t max_concurrent_streams = 128;       // --http2-max-concurrent-streams
+  uint32_t initial_stream_window = 64 * 1024;  // --http2-stream-window: request body per stream
+  uint32_t connection_window = 1024 * 1024;    // --http2-connection-window
+  uint32_t max_frame_size = 16 * 1024;         // --http2-max-frame-size
+  uint32_t max_header_list_size = 64 * 1024;   // --http2-max-header-list-size (431 past it)
+  // Control frames (SETTINGS, PING, WINDOW_UPDATE, PRIORITY, RST_STREAM, and DATA or HEADERS
+  // without payload or end of stream) a client may send per window of kFloodWindow: a base
+  // allowance plus kControlFramesPerFrameSent for each HEADERS or DATA frame the data plane sent
+  // in the window (Envoy's rule of a budget tied to useful work).
+  static constexpr uint32_t kControlFrameAllowance = 1000;
+  static constexpr uint32_t kControlFramesPerFrameSent = 10;
+  static constexpr std::chrono::seconds kFloodWindow{10};
+  // RST_STREAM from the client (rapid reset, CVE-2023-44487): a token bucket of this burst,
+  // refilled at this rate per second (nghttp2's limiter).
+  static constexpr uint64_t kResetBurst = 1000;
+  static constexpr uint64_t kResetRate = 33;
+  // CONTINUATION frames after one HEADERS (the 2024 CONTINUATION flood).
+  static constexpr size_t kMaxContinuations = 8;
+  // SETTINGS entries in one frame; outbound ACKs (PING, SETTINGS) queued for a client that does
+  // not read.
+  static constexpr size_t kMaxSettingsEntries = 32;
+  static constexpr size_t kMaxOutboundAcks = 1000;
+};
+
 struct Limits {
   // The strict HTTP/1.1 rules and their limits (server/http1_policy.h): request line 8 KiB
   // (414), 100 header fields (431), path normalization options (--merge-slashes,
@@ -73,6 +104,7 @@ struct Limits {
   // closes, for at most kLingerTime in all and kLingerTimeout without a byte.
   static constexpr std::chrono::seconds kLingerTime{30};
   static constexpr std::chrono::seconds kLingerTimeout{5};
+  Http2Limits http2;
 };
 
 }  // namespace tidegate::dataplane::server

@@ -27,12 +27,18 @@ std::string openssl_error(const char* what) {
   return std::string(what) + " (" + buf + ")";
 }
 
+// The server's preference comes first: SSL_select_next_proto walks our list and takes the
+// first protocol the client also offers.
+const unsigned char kH2AndHttp11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
-  // Only HTTP/1.1 for now; HTTP/2 would be added here.
-  static const unsigned char kProtocols[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+                unsigned int inlen, void* arg) {
+  const bool http2 = arg != nullptr;
+  const unsigned char* ours = http2 ? kH2AndHttp11 : kHttp11;
+  const unsigned int ours_len = http2 ? sizeof kH2AndHttp11 : sizeof kHttp11;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, kProtocols, sizeof kProtocols, in, inlen) ==
+  if (SSL_select_next_proto(&selected, outlen, ours, ours_len, in, inlen) ==
       OPENSSL_NPN_NEGOTIATED) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
@@ -139,7 +145,9 @@ SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& ke
                const_cast<unsigned char*>(keys.data()));
   SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);  // tickets only: no shared cache
   SSL_CTX_set_num_tickets(ctx.get(), kTls13TicketsPerHandshake);
-  SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn, nullptr);
+  // The argument only says whether h2 is offered (any non-null pointer: yes).
+  SSL_CTX_set_alpn_select_cb(ctx.get(), select_alpn,
+                             settings.http2 ? const_cast<unsigned char*>(kH2AndHttp11) : nullptr);
   return ctx;
 }
 

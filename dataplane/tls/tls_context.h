@@ -54,10 +54,13 @@ inline constexpr const char* kGroups = "X25519:P-256:P-384";
 struct ServerSettings {
   TicketKeys ticket_keys{};
   TlsProfile profile = TlsProfile::kIntermediate;
+  // ALPN offers h2 before http/1.1 (--http2); off: http/1.1 only.
+  bool http2 = true;
 };
 
 // A server context serving `cert_pem` (chain) with `key_pem` under `settings`' profile; ALPN
-// offers http/1.1. Returns null and sets *error (never containing key material) on failure.
+// selects h2 (when settings.http2) or http/1.1, in the server's order of preference. Returns null
+// and sets *error (never containing key material) on failure.
 SslCtxPtr make_server_context(const std::string& cert_pem, const std::string& key_pem,
                               const ServerSettings& settings, std::string* error);
 

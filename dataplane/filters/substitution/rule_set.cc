@@ -60,9 +60,17 @@ bool literal_at(std::string_view text, size_t pos, std::string_view literal, boo
   return true;
 }
 
+// Clang (the fuzz build, fuzz/run.sh) refuses the AVX2 instance: it checks the vector ABI of
+// scan_vector's calls before inlining them into the avx2 function. It scans with SSSE3 then.
+#if defined(__clang__) && !defined(__AVX2__)
+#define TIDEGATE_NO_AVX2_SCAN 1
+#endif
+
 RuleSet::ScanLevel cpu_scan_level() {
 #if defined(__x86_64__)
+#ifndef TIDEGATE_NO_AVX2_SCAN
   if (__builtin_cpu_supports("avx2")) return RuleSet::ScanLevel::kAvx2;
+#endif
   if (__builtin_cpu_supports("ssse3")) return RuleSet::ScanLevel::kSsse3;
 #endif
   return RuleSet::ScanLevel::kScalar;
@@ -250,6 +258,7 @@ struct Ssse3 {
   }
 };
 
+#ifndef TIDEGATE_NO_AVX2_SCAN
 struct Avx2 {
   using V = __m256i;
   static constexpr size_t kWidth = 32;
@@ -273,6 +282,7 @@ struct Avx2 {
     _mm256_storeu_si256(static_cast<V*>(p), a);
   }
 };
+#endif
 
 // Scans from *i while a full vector (plus the two bytes after it) fits; returns the answer when
 // it is known, else npos with *i where the scalar tail must go on.
@@ -326,7 +336,11 @@ __attribute__((target("ssse3"))) size_t RuleSet::scan_ssse3(std::string_view tex
 __attribute__((target("avx2"))) size_t RuleSet::scan_avx2(std::string_view text, size_t from,
                                                           size_t* i, size_t* best,
                                                           uint64_t* at_best) const {
+#ifndef TIDEGATE_NO_AVX2_SCAN
   return scan_vector<Avx2>(text, from, i, best, at_best);
+#else
+  return scan_ssse3(text, from, i, best, at_best);
+#endif
 }
 #endif
 
