@@ -6,7 +6,7 @@
 #   fuzz/run.sh replay [TARGET...]    # build, then run each seed corpus once (no new inputs)
 #
 # TARGET is protocol_decode, manifest, http_target, substitution, path_normalize, http1_request,
-# http1_response or annotations. With clang++ the targets are libFuzzer binaries with
+# http1_response, annotations or http2_downstream. With clang++ the targets are libFuzzer binaries with
 # AddressSanitizer and UBSan; without it (GCC only) they are built with a plain main()
 # (standalone_main.cc) that can only replay inputs, still under ASan and UBSan.
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2), CXX (default clang++ if
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARGETS=(protocol_decode manifest http_target substitution path_normalize http1_request
-  http1_response annotations)
+  http1_response annotations http2_downstream)
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-2}
 if [ -z "${CXX:-}" ]; then

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "../fuzz/targets/annotations.h"
 #include "../fuzz/targets/http1_message.h"
+#include "../fuzz/targets/http2_downstream.h"
 #include "../fuzz/targets/http_target.h"
 #include "../fuzz/targets/manifest.h"
 #include "../fuzz/targets/path_normalize.h"
@@ -43,6 +45,7 @@ const std::vector<Target>& targets() {
       {"http1_request", &run_http1_request},
       {"http1_response", &run_http1_response},
       {"annotations", &run_annotations},
+      {"http2_downstream", [](const uint8_t* d, size_t n) { return run_http2_downstream(d, n); }},
       // clang-format on
   };
   return kTargets;
@@ -166,6 +169,26 @@ TEST(FuzzReplayTest, TargetsSeeWhatTheyShould) {
   EXPECT_FALSE(verdict_of("h2c_upgrade.http").websocket_upgrade);
   EXPECT_EQ(verdict_of("te_xchunked.http").status, 400u);
   EXPECT_EQ(verdict_of("two_hosts.http").status, 400u);
+
+  // http2_downstream: every stream of the seeds gets its answer (503: the worker has no
+  // configuration), the proxy's own refusals included.
+  auto h2_statuses = [](const std::string& name) {
+    const std::string bytes = read_file(kCorpusRoot / "http2_downstream" / name);
+    http2_detail::Observed seen;
+    EXPECT_EQ(run_http2_downstream(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                   &seen),
+              "")
+        << name;
+    return seen.final_status;
+  };
+  EXPECT_EQ(h2_statuses("get.bin"), (std::map<int32_t, std::string>{{1, "503"}}));
+  EXPECT_EQ(h2_statuses("three_gets.bin"),
+            (std::map<int32_t, std::string>{{1, "503"}, {3, "503"}, {5, "503"}}));
+  EXPECT_EQ(h2_statuses("post_body.bin"), (std::map<int32_t, std::string>{{1, "503"}}));
+  EXPECT_EQ(h2_statuses("host_mismatch.bin"), (std::map<int32_t, std::string>{{1, "400"}}));
+  EXPECT_EQ(h2_statuses("dot_segments.bin").at(1), "400");
+  EXPECT_EQ(h2_statuses("hpack_bomb.bin"),
+            (std::map<int32_t, std::string>{{1, "503"}, {3, "431"}}));
 
   // http1_response: a relayed head and a refused one.
   auto response_verdict = [](const std::string& name) {
