@@ -100,3 +100,12 @@ def stack(stack_factory) -> harness.Stack:
     s.start_controller()
     s.dataplane.wait_ready()
     return s
+
+
+@pytest.fixture(params=["http1", "http2"])
+def over_both_protocols(request):
+    """Runs a test over HTTP/1.1 and over HTTP/2 (prior knowledge): harness.proto_request() and
+    Stack.get() speak the protocol of the run (modules opt in with pytestmark)."""
+    harness.PROTOCOL = request.param
+    yield request.param
+    harness.PROTOCOL = "http1"

@@ -790,12 +790,29 @@ def request(port: int, method: str = "GET", target: str = "/", host: str | None 
         conn.close()
 
 
+# The protocol proto_request() and Stack.get() speak: "http1" (http.client) or "http2"
+# (H2Client, prior knowledge). Set per test by conftest's over_both_protocols fixture; waits for
+# configuration (Stack.wait_route) always use HTTP/1.1.
+PROTOCOL = "http1"
+
+
+def proto_request(port: int, method: str = "GET", target: str = "/",
+                  host: str | None = "example.com", headers: dict | None = None,
+                  body: bytes | None = None, timeout: float = 10.0,
+                  source: str | None = None) -> "Response":
+    """request() over the protocol of the test (PROTOCOL)."""
+    if PROTOCOL == "http2":
+        return h2_request(port, method, target, host, headers, body, timeout, source=source)
+    return request(port, method, target, host, headers, body, timeout, source)
+
+
 class H2Client:
     """An HTTP/2 client connection (python3-h2): cleartext with prior knowledge, or TLS with ALPN
     h2. request() runs one stream to its end; open_stream()/read_stream() interleave several."""
 
     def __init__(self, port: int, tls: bool = False, server_name: str | None = None,
-                 timeout: float = 10.0, settings: dict | None = None):
+                 timeout: float = 10.0, settings: dict | None = None,
+                 source: str | None = None):
         import h2.config
         import h2.connection
         self.timeout = timeout
@@ -806,7 +823,8 @@ class H2Client:
                 self.sock.close()
                 raise AssertionError(f"ALPN chose {proto!r}, not h2")
         else:
-            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                                 source_address=(source, 0) if source else None)
         self.sock.settimeout(timeout)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding=None,
                                         validate_inbound_headers=False,
@@ -933,10 +951,15 @@ class H2Client:
 def h2_request(port: int, method: str = "GET", target: str = "/",
                host: str | None = "example.com", headers: dict | None = None,
                body: bytes | None = None, timeout: float = 10.0, tls: bool = False,
-               server_name: str | None = None, **_ignored) -> "Response":
-    """As request(), over a fresh HTTP/2 connection (prior knowledge, or TLS + ALPN h2)."""
-    with H2Client(port, tls=tls, server_name=server_name, timeout=timeout) as c:
-        return c.request(method, target, host, headers, body)
+               server_name: str | None = None, source: str | None = None) -> "Response":
+    """As request(), over a fresh HTTP/2 connection (prior knowledge, or TLS + ALPN h2). A Host
+    in `headers` becomes the :authority, as an HTTP/2 client sends it."""
+    hdrs = dict(headers or {})
+    for k in list(hdrs):
+        if k.lower() == "host":
+            host = hdrs.pop(k)
+    with H2Client(port, tls=tls, server_name=server_name, timeout=timeout, source=source) as c:
+        return c.request(method, target, host, hdrs, body)
 
 
 class RawConnection:
@@ -1083,7 +1106,7 @@ class Stack:
         return b
 
     def get(self, target: str = "/", host: str | None = "example.com", **kw) -> Response:
-        return request(self.port, "GET", target, host, **kw)
+        return proto_request(self.port, "GET", target, host, **kw)
 
     def wait_route(self, target: str, host: str | None, check: Callable[[Response], bool],
                    timeout: float = 10.0, what: str | None = None) -> Response:

@@ -11,8 +11,15 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
+import harness
 from harness import (Backend, endpoint_slice, free_port, ingress, path, report, rule, service,
                      wait_until)
+
+# Every test runs over HTTP/1.1 and over HTTP/2 (conftest.over_both_protocols): fresh
+# connections of call() speak the run's protocol, keep-alive ones stay HTTP/1.1.
+pytestmark = pytest.mark.usefixtures("over_both_protocols")
 
 
 class Pods:
@@ -53,6 +60,11 @@ def call(port: int, target: str, host: str, headers: dict | None = None, method:
     """One request (on `conn` when given, else on a fresh connection from `source`); returns
     (status, headers dict with lower-case names, body)."""
     own = conn is None
+    if own and harness.PROTOCOL == "http2":
+        r = harness.h2_request(port, method, target, host, headers,
+                               body if body is not None or method != "POST" else b"",
+                               source=source)
+        return r.status, {k.lower(): v for k, v in r.headers}, r.body
     if own:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
                                           source_address=(source, 0) if source else None)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import time
 
-from harness import ingress, path, request, rule, service_with_backend, wait_until
+import pytest
+
+from harness import ingress, path, proto_request as request, rule, service_with_backend, wait_until
+
+# Every test runs over HTTP/1.1 and over HTTP/2 (conftest.over_both_protocols).
+pytestmark = pytest.mark.usefixtures("over_both_protocols")
 
 HOST = "cc.example.com"
 
@@ -184,3 +189,4 @@ def test_canary_by_header_value_and_removal(stack):
         assert time.monotonic() < deadline, "canary still served after its Ingress was removed"
         time.sleep(0.05)
     assert {backend(**{"X-Region": "blue"}) for _ in range(10)} == {"hv-main"}
+

@@ -11,8 +11,11 @@ import time
 
 import pytest
 
-from harness import (endpoint_slice, ingress, path, request, rule, service, service_with_backend,
-                     wait_until)
+from harness import (endpoint_slice, ingress, path, proto_request as request, rule, service,
+                     service_with_backend, wait_until)
+
+# Every test runs over HTTP/1.1 and over HTTP/2 (conftest.over_both_protocols).
+pytestmark = pytest.mark.usefixtures("over_both_protocols")
 
 HOST = "policy.example.com"
 
@@ -282,6 +285,7 @@ def test_allow_upgrade_forwards_only_the_protocols_it_names(stack):
                 s.sendall(b"ping through the tunnel")
                 reply += b"|" + s.recv(4096)
             return reply
+
 
     got = upgrade(f"up.{HOST}", "Foo/2")
     assert got.startswith(b"HTTP/1.1 101") and got.endswith(b"|ping through the tunnel"), got
