@@ -4,6 +4,7 @@ the conversions to the HTTP/1.1 upstream, and the proxy's own answers on a strea
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -13,7 +14,8 @@ import time
 import pytest
 
 from harness import (H2Client, RawConnection, header_values, https_port, ingress, path,
-                     pattern_bytes, rule, service_with_backend, sha256, tls_connect, with_tls)
+                     pattern_bytes, rule, scrape_metrics, service_with_backend, sha256,
+                     tls_connect, wait_until)
 
 HOST = "h2.example.com"
 
@@ -213,3 +215,28 @@ def test_graceful_drain_sends_goaway_and_finishes_streams(h2s):
     assert re.search(rf"recv DATA frame <length=\d+, flags=0x01, stream_id={sid}>", out), out
     h2s.dataplane.popen.wait(timeout=10)
     h2s.dataplane.expected_exit = True
+
+
+def test_metrics_and_access_log_name_http2(h2s):
+    before = scrape_metrics(h2s.dataplane)
+    log_start = h2s.dataplane.log_size()
+    with H2Client(h2s.port) as c:
+        for i in range(3):
+            assert c.request("GET", f"/m/{i}", HOST, {"x-request-id": f"h2-log-{i}"}).status == 200
+        after = scrape_metrics(h2s.dataplane)
+    assert after["tidegate_http2_streams_total"] - before["tidegate_http2_streams_total"] == 3
+    assert after["tidegate_http2_connections_total"] - \
+        before["tidegate_http2_connections_total"] == 1
+    assert after["tidegate_http2_connections_active"] >= 1
+    records = wait_until(
+        lambda: [json.loads(line) for line in h2s.dataplane.log(since=log_start).splitlines()
+                 if '"h2-log-' in line] or None, 5, "the access log lines")
+    assert {r["request_id"] for r in records} >= {"h2-log-0"}
+    # A connection error (a SETTINGS frame of 1 byte: FRAME_SIZE_ERROR) is counted.
+    sock = socket.create_connection(("127.0.0.1", h2s.port), timeout=5)
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x01\x04\x00\x00\x00\x00\x00")
+    sock.recv(1000)
+    sock.close()
+    wait_until(lambda: scrape_metrics(h2s.dataplane)["tidegate_http2_connection_errors_total"] >
+               before.get("tidegate_http2_connection_errors_total", 0), 5,
+               "the connection error to be counted")

@@ -420,6 +420,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
   }
 
   uint64_t open = 0, total = 0, tls_ok = 0, tls_failed = 0, tunnels = 0, tunnels_total = 0;
+  uint64_t h2_open = 0, h2_total = 0, h2_streams = 0, h2_refused = 0;
   for (const auto& w : workers_) {
     open += w->connections_open_.get();  // opened and closed on the same worker: sums exactly
     total += w->connections_total_.get();
@@ -427,6 +428,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
     tls_failed += w->tls_handshake_failures_.get();
     tunnels += w->tunnels_open_.get();
     tunnels_total += w->tunnels_total_.get();
+    h2_open += w->http2_open_.get();
+    h2_total += w->http2_total_.get();
+    h2_streams += w->http2_streams_.get();
+    h2_refused += w->http2_refused_.get();
   }
   auto as_gauge = [](uint64_t v) { return static_cast<double>(static_cast<int64_t>(v)); };
 
@@ -455,6 +460,15 @@ std::vector<MetricFamily> Metrics::Collect() const {
       as_gauge(tunnels));
   one("tidegate_websocket_tunnels_total", "Upgraded connections opened.", MetricType::Counter,
       static_cast<double>(tunnels_total));
+  one("tidegate_http2_connections_active", "Client connections speaking HTTP/2 now.",
+      MetricType::Gauge, as_gauge(h2_open));
+  one("tidegate_http2_connections_total", "Client connections that became HTTP/2.",
+      MetricType::Counter, static_cast<double>(h2_total));
+  one("tidegate_http2_streams_total", "HTTP/2 request streams (each is also a request).",
+      MetricType::Counter, static_cast<double>(h2_streams));
+  one("tidegate_http2_connection_errors_total",
+      "HTTP/2 connections closed for a limit or a protocol error (GOAWAY other than NO_ERROR).",
+      MetricType::Counter, static_cast<double>(h2_refused));
   one("tidegate_config_generation", "Configuration version being served.", MetricType::Gauge,
       static_cast<double>(config_.generation()));
   one("tidegate_config_last_apply_timestamp_seconds",

@@ -184,6 +184,15 @@ class WorkerMetrics {
     tunnels_total_.add(1);
   }
   void tunnel_closed() noexcept { tunnels_open_.add(~uint64_t{0}); }
+  // HTTP/2 client connections (also counted as connections) and their request streams; a
+  // connection closed for a flood or another limit (GOAWAY ENHANCE_YOUR_CALM or a protocol error).
+  void http2_connection_opened() noexcept {
+    http2_open_.add(1);
+    http2_total_.add(1);
+  }
+  void http2_connection_closed() noexcept { http2_open_.add(~uint64_t{0}); }
+  void http2_stream() noexcept { http2_streams_.add(1); }
+  void http2_refused() noexcept { http2_refused_.add(1); }
 
  private:
   friend class Metrics;
@@ -211,6 +220,10 @@ class WorkerMetrics {
   Slot tls_handshake_failures_;
   Slot tunnels_open_;
   Slot tunnels_total_;
+  Slot http2_open_;
+  Slot http2_total_;
+  Slot http2_streams_;
+  Slot http2_refused_;
 };
 
 struct RouteLabels {

@@ -113,6 +113,7 @@ void Http2Stream::on_request_head(bool end_stream) {
     if (s.closed_) return;
     Worker& worker = s.session_.worker();
     worker.total_requests.fetch_add(1, std::memory_order_relaxed);
+    if (auto* m = worker.metrics()) m->http2_stream();
     s.exchange_.begin(s.header_bytes_);
     if (s.too_large_) {
       s.exchange_.respond(431, "request header fields too large\n", true);
@@ -417,12 +418,16 @@ Http2Session::Http2Session(Worker& worker, std::string peer_address,
       tls_(tls),
       ticker_(worker.io()) {
   worker_.add_session(this);
+  if (auto* m = worker_.metrics()) m->http2_connection_opened();
 }
 
 Http2Session::~Http2Session() {
   if (session_ != nullptr) nghttp2_session_del(session_);
   worker_.active_connections.fetch_sub(1, std::memory_order_relaxed);
-  if (auto* m = worker_.metrics()) m->connection_closed();
+  if (auto* m = worker_.metrics()) {
+    m->connection_closed();
+    m->http2_connection_closed();
+  }
   worker_.remove_session(this);
 }
 
@@ -658,6 +663,12 @@ int Http2Session::on_data_chunk(nghttp2_session* session, uint8_t, int32_t strea
 
 int Http2Session::on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user) {
   auto& self = *static_cast<Http2Session*>(user);
+  if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+    // Every connection error, whoever found it (a flood limit here or in nghttp2, a protocol
+    // error), leaves with this frame.
+    if (auto* m = self.worker_.metrics()) m->http2_refused();
+    return 0;
+  }
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   ++self.frames_sent_;
   Http2Stream* s = self.find(frame->hd.stream_id);
