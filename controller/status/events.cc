@@ -82,12 +82,10 @@ void attribute_upstream(const model::Config& config, const store::Store& store,
   }
   auto colon = upstream.rfind(':');
   if (colon == std::string::npos) return;
-  // Named copies: lambdas cannot capture structured bindings before clang 16 (fuzz/run.sh).
-  const auto key_parts = split_key(upstream.substr(0, colon));
-  const auto& ns = key_parts.first;
-  const auto& service = key_parts.second;
+  auto [ns, service] = split_key(upstream.substr(0, colon));
   const std::string port = upstream.substr(colon + 1);
-  auto names = [&](const objects::IngressBackend& b) {
+  // Init-captures: clang before 16 cannot capture structured bindings (fuzz/run.sh builds with it).
+  auto names = [&service = service, &port](const objects::IngressBackend& b) {
     return b.service && b.service->name == service && b.service->port.to_string() == port;
   };
   for (const auto& key : ingresses) {
@@ -152,12 +150,10 @@ Attribution attribute(const model::Config& config, const store::Store& store, st
   } else if (std::regex_search(part, m, kUpstream)) {
     attribute_upstream(config, store, m[1], out);
   } else if (std::regex_search(part, m, kCertificate)) {
-    const auto key_parts = split_key(m[1]);
-    const auto& ns = key_parts.first;
-    const auto& secret = key_parts.second;
+    auto [ns, secret] = split_key(m[1]);
     attribute_tls(
         store,
-        [&](const objects::IngressTLS& tls, const objects::Ingress& in) {
+        [&ns = ns, &secret = secret](const objects::IngressTLS& tls, const objects::Ingress& in) {
           return in.metadata.namespace_ == ns && tls.secret_name == secret;
         },
         out);
