@@ -52,6 +52,7 @@ Exchange::~Exchange() { end_attempt(false); }
 
 void Exchange::reset() {
   cancelled_ = false;
+  grpc_code_.reset();
   up_.reset();
   fields_arena_.release();
   local_response_.reset();
@@ -188,6 +189,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
         auto decision = compiled->rate_limiter->check(*peer, std::chrono::steady_clock::now());
         if (!decision.allowed) {
           if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          grpc_code_ = GrpcStatus::kResourceExhausted;
           respond(status, "too many requests\n", incomplete, {}, decision.retry_after_seconds());
           return false;
         }
@@ -196,6 +198,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
         connection_lease_ = compiled->connection_limiter->acquire(*peer);
         if (!connection_lease_) {
           if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          grpc_code_ = GrpcStatus::kResourceExhausted;
           respond(status, "too many connections\n", incomplete, {}, 1);
           return false;
         }
@@ -713,6 +716,10 @@ void Exchange::finish() {
 void Exchange::respond(unsigned status, std::string_view text, bool close,
                        std::string_view location, long retry_after_seconds) {
   end_attempt(false);  // ended by the request (a body error), not by the endpoint
+  if (is_grpc_request(downstream_.request(), downstream_.http_version())) {
+    respond_grpc(status, text);
+    return;
+  }
   auto& res =
       local_response_.emplace(static_cast<http::status>(status), downstream_.http_version());
   if (!location.empty()) res.set(http::field::location, location);
@@ -726,6 +733,23 @@ void Exchange::respond(unsigned status, std::string_view text, bool close,
   res.prepare_payload();
   if (head_request_) res.body().clear();
   write_local_response(close);
+}
+
+void Exchange::respond_grpc(unsigned status, std::string_view text) {
+  // gRPC clients read errors from grpc-status, not from the HTTP status: a trailers-only
+  // response (HTTP 200, one HEADERS frame that ends the stream) with the gRPC code that the
+  // answer means (docs/proxy.md, "gRPC clients").
+  const GrpcStatus code = grpc_code_ ? *grpc_code_ : grpc_status_for_http(status);
+  auto& res = local_response_.emplace(http::status::ok, downstream_.http_version());
+  res.set(http::field::content_type, "application/grpc");
+  res.set("grpc-status", std::to_string(static_cast<int>(code)));
+  res.set("grpc-message", grpc_percent_encode(text));
+  res.set(http::field::server, "tidegate");
+  add_cors_fields(res);
+  add_hsts(res);
+  response_started_ = true;
+  status_sent_ = status;  // observed as the answer it stands for (access log, metrics)
+  downstream_.send_local_response(res, false);
 }
 
 void Exchange::write_local_response(bool close) {

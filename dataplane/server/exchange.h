@@ -30,6 +30,7 @@
 #include "runtime/snapshot.h"
 #include "server/cors.h"
 #include "server/downstream.h"
+#include "server/grpc.h"
 #include "server/headers.h"
 #include "server/limits.h"
 #include "server/response_filter.h"
@@ -142,6 +143,8 @@ class Exchange {
   void finish();
   // Writes local_response_ (prepared by the caller).
   void write_local_response(bool close);
+  // respond() for a gRPC client: a trailers-only answer carrying the gRPC code.
+  void respond_grpc(unsigned status, std::string_view text);
   // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
   // the origin for the response fields (add_cors_fields).
   bool apply_cors();
@@ -190,6 +193,9 @@ class Exchange {
   // end() ran (the client side failed or closed): upstream completions still pending return
   // without acting (no retry, no answer, no failure marking). Cleared by reset().
   bool cancelled_ = false;
+  // The gRPC code of the next answer of the proxy's own when the HTTP status alone would map
+  // to another (a rate limit's 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
+  std::optional<GrpcStatus> grpc_code_;
   bool request_body_started_ = false;
   bool response_started_ = false;
   bool idempotent_ = false;
