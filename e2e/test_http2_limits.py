@@ -30,6 +30,19 @@ def h2l(stack):
     return stack
 
 
+def echo_stack(stack_factory, *dataplane_args: str):
+    """As the h2l fixture, with data plane flags of the test's own."""
+    s = stack_factory(dataplane_args=list(dataplane_args))
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    echo = s.backend("echo", record=False)
+    s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
+                      ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
+    s.wait_backend("/", HOST, "echo")
+    return s
+
+
 class RawH2:
     """A client that writes frames as they come: no flow control, no validation."""
 
@@ -221,14 +234,7 @@ def test_zero_window_stall_resets_the_stream(stack_factory):
     """A client that announces a zero window and never opens it: the stream's response cannot
     move, and after --client-send-timeout's worth of no progress the stream is reset; the
     connection and other streams are left alone."""
-    s = stack_factory(dataplane_args=["--client-send-timeout", "2"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
-    echo = s.backend("echo", record=False)
-    s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
-                      ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
-    s.wait_backend("/", HOST, "echo")
+    s = echo_stack(stack_factory, "--client-send-timeout", "2")
     a = RawH2(s.port, settings={0x4: 0})  # SETTINGS_INITIAL_WINDOW_SIZE = 0
     a.send(a.frame(0x4, 0x1, 0))  # ACK the server's SETTINGS
     a.send(a.frame(0x1, 0x5, 1, a.headers_block("/big?respond=bytes&size=100000")))
@@ -249,14 +255,7 @@ def test_zero_window_stall_resets_the_stream(stack_factory):
 
 
 def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
-    s = stack_factory(dataplane_args=["--http2-max-concurrent-streams", "4"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
-    echo = s.backend("echo", record=False)
-    s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
-                      ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
-    s.wait_backend("/", HOST, "echo")
+    s = echo_stack(stack_factory, "--http2-max-concurrent-streams", "4")
     a = RawH2(s.port)
     frames = a.read_frames(time.monotonic() + 1)
     settings = [p for t, f, _, p in frames if t == 0x4 and not f & 1][0]
