@@ -175,9 +175,9 @@ TEST(FuzzReplayTest, TargetsSeeWhatTheyShould) {
   auto h2_statuses = [](const std::string& name) {
     const std::string bytes = read_file(kCorpusRoot / "http2_downstream" / name);
     http2_detail::Observed seen;
-    EXPECT_EQ(run_http2_downstream(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                                   &seen),
-              "")
+    EXPECT_EQ(
+        run_http2_downstream(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &seen),
+        "")
         << name;
     return seen.final_status;
   };

@@ -40,7 +40,8 @@ namespace http2_detail {
 using dataplane::server::Http2Session;
 
 // The session with its socket replaced by memory.
-class MemorySession final : public Http2Session, public std::enable_shared_from_this<MemorySession> {
+class MemorySession final : public Http2Session,
+                            public std::enable_shared_from_this<MemorySession> {
  public:
   explicit MemorySession(dataplane::server::Worker& worker)
       : Http2Session(worker, "127.0.0.1", dataplane::ratelimit::IpAddress::v4(0x7f000001), false),
@@ -138,8 +139,8 @@ struct Observed {
 inline std::string check_output(const std::string& out, Observed* seen) {
   nghttp2_hd_inflater* inflater = nullptr;
   if (nghttp2_hd_inflate_new(&inflater) != 0) return "no inflater";
-  std::unique_ptr<nghttp2_hd_inflater, void (*)(nghttp2_hd_inflater*)> own(
-      inflater, nghttp2_hd_inflate_del);
+  std::unique_ptr<nghttp2_hd_inflater, void (*)(nghttp2_hd_inflater*)> own(inflater,
+                                                                           nghttp2_hd_inflate_del);
   std::set<int32_t> ended;
   std::string block;
   int32_t block_stream = 0;
@@ -150,9 +151,9 @@ inline std::string check_output(const std::string& out, Observed* seen) {
     const auto* p = reinterpret_cast<const uint8_t*>(out.data() + at);
     const uint32_t length = (uint32_t{p[0]} << 16) | (uint32_t{p[1]} << 8) | p[2];
     const uint8_t type = p[3], flags = p[4];
-    const int32_t stream = static_cast<int32_t>(((uint32_t{p[5]} << 24) | (uint32_t{p[6]} << 16) |
-                                                 (uint32_t{p[7]} << 8) | p[8]) &
-                                                0x7fffffffu);
+    const int32_t stream = static_cast<int32_t>(
+        ((uint32_t{p[5]} << 24) | (uint32_t{p[6]} << 16) | (uint32_t{p[7]} << 8) | p[8]) &
+        0x7fffffffu);
     if (length > 16384) return "a frame over 16 KiB";
     if (out.size() - at - 9 < length) return "a frame cut short";
     const std::string payload = out.substr(at + 9, length);
