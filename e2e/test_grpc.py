@@ -4,21 +4,25 @@ responses with the gRPC code they stand for. (gRPC backends need HTTP/2 upstream
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from harness import ingress, path, rule, service, service_with_backend
+from harness import ingress, path, rule, service, service_with_backend, wait_until
 
 HOST = "grpc.example.com"
 
 
-def call(port: int, authority: str, method: str = "/test.Echo/Unary", timeout: float = 10):
+def call(port: int, authority: str, method: str = "/test.Echo/Unary", timeout: float = 10,
+         request_id: str | None = None):
     import grpc
     with grpc.insecure_channel(f"127.0.0.1:{port}",
                                options=[("grpc.default_authority", authority),
                                         ("grpc.enable_retries", 0)]) as ch:
         stub = ch.unary_unary(method)  # raw bytes both ways: no generated code needed
+        metadata = [("x-request-id", request_id)] if request_id else None
         with pytest.raises(grpc.RpcError) as e:
-            stub(b"ping", timeout=timeout)
+            stub(b"ping", timeout=timeout, metadata=metadata)
         return e.value.code(), e.value.details()
 
 
@@ -69,3 +73,43 @@ def test_rate_limit_is_resource_exhausted_whatever_its_http_status(grpcs):
     codes = [call(grpcs.port, HOST, "/limited.Service/Call")[0] for _ in range(4)]
     assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes, codes
     assert grpc.StatusCode.UNAVAILABLE not in codes, codes
+
+
+def test_the_access_log_names_the_grpc_service_method_and_status(stack_factory):
+    """grpc_service, grpc_method and grpc_status (docs/observability.md): from the path and the
+    code the client was given; null for a request that is not gRPC."""
+    import grpc
+    fields = "request_id,status,protocol,grpc_service,grpc_method,grpc_status"
+    s = stack_factory(dataplane_args=["--access-log-fields", fields])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = s.backend("b")
+    s.manifests.write("routes.yaml", *service_with_backend("svc-b", b), service("svc-empty"),
+                      ingress("plain", [rule(HOST, path("/plain", "svc-b"))]),
+                      ingress("empty", [rule(HOST, path("/shop.v1.Cart/", "svc-empty"))]))
+    s.wait_backend("/plain", HOST, "b")
+    log_start = s.dataplane.log_size()
+    assert call(s.port, HOST, "/shop.v1.Cart/AddItem", request_id="grpc-log-empty")[0] == \
+        grpc.StatusCode.UNAVAILABLE
+    assert call(s.port, "nowhere.example.com", "/pkg.Echo/Say",
+                request_id="grpc-log-none")[0] == grpc.StatusCode.UNIMPLEMENTED
+    assert s.get("/plain", host=HOST, headers={"X-Request-ID": "grpc-log-plain"}).status == 200
+
+    def logged():
+        records = {}
+        for line in s.dataplane.log(since=log_start).splitlines():
+            if line.startswith("{") and '"grpc-log-' in line:
+                record = json.loads(line)
+                records[record.pop("request_id")] = record
+        return records if len(records) == 3 else None
+    records = wait_until(logged, 5, "the three access log lines")
+    assert records["grpc-log-empty"] == {"status": 503, "protocol": "HTTP/2.0",
+                                         "grpc_service": "shop.v1.Cart",
+                                         "grpc_method": "AddItem", "grpc_status": 14}
+    assert records["grpc-log-none"] == {"status": 404, "protocol": "HTTP/2.0",
+                                        "grpc_service": "pkg.Echo", "grpc_method": "Say",
+                                        "grpc_status": 12}
+    assert records["grpc-log-plain"] == {"status": 200, "protocol": "HTTP/1.1",
+                                         "grpc_service": None, "grpc_method": None,
+                                         "grpc_status": None}

@@ -38,6 +38,9 @@ constexpr Name kJsonFields[] = {
     {"user_agent", LF::kUserAgent},
     {"referer", LF::kReferer},
     {"peer", LF::kPeer},
+    {"grpc_service", LF::kGrpcService},
+    {"grpc_method", LF::kGrpcMethod},
+    {"grpc_status", LF::kGrpcStatus},
 };
 constexpr size_t kDefaultJsonFields = 14;
 
@@ -135,6 +138,8 @@ size_t worst_case(LogField f, bool json) {
     case LF::kIngressName:
     case LF::kServiceName:
     case LF::kServicePort:
+    case LF::kGrpcService:
+    case LF::kGrpcMethod:
       return per_byte * kMaxLoggedShortField + quotes;
     case LF::kProxyUpstreamName:
       return per_byte * kMaxLoggedShortField + 2;  // two '-' between three parts
@@ -152,6 +157,7 @@ size_t worst_case(LogField f, bool json) {
     case LF::kUpstreamDurationMs:
     case LF::kRequestTime:
     case LF::kUpstreamHeaderTime:
+    case LF::kGrpcStatus:
       return kNumberBytes;
     case LF::kNone:
       return 0;
@@ -714,8 +720,21 @@ struct StringField {
   bool nullable = false;
 };
 
+// A gRPC path "/pkg.Service/Method": the service ("pkg.Service") or the method ("Method"); empty
+// when the request is not gRPC or the path has not that shape.
+std::string_view grpc_part(const AccessLogRecord& r, bool method) {
+  if (!r.grpc || r.path.size() < 4 || r.path.front() != '/') return {};
+  const size_t slash = r.path.rfind('/');
+  if (slash <= 1 || slash + 1 == r.path.size()) return {};  // no service, or no method
+  return method ? r.path.substr(slash + 1) : r.path.substr(1, slash - 1);
+}
+
 std::optional<StringField> string_field(LogField f, const AccessLogRecord& r) {
   switch (f) {
+    case LF::kGrpcService:
+      return StringField{grpc_part(r, false), kMaxLoggedShortField, true};
+    case LF::kGrpcMethod:
+      return StringField{grpc_part(r, true), kMaxLoggedShortField, true};
     case LF::kRequestId:
       return StringField{r.request_id, kMaxLoggedShortField};
     case LF::kClient:
@@ -762,6 +781,9 @@ char* LineFormatter::put_json(LogField f, const AccessLogRecord& r, char* p) con
       return put_ms(p, r.duration);
     case LF::kUpstreamDurationMs:
       return r.upstream_duration.count() < 0 ? put(p, "null", 4) : put_ms(p, r.upstream_duration);
+    case LF::kGrpcStatus:
+      return r.grpc_status < 0 ? put(p, "null", 4)
+                               : put_number(p, static_cast<uint64_t>(r.grpc_status));
     case LF::kProtocol: {
       char buf[16];
       return put_json_string_or_null(p, protocol_name(r.http_version, buf), sizeof buf);
@@ -801,6 +823,9 @@ char* LineFormatter::put_text(LogField f, const AccessLogRecord& r, char* p) con
       return r.upstream_duration.count() < 0 ? put(p, "-", 1) : put_ms(p, r.upstream_duration);
     case LF::kUpstreamHeaderTime:
       return r.upstream_duration.count() < 0 ? put(p, "-", 1) : put_seconds(p, r.upstream_duration);
+    case LF::kGrpcStatus:
+      return r.grpc_status < 0 ? put(p, "-", 1)
+                               : put_number(p, static_cast<uint64_t>(r.grpc_status));
     case LF::kProtocol: {
       char buf[16];
       return put_text_value(p, protocol_name(r.http_version, buf), sizeof buf);

@@ -44,6 +44,12 @@ struct AccessLogRecord {
   std::string_view user_agent;  // User-Agent as sent
   std::string_view referer;     // Referer as sent; its query string is never logged
   std::string_view peer;        // the connection's peer address, without port
+  // gRPC requests (server/grpc.h): the service and method come from the path
+  // ("/pkg.Service/Method"); grpc_status is the code the client was given in the response head
+  // (the proxy's own trailers-only answers, or a backend's trailers-only response), -1 when
+  // none was (a response whose status comes in trailers) or the request is not gRPC.
+  bool grpc = false;
+  int grpc_status = -1;
 };
 
 // Per-field caps on input bytes, so that any line fits one frame even when every byte needs a
@@ -57,7 +63,7 @@ inline constexpr size_t kMaxLoggedShortField = 256;  // request id, client, meth
 // by construction; a text template whose worst case is longer is refused at start.
 inline constexpr size_t kMaxLineBytes =
     6 * (kMaxLoggedPath + kMaxLoggedHost + kMaxLoggedUserAgent + kMaxLoggedReferer) +
-    6 * 7 * kMaxLoggedShortField + 512;  // 48,128 bytes
+    6 * 9 * kMaxLoggedShortField + 512;  // 51,200 bytes
 inline constexpr size_t kMaxFrameBytes = 64 * 1024;
 static_assert(kMaxLineBytes <= kMaxFrameBytes);
 
@@ -82,6 +88,9 @@ enum class LogField : uint8_t {
   kUserAgent,
   kReferer,
   kPeer,
+  kGrpcService,
+  kGrpcMethod,
+  kGrpcStatus,
   // Text only.
   kTimeLocal,
   kTimeIso8601,

@@ -1,6 +1,7 @@
 #include "server/exchange.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 
 #include <boost/asio/post.hpp>
@@ -53,6 +54,7 @@ Exchange::~Exchange() { end_attempt(false); }
 void Exchange::reset() {
   cancelled_ = false;
   grpc_code_.reset();
+  grpc_status_sent_ = -1;
   up_.reset();
   fields_arena_.release();
   local_response_.reset();
@@ -555,6 +557,7 @@ void Exchange::on_response_header(error_code ec) {
     return;
   }
   remove_hop_by_hop(res);
+  note_grpc_status(res);
   ResponseBody body;
   body.expected = !head_request_ && status != 204 && status != 304;
   body.framed = parser.chunked() || parser.content_length().has_value();
@@ -743,6 +746,7 @@ void Exchange::respond_grpc(unsigned status, std::string_view text) {
   auto& res = local_response_.emplace(http::status::ok, downstream_.http_version());
   res.set(http::field::content_type, "application/grpc");
   res.set("grpc-status", std::to_string(static_cast<int>(code)));
+  grpc_status_sent_ = static_cast<int>(code);
   res.set("grpc-message", grpc_percent_encode(text));
   res.set(http::field::server, "tidegate");
   add_cors_fields(res);
@@ -750,6 +754,18 @@ void Exchange::respond_grpc(unsigned status, std::string_view text) {
   response_started_ = true;
   status_sent_ = status;  // observed as the answer it stands for (access log, metrics)
   downstream_.send_local_response(res, false);
+}
+
+void Exchange::note_grpc_status(const ResponseMessage& res) {
+  // A backend's trailers-only response carries grpc-status in its head; otherwise the status
+  // comes in trailers and the log shows none.
+  if (!is_grpc_request(downstream_.request(), downstream_.http_version())) return;
+  const auto v = res["grpc-status"];
+  int code = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), code);
+  if (!v.empty() && ec == std::errc() && ptr == v.data() + v.size() && code >= 0 && code <= 99) {
+    grpc_status_sent_ = code;
+  }
 }
 
 void Exchange::write_local_response(bool close) {
@@ -940,6 +956,12 @@ void Exchange::end_observation() {
   r.http_version = downstream_.http_version();  // the client's (the request goes up as 1.1)
   if (log->wants(observability::LogField::kUserAgent)) r.user_agent = req[http::field::user_agent];
   if (log->wants(observability::LogField::kReferer)) r.referer = req[http::field::referer];
+  if (log->wants(observability::LogField::kGrpcService) ||
+      log->wants(observability::LogField::kGrpcMethod) ||
+      log->wants(observability::LogField::kGrpcStatus)) {
+    r.grpc = is_grpc_request(req, downstream_.http_version());
+    if (r.grpc) r.grpc_status = grpc_status_sent_;
+  }
   char upstream[64];
   if (upstream_endpoint_.port() != 0) {
     r.upstream = observability::format_endpoint(upstream_endpoint_, upstream);

@@ -145,6 +145,9 @@ class Exchange {
   void write_local_response(bool close);
   // respond() for a gRPC client: a trailers-only answer carrying the gRPC code.
   void respond_grpc(unsigned status, std::string_view text);
+  // A gRPC request's response head: the grpc-status it carries (a trailers-only response), for
+  // the access log.
+  void note_grpc_status(const ResponseMessage& res);
   // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
   // the origin for the response fields (add_cors_fields).
   bool apply_cors();
@@ -196,6 +199,7 @@ class Exchange {
   // The gRPC code of the next answer of the proxy's own when the HTTP status alone would map
   // to another (a rate limit's 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
   std::optional<GrpcStatus> grpc_code_;
+  int grpc_status_sent_ = -1;  // the grpc-status in the response head sent; -1: none
   bool request_body_started_ = false;
   bool response_started_ = false;
   bool idempotent_ = false;

@@ -99,7 +99,7 @@ TEST(LogTemplateTest, RefusedTemplatesSayWhy) {
       {"carriage return", "$status\r", "control character 0x0d at byte 7"},
       {"nul", std::string("a\0b", 3), "control character 0x00 at byte 1"},
       {"del", "a\x7f", "control character 0x7f at byte 1"},
-      {"too long", "$path $path $path", "longest line would be"},
+      {"too long", "$path $path $path $path", "longest line would be"},
   };
   for (const auto& c : cases) {
     const std::string error = text_error(c.tmpl);
@@ -164,6 +164,10 @@ TEST(LogTemplateTest, EachVariable) {
       {"service_name", "web"},
       {"service_port", "80"},
       {"proxy_upstream_name", "shop-web-80"},
+      // Not a gRPC request (GrpcServiceMethodAndStatus has gRPC ones).
+      {"grpc_service", "-"},
+      {"grpc_method", "-"},
+      {"grpc_status", "-"},
   };
   const AccessLogRecord r = sample();
   std::set<std::string_view> tested;
@@ -466,12 +470,57 @@ TEST(LogJsonFieldsTest, EveryFieldAtItsCapFitsOneFrame) {
   AccessLogRecord r = sample();
   r.request_id = r.client = r.method = r.upstream = r.ingress = r.service = controls;
   r.host = r.path = r.user_agent = r.referer = controls;
+  const std::string grpc_path = "/" + controls + "/" + controls;
+  r.path = grpc_path;  // a gRPC path whose service and method are both past their cap
+  r.grpc = true;
+  r.grpc_status = 99;
   std::string line;
   LineFormatter(*layout).format(r, line);
   EXPECT_LE(line.size(), layout->max_line_bytes());
   auto j = nlohmann::json::parse(line);
   EXPECT_EQ(j["user_agent"].get<std::string>().size(), kMaxLoggedUserAgent);
   EXPECT_EQ(j["referer"].get<std::string>().size(), kMaxLoggedReferer);
+  EXPECT_EQ(j["grpc_service"].get<std::string>().size(), kMaxLoggedShortField);
+  EXPECT_EQ(j["grpc_method"].get<std::string>().size(), kMaxLoggedShortField);
+}
+
+TEST(LogJsonFieldsTest, GrpcServiceMethodAndStatus) {
+  std::string error;
+  auto json = AccessLogLayout::json_fields("grpc_service,grpc_method,grpc_status", &error);
+  ASSERT_TRUE(json) << error;
+  struct Case {
+    const char* path;
+    bool grpc;
+    int status;
+    const char* want_json;
+    const char* want_text;
+  };
+  const std::vector<Case> cases = {
+      {"/shop.v1.Cart/AddItem", true, 14,
+       R"({"grpc_service":"shop.v1.Cart","grpc_method":"AddItem","grpc_status":14})",
+       "shop.v1.Cart AddItem 14"},
+      // A gRPC response whose status comes in trailers: no status in the log.
+      {"/Echo/Say", true, -1, R"({"grpc_service":"Echo","grpc_method":"Say","grpc_status":null})",
+       "Echo Say -"},
+      {"/shop.v1.Cart/AddItem", false, -1,
+       R"({"grpc_service":null,"grpc_method":null,"grpc_status":null})", "- - -"},
+      // Paths without the /Service/Method shape name neither.
+      {"/Echo", true, 0, R"({"grpc_service":null,"grpc_method":null,"grpc_status":0})", "- - 0"},
+      {"/Echo/", true, 0, R"({"grpc_service":null,"grpc_method":null,"grpc_status":0})", "- - 0"},
+      {"//Say", true, 0, R"({"grpc_service":null,"grpc_method":null,"grpc_status":0})", "- - 0"},
+  };
+  for (const auto& c : cases) {
+    AccessLogRecord r = sample();
+    r.path = c.path;
+    r.grpc = c.grpc;
+    r.grpc_status = c.status;
+    std::string line;
+    LineFormatter(*json).format(r, line);
+    EXPECT_EQ(line, std::string(c.want_json) + "\n") << c.path;
+    EXPECT_EQ(text_line("$grpc_service $grpc_method $grpc_status", r), c.want_text) << c.path;
+  }
+  EXPECT_TRUE(json->uses(LogField::kGrpcStatus));
+  EXPECT_FALSE(AccessLogLayout::json().uses(LogField::kGrpcService));
 }
 
 TEST(LogJsonFieldsTest, RefusedLists) {
