@@ -19,9 +19,10 @@ H2SPEC_DIR = REPO / "e2e" / "h2spec"
 
 @pytest.fixture(scope="module")
 def h2spec() -> Path:
-    out = subprocess.run([str(H2SPEC_DIR / "build-tools.sh")], check=True, capture_output=True,
-                         text=True, timeout=900).stdout.strip()
-    return Path(out) / "h2spec"
+    p = subprocess.run([str(H2SPEC_DIR / "build-tools.sh")], capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, f"e2e/h2spec/build-tools.sh failed:\n{p.stderr[-8000:]}"
+    return Path(p.stdout.strip()) / "h2spec"
 
 
 @pytest.fixture

@@ -31,7 +31,18 @@ tmp="$out.tmp.$$"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"
 echo "h2spec/build-tools.sh: building h2spec $version into $out (first time only)" >&2
-"$GO" build -p 2 -trimpath -ldflags="-s -w" -o "$tmp/h2spec" github.com/summerwind/h2spec/cmd/h2spec
+# A fetch from the module proxy can fail for a moment: up to three tries, each error printed.
+for try in 1 2 3; do
+  if "$GO" build -p 2 -trimpath -ldflags="-s -w" -o "$tmp/h2spec" github.com/summerwind/h2spec/cmd/h2spec; then
+    break
+  fi
+  if [ "$try" -eq 3 ]; then
+    echo "h2spec/build-tools.sh: go build failed three times (errors above)" >&2
+    exit 1
+  fi
+  echo "h2spec/build-tools.sh: go build failed (try $try), trying again in 5 s" >&2
+  sleep 5
+done
 rm -rf "$out"
 mv "$tmp" "$out"
 echo "$out"
