@@ -1,0 +1,126 @@
+// Backend choice: load-balance, upstream-hash-by, affinity and its session cookies,
+// backend-protocol, proxy-ssl-secret and proxy-ssl-name.
+
+#include "translate/annotations/parser.h"
+
+namespace tidegate::controller::translate::annotations_detail {
+
+void Parser::parse_load_balancing() {
+  auto& up = result_.policy.upstream;
+  auto lb = get("load-balance");
+  if (lb) {
+    if (auto m = model::load_balance_from_string(trim(lb->value))) {
+      up.load_balance = *m;
+    } else {
+      invalid(*lb, "expected one of round_robin, least_conn, ip_hash, ewma");
+      lb.reset();
+    }
+  }
+  if (auto h = get("upstream-hash-by")) {
+    std::string_view v = trim(h->value);
+    if (auto why = model::check_hash_expression(v)) {
+      invalid(*h, *why);
+    } else {
+      up.hash_by = std::string(v);
+      if (lb) warn(*lb, "overridden by " + h->key + " (consistent hashing)");
+    }
+  }
+}
+
+void Parser::parse_affinity() {
+  static constexpr std::string_view kCookieAnnotations[] = {
+      "session-cookie-name", "session-cookie-max-age", "session-cookie-path",
+      "session-cookie-secure", "session-cookie-samesite"};
+  auto a = get("affinity");
+  if (a && trim(a->value) != "cookie") {
+    invalid(*a, "the only supported affinity is \"cookie\"");
+    a.reset();
+  }
+  if (!a) {
+    for (auto name : kCookieAnnotations) no_effect_without(name, "affinity: cookie");
+    return;
+  }
+  model::SessionAffinity s;
+  if (auto n = get("session-cookie-name")) {
+    std::string_view v = trim(n->value);
+    if (model::is_token(v)) {
+      s.cookie_name = std::string(v);
+    } else {
+      invalid(*n, "a cookie name must be a token (letters, digits and !#$%&'*+-.^_`|~)");
+    }
+  }
+  s.max_age_seconds =
+      get_integer("session-cookie-max-age", 0, model::SessionAffinity::kMaxMaxAgeSeconds);
+  if (auto p = get("session-cookie-path")) {
+    std::string_view v = trim(p->value);
+    if (auto why = model::check_path(v)) {
+      invalid(*p, "a cookie path " + *why);
+    } else {
+      s.path = std::string(v);
+    }
+  }
+  s.secure = get_bool("session-cookie-secure").value_or(false);
+  if (auto ss = get("session-cookie-samesite")) {
+    if (auto v = model::same_site_from_string(trim(ss->value))) {
+      s.same_site = *v;
+    } else {
+      invalid(*ss, "expected Strict, Lax or None");
+    }
+  }
+  result_.policy.upstream.affinity = std::move(s);
+}
+
+void Parser::parse_backend_protocol() {
+  auto& up = result_.policy.upstream;
+  if (auto p = get("backend-protocol")) {
+    std::string_view v = trim(p->value);
+    if (auto proto = model::backend_protocol_from_string(v)) {
+      up.protocol = *proto;
+    } else {
+      static constexpr std::string_view kNginxOnly[] = {"GRPC", "GRPCS", "AUTO_HTTP", "FCGI"};
+      std::string upper(v);
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      bool known =
+          std::find(std::begin(kNginxOnly), std::end(kNginxOnly), upper) != std::end(kNginxOnly);
+      invalid(*p, known ? upper + " backends are not supported (HTTP or HTTPS)"
+                        : "expected HTTP or HTTPS");
+    }
+  }
+  parse_proxy_ssl_secret();
+  if (auto n = get("proxy-ssl-name")) {
+    std::string name(trim(n->value));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (auto why = model::check_tls_server_name(name)) {
+      invalid(*n, *why);
+    } else if (up.protocol != model::BackendProtocol::kHttps) {
+      warn(*n, "has no effect without backend-protocol: HTTPS; ignored");
+    } else {
+      up.tls_server_name = std::move(name);
+    }
+  }
+}
+
+void Parser::parse_proxy_ssl_secret() {
+  auto& up = result_.policy.upstream;
+  auto s = get("proxy-ssl-secret");
+  if (!s) return;
+  std::string ref(trim(s->value));
+  if (ref.find('/') == std::string::npos) ref = context_.ingress_namespace + "/" + ref;
+  if (auto why = model::check_object_ref(ref)) {
+    invalid(*s, "expected \"namespace/name\" or \"name\" of a Secret: " + *why);
+    return;
+  }
+  if (ref.substr(0, ref.find('/')) != context_.ingress_namespace) {
+    invalid(*s, "the Secret must be in the Ingress's namespace " +
+                    quote(context_.ingress_namespace) +
+                    " (an Ingress may not use another namespace's Secrets)");
+    return;
+  }
+  if (up.protocol != model::BackendProtocol::kHttps) {
+    warn(*s, "has no effect without backend-protocol: HTTPS; ignored");
+    return;
+  }
+  up.tls_secret = std::move(ref);
+}
+
+}  // namespace tidegate::controller::translate::annotations_detail
