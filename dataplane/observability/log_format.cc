@@ -723,7 +723,7 @@ struct StringField {
 // A gRPC path "/pkg.Service/Method": the service ("pkg.Service") or the method ("Method"); empty
 // when the request is not gRPC or the path has not that shape.
 std::string_view grpc_part(const AccessLogRecord& r, bool method) {
-  if (!r.grpc || r.path.size() < 4 || r.path.front() != '/') return {};
+  if (!r.grpc || r.path.empty() || r.path.front() != '/') return {};
   const size_t slash = r.path.rfind('/');
   if (slash <= 1 || slash + 1 == r.path.size()) return {};  // no service, or no method
   return method ? r.path.substr(slash + 1) : r.path.substr(1, slash - 1);

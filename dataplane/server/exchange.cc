@@ -758,7 +758,9 @@ void Exchange::respond_grpc(unsigned status, std::string_view text) {
 
 void Exchange::note_grpc_status(const ResponseMessage& res) {
   // A backend's trailers-only response carries grpc-status in its head; otherwise the status
-  // comes in trailers and the log shows none.
+  // comes in trailers and the log shows none. Looked up only when the log shows it.
+  auto* log = worker_.access_log();
+  if (log == nullptr || !log->wants(observability::LogField::kGrpcStatus)) return;
   if (!is_grpc_request(downstream_.request(), downstream_.http_version())) return;
   const auto v = res["grpc-status"];
   int code = 0;

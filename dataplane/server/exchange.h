@@ -146,7 +146,7 @@ class Exchange {
   // respond() for a gRPC client: a trailers-only answer carrying the gRPC code.
   void respond_grpc(unsigned status, std::string_view text);
   // A gRPC request's response head: the grpc-status it carries (a trailers-only response), for
-  // the access log.
+  // an access log that shows grpc_status (nothing is looked up otherwise).
   void note_grpc_status(const ResponseMessage& res);
   // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
   // the origin for the response fields (add_cors_fields).
