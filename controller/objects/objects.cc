@@ -460,6 +460,7 @@ Service convert_service(const YAML::Node& obj) {
     port.port = *number;
     port.target_port = opt_int_or_string(p, "targetPort", ppath).value_or(PortRef{*number, {}});
     port.protocol = opt_string(p, "protocol", ppath).value_or("TCP");
+    port.app_protocol = opt_string(p, "appProtocol", ppath).value_or("");
     svc.spec.ports.push_back(std::move(port));
   });
   return svc;

@@ -123,6 +123,9 @@ struct ServicePort {
   int32_t port = 0;
   PortRef target_port;  // defaults to `port` when omitted, as the API server does
   std::string protocol = "TCP";
+  // The application protocol (spec.ports[].appProtocol): "kubernetes.io/h2c", "grpc", ...;
+  // empty when not set. The translator reads it as Gateway API implementations do.
+  std::string app_protocol;
   bool operator==(const ServicePort&) const = default;
 };
 

@@ -85,12 +85,22 @@ struct IngressContext {
   bool regex = false;
   IngressPolicy policy;
   BackendTls tls;
-  std::string substitution;  // model::Substitution::name, empty for none
+  bool protocol_from_annotation = false;  // backend-protocol is set (a Service's appProtocol
+                                          // does not override it)
+  std::string substitution;               // model::Substitution::name, empty for none
 };
 
 // HTTPS upstreams are other upstreams than the plain ones of the same Service port: an Ingress
 // may talk HTTPS to a port that another Ingress talks HTTP to, and neither may change the other.
 constexpr std::string_view kHttpsSuffix = "+https";
+// HTTP/2 upstreams likewise ("ns/svc:80+h2", "ns/svc:443+h2+https").
+constexpr std::string_view kHttp2Suffix = "+h2";
+
+// A Service port's appProtocol that means HTTP/2 with prior knowledge: the Kubernetes standard
+// name (KEP-3726), its short form, and "grpc" (gRPC is HTTP/2). Other values change nothing.
+bool app_protocol_is_h2c(std::string_view app_protocol) {
+  return app_protocol == "kubernetes.io/h2c" || app_protocol == "h2c" || app_protocol == "grpc";
+}
 
 class Translator {
  public:
@@ -183,7 +193,7 @@ class Translator {
   BackendTls backend_tls(const Ingress& ingress, const std::string& object,
                          const model::UpstreamPolicy& policy) {
     BackendTls tls;
-    if (policy.protocol != model::BackendProtocol::kHttps) return tls;
+    if (!model::uses_tls(policy.protocol)) return tls;
     tls.https = true;
     tls.server_name = policy.tls_server_name;
     auto annotation =
@@ -225,6 +235,9 @@ class Translator {
     ctx.regex = use_regex(ingress, object);
     ctx.policy = parse_policy(ingress, ctx.regex);
     ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
+    ctx.protocol_from_annotation =
+        find_annotation(ingress.metadata.annotations, "backend-protocol", annotation_options())
+            .has_value();
     if (ctx.policy.canary) {
       canaries_.push_back(std::move(ctx));
       return;
@@ -639,6 +652,12 @@ class Translator {
     std::string name = svc->first + ":" + ref.port.to_string();
     UpstreamClaim claim{
         UpstreamSource{&service, port}, {}, tls.fail_closed, ctx.name, ctx.policy.upstream};
+    // appProtocol h2c makes a plain backend HTTP/2 unless backend-protocol says otherwise (the
+    // Ingress author's word is the more specific one).
+    if (app_protocol_is_h2c(port->app_protocol) && !ctx.protocol_from_annotation) {
+      claim.policy.protocol = model::BackendProtocol::kH2c;
+    }
+    if (model::uses_http2(claim.policy.protocol)) name += kHttp2Suffix;
     if (tls.https) {
       name += kHttpsSuffix;
       claim.tls.enabled = true;

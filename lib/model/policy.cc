@@ -327,11 +327,25 @@ std::optional<SameSite> same_site_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-const char* to_string(BackendProtocol p) { return p == BackendProtocol::kHttps ? "HTTPS" : "HTTP"; }
+const char* to_string(BackendProtocol p) {
+  switch (p) {
+    case BackendProtocol::kHttp:
+      return "HTTP";
+    case BackendProtocol::kHttps:
+      return "HTTPS";
+    case BackendProtocol::kH2c:
+      return "H2C";
+    case BackendProtocol::kH2:
+      return "H2";
+  }
+  return "?";
+}
 
 std::optional<BackendProtocol> backend_protocol_from_string(std::string_view s) {
   if (iequals(s, "HTTP")) return BackendProtocol::kHttp;
   if (iequals(s, "HTTPS")) return BackendProtocol::kHttps;
+  if (iequals(s, "H2C")) return BackendProtocol::kH2c;
+  if (iequals(s, "H2")) return BackendProtocol::kH2;
   return std::nullopt;
 }
 
@@ -608,16 +622,16 @@ std::vector<std::string> validate(const UpstreamPolicy& p) {
     if (auto why = check_object_ref(p.tls_secret)) {
       problems.push_back("tls_secret " + quote(p.tls_secret) + ": " + *why);
     }
-    if (p.protocol != BackendProtocol::kHttps) {
-      problems.push_back("tls_secret is set but the backend protocol is HTTP");
+    if (!uses_tls(p.protocol)) {
+      problems.push_back("tls_secret is set but the backend protocol has no TLS");
     }
   }
   if (!p.tls_server_name.empty()) {
     if (auto why = check_tls_server_name(p.tls_server_name)) {
       problems.push_back("tls_server_name " + quote(p.tls_server_name) + ": " + *why);
     }
-    if (p.protocol != BackendProtocol::kHttps) {
-      problems.push_back("tls_server_name is set but the backend protocol is HTTP");
+    if (!uses_tls(p.protocol)) {
+      problems.push_back("tls_server_name is set but the backend protocol has no TLS");
     }
   }
   return problems;
@@ -824,7 +838,7 @@ UpstreamPolicy upstream_policy_from_json(const json& j) {
   if (const json* v = r.find("protocol")) {
     auto proto =
         v->is_string() ? backend_protocol_from_string(v->get<std::string>()) : std::nullopt;
-    if (!proto) r.fail("protocol", "must be \"HTTP\" or \"HTTPS\"");
+    if (!proto) r.fail("protocol", "must be \"HTTP\", \"HTTPS\", \"H2C\" or \"H2\"");
     p.protocol = *proto;
   }
   r.string("tls_secret", p.tls_secret);

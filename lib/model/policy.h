@@ -43,9 +43,19 @@ const char* to_string(SameSite s);  // "", "Lax", "Strict", "None"
 // "Lax", "Strict", "None", case-insensitive (ingress-nginx compares case-insensitively too).
 std::optional<SameSite> same_site_from_string(std::string_view s);
 
-enum class BackendProtocol : uint8_t { kHttp, kHttps };
-const char* to_string(BackendProtocol p);                                         // "HTTP", "HTTPS"
-std::optional<BackendProtocol> backend_protocol_from_string(std::string_view s);  // any case
+// How the data plane speaks to a backend: HTTP/1.1 (kHttp, kHttps over TLS) or HTTP/2 (kH2c
+// cleartext with prior knowledge, kH2 over TLS with ALPN h2). The annotation's GRPC is kH2c and
+// GRPCS is kH2: gRPC is HTTP/2 with trailers, which both carry (docs/annotations.md).
+enum class BackendProtocol : uint8_t { kHttp, kHttps, kH2c, kH2 };
+const char* to_string(BackendProtocol p);  // "HTTP", "HTTPS", "H2C", "H2"
+// Any case: HTTP, HTTPS, H2C, H2 (the annotation's GRPC and GRPCS are the translator's).
+std::optional<BackendProtocol> backend_protocol_from_string(std::string_view s);
+inline bool uses_tls(BackendProtocol p) {
+  return p == BackendProtocol::kHttps || p == BackendProtocol::kH2;
+}
+inline bool uses_http2(BackendProtocol p) {
+  return p == BackendProtocol::kH2c || p == BackendProtocol::kH2;
+}
 
 // affinity: cookie, session-cookie-*.
 struct SessionAffinity {
@@ -71,10 +81,11 @@ struct UpstreamPolicy {
   BackendProtocol protocol = BackendProtocol::kHttp;
   // proxy-ssl-secret, "namespace/name": the Secret whose ca.crt verifies the backend's
   // certificate (and whose tls.crt/tls.key, when present, are the client certificate). Only
-  // meaningful with protocol == kHttps. The translator resolves it; empty: no verification.
+  // meaningful with a TLS protocol (kHttps, kH2). The translator resolves it; empty: no
+  // verification.
   std::string tls_secret;
   // proxy-ssl-name: the name sent as SNI and verified in the backend's certificate (a DNS name
-  // or an IP address, lower case). Only with protocol == kHttps; empty: the translator uses
+  // or an IP address, lower case). Only with a TLS protocol; empty: the translator uses
   // "<service>.<namespace>.svc".
   std::string tls_server_name;
   bool operator==(const UpstreamPolicy&) const = default;

@@ -175,6 +175,7 @@ struct SvcPort {
   int port;
   std::string target;  // empty: omitted (defaults to port)
   std::string protocol = "";
+  std::string app_protocol = "";  // empty: omitted
 };
 
 std::string service(const std::string& name, std::vector<SvcPort> ports,
@@ -189,6 +190,7 @@ std::string service(const std::string& name, std::vector<SvcPort> ports,
     if (!p.name.empty()) o << "    name: " << p.name << "\n";
     if (!p.target.empty()) o << "    targetPort: " << p.target << "\n";
     if (!p.protocol.empty()) o << "    protocol: " << p.protocol << "\n";
+    if (!p.app_protocol.empty()) o << "    appProtocol: " << p.app_protocol << "\n";
   }
   return o.str();
 }
@@ -978,9 +980,9 @@ TEST(TranslateTest, BackendTls) {
        {tls_ingress("web", {{"backend-protocol", "http"}}), svc, eps},
        config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
       {"an unsupported protocol is reported and HTTP applies",
-       {tls_ingress("web", {{"backend-protocol", "GRPCS"}}), svc, eps},
+       {tls_ingress("web", {{"backend-protocol", "FCGI"}}), svc, eps},
        config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})}),
-       {error("Ingress default/web", "backend-protocol: invalid value \"GRPCS\"")}},
+       {error("Ingress default/web", "backend-protocol: invalid value \"FCGI\"")}},
       {"missing CA Secret: fails closed, no endpoints",
        {tls_ingress("web", {{"backend-protocol", "HTTPS"}, {"proxy-ssl-secret", "nope"}}), svc,
         eps},
@@ -1061,6 +1063,78 @@ TEST(TranslateTest, BackendTls) {
                         .rule("foo.com", {path("/", "Prefix", "web", "443")})),
         svc, eps},
        config(only_route("default/web:443"), {upstream("default/web:443", {"10.0.0.1:8443"})})},
+  });
+}
+
+// HTTP/2 upstreams: backend-protocol H2C, GRPC, GRPCS, and a Service port's appProtocol. They
+// are other upstreams than the HTTP/1.1 ones of the same port ("+h2"), like HTTPS ones.
+TEST(TranslateTest, Http2Backends) {
+  auto h2_upstream = [](std::string name, std::vector<std::string> endpoints,
+                        model::BackendProtocol protocol) {
+    model::Upstream u = upstream(std::move(name), std::move(endpoints));
+    u.policy.protocol = protocol;
+    if (protocol == model::BackendProtocol::kH2) {
+      u.tls = model::UpstreamTls{true, "grpc.default.svc", ""};
+    }
+    return u;
+  };
+  auto ingress_on = [](std::string name, std::string svc, std::string port,
+                       std::map<std::string, std::string> annotations, std::string host) {
+    IngressYaml y = ingress(std::move(name));
+    for (const auto& [k, v] : annotations) y.annotation("tidegate.io/" + k, v);
+    return std::string(y.rule(host, {path("/", "Prefix", svc, port)}));
+  };
+  auto routes = [](std::vector<std::pair<std::string, std::string>> host_upstream) {
+    std::vector<model::VirtualHost> out;
+    for (auto& [host, up] : host_upstream) {
+      out.push_back(
+          vhost(host, {route("/", PathMatch::kPrefix, up, "default/" + host.substr(0, 1))}));
+    }
+    return out;
+  };
+  const std::string grpc_svc = service("grpc", {{"grpc", 50051, "50051"}});
+  const std::string grpc_eps = slice("grpc-abc", "grpc", {{"10.0.0.9"}}, {{"grpc", 50051}});
+  const std::string h2c_app = service("grpc", {{"grpc", 50051, "50051", "", "kubernetes.io/h2c"}});
+  const auto kH2c = model::BackendProtocol::kH2c;
+  run_cases({
+      {"H2C: an HTTP/2 upstream of its own",
+       {ingress_on("a", "grpc", "50051", {{"backend-protocol", "H2C"}}, "a.com"), grpc_svc,
+        grpc_eps},
+       config(routes({{"a.com", "default/grpc:50051+h2"}}),
+              {h2_upstream("default/grpc:50051+h2", {"10.0.0.9:50051"}, kH2c)})},
+      {"GRPC is H2C; an HTTP Ingress on the same port keeps its HTTP/1.1 upstream",
+       {ingress_on("a", "grpc", "50051", {{"backend-protocol", "GRPC"}}, "a.com"),
+        ingress_on("b", "grpc", "50051", {}, "b.com"), grpc_svc, grpc_eps},
+       config(routes({{"a.com", "default/grpc:50051+h2"}, {"b.com", "default/grpc:50051"}}),
+              {h2_upstream("default/grpc:50051+h2", {"10.0.0.9:50051"}, kH2c),
+               upstream("default/grpc:50051", {"10.0.0.9:50051"})})},
+      {"GRPCS: HTTP/2 over TLS",
+       {ingress_on("a", "grpc", "50051", {{"backend-protocol", "GRPCS"}}, "a.com"), grpc_svc,
+        grpc_eps},
+       config(routes({{"a.com", "default/grpc:50051+h2+https"}}),
+              {h2_upstream("default/grpc:50051+h2+https", {"10.0.0.9:50051"},
+                           model::BackendProtocol::kH2)})},
+      {"appProtocol kubernetes.io/h2c makes the port HTTP/2",
+       {ingress_on("a", "grpc", "50051", {}, "a.com"), h2c_app, grpc_eps},
+       config(routes({{"a.com", "default/grpc:50051+h2"}}),
+              {h2_upstream("default/grpc:50051+h2", {"10.0.0.9:50051"}, kH2c)})},
+      {"appProtocol grpc and h2c too; other values change nothing",
+       {ingress_on("a", "grpc", "50051", {}, "a.com"), ingress_on("b", "web", "80", {}, "b.com"),
+        ingress_on("c", "web", "81", {}, "c.com"),
+        service("grpc", {{"grpc", 50051, "50051", "", "grpc"}}),
+        service("web", {{"h2", 80, "8080", "", "h2c"}, {"ws", 81, "8081", "", "kubernetes.io/ws"}}),
+        grpc_eps, slice("web-abc", "web", {{"10.0.0.1"}}, {{"h2", 8080}, {"ws", 8081}})},
+       config(routes({{"a.com", "default/grpc:50051+h2"},
+                      {"b.com", "default/web:80+h2"},
+                      {"c.com", "default/web:81"}}),
+              {h2_upstream("default/grpc:50051+h2", {"10.0.0.9:50051"}, kH2c),
+               h2_upstream("default/web:80+h2", {"10.0.0.1:8080"}, kH2c),
+               upstream("default/web:81", {"10.0.0.1:8081"})})},
+      {"backend-protocol wins over appProtocol",
+       {ingress_on("a", "grpc", "50051", {{"backend-protocol", "HTTP"}}, "a.com"), h2c_app,
+        grpc_eps},
+       config(routes({{"a.com", "default/grpc:50051"}}),
+              {upstream("default/grpc:50051", {"10.0.0.9:50051"})})},
   });
 }
 

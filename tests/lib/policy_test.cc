@@ -101,6 +101,14 @@ TEST(PolicyEnums, RoundTripAndRefuseUnknown) {
   EXPECT_EQ(same_site_from_string("None"), SameSite::kNone);
   EXPECT_FALSE(same_site_from_string("none-ish"));
   EXPECT_EQ(backend_protocol_from_string("https"), BackendProtocol::kHttps);
+  for (auto p : {BackendProtocol::kHttp, BackendProtocol::kHttps, BackendProtocol::kH2c,
+                 BackendProtocol::kH2}) {
+    EXPECT_EQ(backend_protocol_from_string(to_string(p)), p);
+  }
+  EXPECT_TRUE(uses_tls(BackendProtocol::kH2) && uses_http2(BackendProtocol::kH2));
+  EXPECT_TRUE(!uses_tls(BackendProtocol::kH2c) && uses_http2(BackendProtocol::kH2c));
+  EXPECT_TRUE(uses_tls(BackendProtocol::kHttps) && !uses_http2(BackendProtocol::kHttps));
+  // The annotation's GRPC and GRPCS are the translator's spellings, not the model's.
   EXPECT_FALSE(backend_protocol_from_string("GRPC"));
   NextUpstream n;
   EXPECT_EQ(n.to_string(), "error timeout");
@@ -389,7 +397,8 @@ TEST(PolicyValidate, EachBadUpstreamAndCanaryFieldIsReported) {
           {"cookie name", [](UpstreamPolicy& p) { p.affinity = affinity("a=b"); }, "cookie name"},
           {"max age", [](UpstreamPolicy& p) { p.affinity = affinity("a", -1); }, "max-age"},
           {"path", [](UpstreamPolicy& p) { p.affinity = affinity("a", {}, "x;y"); }, "path"},
-          {"secret without https", [](UpstreamPolicy& p) { p.tls_secret = "default/ca"; }, "HTTP"},
+          {"secret without https", [](UpstreamPolicy& p) { p.tls_secret = "default/ca"; },
+           "no TLS"},
           {"secret ref",
            [](UpstreamPolicy& p) {
              p.protocol = BackendProtocol::kHttps;

@@ -74,16 +74,22 @@ void Parser::parse_backend_protocol() {
   auto& up = result_.policy.upstream;
   if (auto p = get("backend-protocol")) {
     std::string_view v = trim(p->value);
-    if (auto proto = model::backend_protocol_from_string(v)) {
+    std::string upper(v);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    // The annotation's names: ingress-nginx's, plus H2C. gRPC is HTTP/2 (with trailers).
+    std::optional<model::BackendProtocol> proto;
+    if (upper == "HTTP") proto = model::BackendProtocol::kHttp;
+    if (upper == "HTTPS") proto = model::BackendProtocol::kHttps;
+    if (upper == "H2C" || upper == "GRPC") proto = model::BackendProtocol::kH2c;
+    if (upper == "GRPCS") proto = model::BackendProtocol::kH2;
+    static constexpr std::string_view kNginxOnly[] = {"AUTO_HTTP", "FCGI"};
+    if (proto) {
       up.protocol = *proto;
     } else {
-      static constexpr std::string_view kNginxOnly[] = {"GRPC", "GRPCS", "AUTO_HTTP", "FCGI"};
-      std::string upper(v);
-      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       bool known =
           std::find(std::begin(kNginxOnly), std::end(kNginxOnly), upper) != std::end(kNginxOnly);
-      invalid(*p, known ? upper + " backends are not supported (HTTP or HTTPS)"
-                        : "expected HTTP or HTTPS");
+      invalid(*p, known ? upper + " backends are not supported (HTTP, HTTPS, H2C, GRPC or GRPCS)"
+                        : "expected HTTP, HTTPS, H2C, GRPC or GRPCS");
     }
   }
   parse_proxy_ssl_secret();
@@ -92,8 +98,8 @@ void Parser::parse_backend_protocol() {
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (auto why = model::check_tls_server_name(name)) {
       invalid(*n, *why);
-    } else if (up.protocol != model::BackendProtocol::kHttps) {
-      warn(*n, "has no effect without backend-protocol: HTTPS; ignored");
+    } else if (!model::uses_tls(up.protocol)) {
+      warn(*n, "has no effect without backend-protocol: HTTPS or GRPCS; ignored");
     } else {
       up.tls_server_name = std::move(name);
     }
@@ -116,8 +122,8 @@ void Parser::parse_proxy_ssl_secret() {
                     " (an Ingress may not use another namespace's Secrets)");
     return;
   }
-  if (up.protocol != model::BackendProtocol::kHttps) {
-    warn(*s, "has no effect without backend-protocol: HTTPS; ignored");
+  if (!model::uses_tls(up.protocol)) {
+    warn(*s, "has no effect without backend-protocol: HTTPS or GRPCS; ignored");
     return;
   }
   up.tls_secret = std::move(ref);

@@ -98,7 +98,7 @@ objects::Service random_service(Random& r) {
   if (s.metadata.name.empty()) s.metadata.name = "web";
   s.metadata.resource_version = std::to_string(r.below(3));
   s.spec.ports.push_back(objects::ServicePort{"", static_cast<int32_t>(80 + r.below(2)),
-                                              objects::PortRef{8080, ""}, "TCP"});
+                                              objects::PortRef{8080, ""}, "TCP", ""});
   return s;
 }
 
