@@ -190,6 +190,7 @@ std::shared_ptr<const UpstreamState> build_upstream(
     state->affinity.emplace(std::move(config));
     state->affinity_path_from_route = a.path.empty();
   }
+  state->http2 = model::uses_http2(up.policy.protocol);
   if (up.tls.enabled) {
     std::string tls_error;
     state->tls_context = tls::upstream_context(up.tls.ca_pem, &tls_error);

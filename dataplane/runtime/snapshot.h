@@ -43,6 +43,9 @@ struct UpstreamState {
   // Pooled connections are reused only for the same (endpoint, tls_key): 0 is plain HTTP, other
   // values identify the server name and CA bundle.
   uint64_t tls_key = 0;
+  // HTTP/2 to the endpoints (backend-protocol H2C, GRPC, GRPCS; appProtocol h2c): multiplexed
+  // connections (upstream/http2_client.h) instead of the HTTP/1.1 pool.
+  bool http2 = false;
   // Load balancing (load-balance, upstream-hash-by): never null. The only mutable state in a
   // snapshot: one Balancer per worker, each touched by its worker's thread only. An upstream
   // whose model did not change shares its state, balancer included, with the next snapshot; a

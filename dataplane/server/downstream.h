@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <boost/beast/http.hpp>
 
@@ -29,6 +31,9 @@ using RequestMessage = boost::beast::http::request<boost::beast::http::buffer_bo
 using ResponseMessage = boost::beast::http::response<boost::beast::http::buffer_body, Fields>;
 // An answer from the proxy itself (errors, redirects, CORS preflights).
 using LocalResponse = boost::beast::http::response<boost::beast::http::string_body>;
+
+// Trailer fields of a response (names lower case, as HTTP/2 carries them).
+using TrailerFields = std::vector<std::pair<std::string, std::string>>;
 
 // How the body of a response relates to its head, for the codec's framing.
 struct ResponseBody {
@@ -79,6 +84,10 @@ class Downstream {
   virtual void send_response_head(ResponseMessage& res, const ResponseBody& body) = 0;
   // Body bytes; `last` ends the body. Completes with Exchange::on_response_body_sent(ec, bytes).
   virtual void send_response_body(const char* data, std::size_t n, bool last) = 0;
+  // The backend's trailers (a gRPC status), given before the send_response_body() that ends
+  // the body; they must stay valid until it completes. HTTP/2 sends them in a HEADERS frame
+  // after the last DATA; HTTP/1.1 drops them (they are not forwarded to HTTP/1.1 clients yet).
+  virtual void set_response_trailers(const TrailerFields& trailers) = 0;
   // A 101 Switching Protocols head; once it is sent (Exchange::on_upgrade_sent()) the
   // connection becomes a tunnel.
   virtual void send_upgrade(ResponseMessage& res) = 0;

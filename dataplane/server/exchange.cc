@@ -63,6 +63,11 @@ void Exchange::reset() {
   upstream_ = nullptr;
   attempts_ = 0;
   request_body_started_ = false;
+  duplex_ = false;
+  response_pump_started_ = false;
+  body_in_buffer_ = false;
+  body_replayable_ = true;
+  body_bytes_in_buffer_ = 0;
   response_started_ = false;
   expect_continue_ = false;
   upgrade_ = false;
@@ -320,13 +325,16 @@ void Exchange::connect_endpoint(uint32_t index) {
   attempt_latency_ = std::chrono::nanoseconds(-1);
   if (timed_attempts_) attempt_started_ = std::chrono::steady_clock::now();
   const auto& ep = upstream_->endpoints[index];
-  // An upgrade gets a fresh connection: it will never come back to the pool.
-  if (!upgrade_ && up_.take_pooled(worker_.pool(), ep, upstream_->tls_key)) {
+  // An upgrade gets a fresh connection: it will never come back to the pool. Upgrades always
+  // go over HTTP/1.1 (Extended CONNECT to backends is not implemented).
+  up_.use_http2(upstream_->http2 && !upgrade_);
+  if (!upgrade_ && up_.take_pooled(worker_.pool(), worker_.http2_pool(), ep, upstream_->tls_key)) {
     send_request();
     return;
   }
   if (worker_.metrics()) connect_started_ = std::chrono::steady_clock::now();
-  up_.connect(downstream_.executor(), ep, upstream_->tls_key, attempt_connect_timeout(),
+  up_.connect(worker_.http2_pool(), downstream_.executor(), *upstream_, ep,
+              attempt_connect_timeout(),
               [self = downstream_.hold(), this](error_code ec) { on_connect(ec); });
 }
 
@@ -353,7 +361,8 @@ void Exchange::end_attempt(bool failed) {
 }
 
 RetryState Exchange::retry_state() const {
-  return RetryState{idempotent_, request_body_started_, attempts_};
+  // A body that came whole in one read is still in the relay buffer: it can be sent again.
+  return RetryState{idempotent_, request_body_started_ && !body_in_buffer_, attempts_};
 }
 
 bool Exchange::retry_on_status(unsigned status) {
@@ -363,8 +372,7 @@ bool Exchange::retry_on_status(unsigned status) {
   if (!may_retry_status(next, policy().next_upstream_tries, retry_state())) return false;
   const uint32_t index = pick_endpoint();
   if (index == kNoEndpoint) return false;  // every endpoint tried: forward this answer
-  TG_DEBUG("http",
-           "upstream " << up_.connection()->endpoint << " answered " << status << ", retrying");
+  TG_DEBUG("http", "upstream " << up_.endpoint() << " answered " << status << ", retrying");
   end_attempt(true);
   // Discard the answer. A connection whose response ended with its header may serve again;
   // any other is closed rather than drained (as nginx does): draining would delay the retry.
@@ -374,10 +382,9 @@ bool Exchange::retry_on_status(unsigned status) {
 }
 
 void Exchange::upstream_failed(error_code ec, const char* stage) {
-  auto& connection = up_.connection();
-  const bool reused = connection && connection->reused;
-  auto endpoint = connection ? connection->endpoint : runtime::Endpoint{};
-  connection.reset();
+  const bool reused = up_.retry_safe();
+  auto endpoint = up_.endpoint();
+  up_.drop();
   AttemptFailure failure;
   failure.timed_out = ec == beast::error::timeout;
   failure.nothing_sent =
@@ -434,7 +441,7 @@ void Exchange::on_connect(error_code ec) {
     m->record_upstream_connect(labels(), std::chrono::steady_clock::now() - connect_started_);
   }
   up_.connected();
-  if (upstream_->tls_context) {
+  if (up_.needs_handshake(*upstream_)) {
     up_.handshake(*upstream_, policy().connect_timeout,
                   [self = downstream_.hold(), this](error_code ec) {
                     if (cancelled_) return;
@@ -450,9 +457,24 @@ void Exchange::on_connect(error_code ec) {
 }
 
 void Exchange::send_request() {
-  up_.start_request(downstream_.request());
+  up_.start_request(downstream_.request(), &fields_arena_,
+                    worker_.limits().max_response_header_bytes, head_request_);
+  if (body_in_buffer_) {
+    // Another attempt with the whole body in hand (it fit in the relay buffer).
+    write_request(relay_buffer_.data(), body_bytes_in_buffer_, true);
+    return;
+  }
   if (downstream_.request_complete()) {
     write_request(nullptr, 0, true);
+    return;
+  }
+  // HTTP/2 on both sides: the request and the response flow side by side (streaming calls).
+  // The stream opens now, before any body byte, since the backend may speak first.
+  duplex_ = up_.http2() && downstream_.http_version() >= 20;
+  if (duplex_) body_replayable_ = false;
+  if (duplex_ && !request_body_started_) {
+    expect_continue_ = false;  // HTTP/2 clients do not wait for a 100 here
+    write_request(nullptr, 0, false);
     return;
   }
   if (expect_continue_ && !request_body_started_) {
@@ -472,14 +494,37 @@ void Exchange::on_continue_sent(error_code ec) {
   read_request_body();
 }
 
+std::span<char> Exchange::request_buffer() {
+  if (!duplex_) return relay_buffer_;
+  // The response uses the relay buffer at the same time.
+  if (!duplex_buffer_) duplex_buffer_ = std::make_unique<std::array<char, kDuplexBufferBytes>>();
+  return *duplex_buffer_;
+}
+
 void Exchange::read_request_body() {
   request_body_started_ = true;
-  downstream_.read_request_body(relay_buffer_.data(), relay_buffer_.size());
+  auto buffer = request_buffer();
+  if (body_replayable_) {
+    // Every byte so far is in the relay buffer from its start: the next ones go after them,
+    // while they fit, so that the whole body can be sent again (see retry_state()).
+    if (body_bytes_in_buffer_ < buffer.size()) {
+      buffer = buffer.subspan(body_bytes_in_buffer_);
+    } else {
+      body_replayable_ = false;
+    }
+  }
+  read_to_ = buffer.data();
+  downstream_.read_request_body(buffer.data(), buffer.size());
 }
 
 void Exchange::on_request_body(std::size_t n) {
+  // A duplex exchange's response may have ended the attempt while the body was read.
+  if (duplex_ && (cancelled_ || !up_.attached())) return;
+  const bool complete = downstream_.request_complete();
+  if (body_replayable_) body_bytes_in_buffer_ += n;
+  body_in_buffer_ = body_replayable_ && complete;
   bytes_in_ += n;
-  write_request(relay_buffer_.data(), n, downstream_.request_complete());
+  write_request(read_to_, n, complete);
 }
 
 void Exchange::write_request(const char* data, std::size_t n, bool last) {
@@ -491,6 +536,18 @@ void Exchange::on_write_request(error_code ec) {
   if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec) {
     upstream_failed(ec, "send");
+    return;
+  }
+  if (duplex_) {
+    // Two pumps: the response is read from the first write on; request bytes that flow keep
+    // the wait for it alive.
+    if (!response_pump_started_) {
+      response_pump_started_ = true;
+      read_response_header();
+    } else {
+      up_.touch_read(policy().read_timeout);
+    }
+    if (!up_.request_sent()) read_request_body();
     return;
   }
   if (!up_.request_sent()) {
@@ -514,13 +571,12 @@ void Exchange::on_response_header(error_code ec) {
     upstream_failed(ec, "response header");
     return;
   }
-  auto& parser = up_.response();
-  auto& res = parser.get();
+  auto& res = up_.response();
   if (const ResponseVerdict v = up_.check_response(); v.status != 0) {
     // Ambiguous framing from a backend is never relayed (server/http1_policy.h).
-    TG_WARN("http", "upstream " << up_.connection()->endpoint << ": " << v.reason);
+    TG_WARN("http", "upstream " << up_.endpoint() << ": " << v.reason);
     end_attempt(true);
-    up_.connection().reset();
+    up_.drop();
     respond(502, "upstream sent a malformed response\n", !downstream_.request_complete());
     return;
   }
@@ -531,13 +587,13 @@ void Exchange::on_response_header(error_code ec) {
   if (status >= 502 && status <= 504 && retry_on_status(status)) return;
   if (status < 100 || status >= 200 || status == 101) {
     status_sent_ = status;
-    upstream_endpoint_ = up_.connection()->endpoint;
+    upstream_endpoint_ = up_.endpoint();
     if (observing()) upstream_answered_ = std::chrono::steady_clock::now();
   }
   if (status == 101) {
-    if (!upgrade_) {
+    if (!upgrade_ || up_.http2()) {
       end_attempt(true);
-      up_.connection().reset();
+      up_.drop();
       respond(502, "upstream switched protocols unexpectedly\n", true);
       return;
     }
@@ -560,12 +616,16 @@ void Exchange::on_response_header(error_code ec) {
   note_grpc_status(res);
   ResponseBody body;
   body.expected = !head_request_ && status != 204 && status != 304;
-  body.framed = parser.chunked() || parser.content_length().has_value();
-  body.chunked = parser.chunked();
+  // An HTTP/2 response that ended with its head (a gRPC trailers-only response) goes to an
+  // HTTP/2 client as one HEADERS frame; an HTTP/1.1 client gets an empty body.
+  if (up_.ended_with_head() && downstream_.http_version() >= 20) body.expected = false;
+  const auto content_length = up_.response_content_length();
+  body.framed = up_.response_chunked() || content_length.has_value();
+  body.chunked = up_.response_chunked();
   ResponseFilterContext context;
   context.status = status;
   context.body_expected = body.expected;
-  if (auto length = parser.content_length()) context.content_length = *length;
+  if (content_length) context.content_length = *content_length;
   context.client_version = downstream_.http_version();
   context.route = route_;
   // A filter that takes the body rewrites the head to match (length, validators).
@@ -595,9 +655,8 @@ void Exchange::on_response_head_sent(error_code ec, std::size_t n) {
 }
 
 void Exchange::relay_response() {
-  auto& parser = up_.response();
   if (filters_.active()) {
-    if (!parser.is_done()) {
+    if (!up_.response_done()) {
       read_response_body();
       return;
     }
@@ -605,7 +664,7 @@ void Exchange::relay_response() {
     pump_filters();
     return;
   }
-  if (parser.is_done()) {
+  if (up_.response_done()) {
     write_response(nullptr, 0, true);
     return;
   }
@@ -625,7 +684,7 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
   if (ec) {
     TG_WARN("http", "upstream " << upstream_endpoint_ << " failed mid-body: " << ec.message());
     end_attempt(true);
-    up_.connection().reset();
+    up_.drop();
     if (!response_started_) {
       respond(502, "upstream failed\n", true);
     } else {
@@ -633,7 +692,7 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
     }
     return;
   }
-  const bool done = up_.response().is_done();
+  const bool done = up_.response_done();
   if (n == 0 && !done) {
     read_response_body();
     return;
@@ -649,6 +708,7 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
 void Exchange::write_response(const char* data, std::size_t n, bool last) {
   response_started_ = true;
   last_sent_ = last;
+  if (last && !up_.trailers().empty()) downstream_.set_response_trailers(up_.trailers());
   downstream_.send_response_body(data, n, last);
 }
 
@@ -701,7 +761,7 @@ void Exchange::write_filtered(bool more) {
 }
 
 void Exchange::client_failed() {
-  up_.connection().reset();  // the upstream response is unfinished: not reusable
+  up_.drop();  // the upstream response is unfinished: not reusable
   downstream_.close();
 }
 
@@ -898,7 +958,7 @@ void Exchange::end_and_release() {
   end_attempt(false);
   end_observation();
   snapshot_.reset();
-  up_.connection().reset();  // an upstream connection, if one was in use, is not needed any more
+  up_.drop();  // an upstream connection, if one was in use, is not needed any more
 }
 
 std::chrono::milliseconds Exchange::enter_tunnel() {

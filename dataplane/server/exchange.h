@@ -36,7 +36,7 @@
 #include "server/response_filter.h"
 #include "server/retry_policy.h"
 #include "server/substitution_filter.h"
-#include "upstream/http1_upstream.h"
+#include "upstream/attempt.h"
 
 namespace tidegate::dataplane::server {
 
@@ -80,9 +80,11 @@ class Exchange {
   void end();
   // As end(), and the snapshot and the upstream connection are let go (lingering close).
   void end_and_release();
-  // The upstream connection of the current attempt, dropped when the client side fails midway
-  // (the upstream response is unfinished: not reusable) or taken over by a tunnel.
-  std::unique_ptr<upstream::Connection>& upstream_connection() { return up_.connection(); }
+  // The client side failed midway: the current attempt's upstream connection is closed or its
+  // stream reset (the upstream response is unfinished: not reusable).
+  void drop_upstream() { up_.drop(); }
+  // The upstream HTTP/1.1 connection of the current attempt, taken over by a tunnel.
+  std::unique_ptr<upstream::Connection>& upstream_connection() { return up_.http1_connection(); }
   // A tunnel begins after the 101: the exchange lets go of its route and snapshot (configuration
   // changes never wait for a tunnel) and keeps the attempt open for the balancer (least_conn
   // counts it). Returns the route's proxy-read-timeout, the tunnel's idle timeout.
@@ -125,6 +127,9 @@ class Exchange {
   void on_connect(error_code ec);
   void send_request();
   void read_request_body();
+  // Where request body bytes are read to: the relay buffer, or on a duplex exchange (whose
+  // response uses the relay buffer meanwhile) a second buffer made on first use.
+  std::span<char> request_buffer();
   void write_request(const char* data, std::size_t n, bool last);
   void on_write_request(error_code ec);
   void read_response_header();
@@ -136,7 +141,8 @@ class Exchange {
   // turns that produced nothing the exchange yields to the worker (asio::post).
   void pump_filters();
   void write_filtered(bool more);
-  // Response body bytes to the client; `last` ends the body.
+  // Response body bytes to the client; `last` ends the body (and hands the codec the
+  // response's trailers first).
   void write_response(const char* data, std::size_t n, bool last);
   // A write to the client failed: the upstream response is unfinished, the client is closed.
   void client_failed();
@@ -173,7 +179,7 @@ class Exchange {
 
   std::shared_ptr<const runtime::Snapshot> snapshot_;  // the one snapshot this exchange reads
   const runtime::UpstreamState* upstream_ = nullptr;
-  upstream::Http1Upstream up_;  // the current attempt's upstream side
+  upstream::Attempt up_;  // the current attempt's upstream side (HTTP/1.1 or HTTP/2)
   std::optional<LocalResponse> local_response_;
   unsigned attempts_ = 0;
   // The client of the current request (source ranges, rate limits, ip_hash): the peer, or the
@@ -201,6 +207,20 @@ class Exchange {
   std::optional<GrpcStatus> grpc_code_;
   int grpc_status_sent_ = -1;  // the grpc-status in the response head sent; -1: none
   bool request_body_started_ = false;
+  // HTTP/2 client on an HTTP/2 upstream with a request body: the request and the response are
+  // relayed side by side (bidirectional streaming), the request through duplex_buffer_.
+  bool duplex_ = false;
+  bool response_pump_started_ = false;
+  static constexpr std::size_t kDuplexBufferBytes = 16 * 1024;
+  std::unique_ptr<std::array<char, kDuplexBufferBytes>> duplex_buffer_;
+  // The whole request body is in relay_buffer_ from its start (it fit, and no response body
+  // has been read into the buffer yet): an attempt that failed before the response may be made
+  // again with it, as if the body had not been started. body_replayable_: every byte read so
+  // far is there (reads go one after the other into the buffer while they fit).
+  bool body_in_buffer_ = false;
+  bool body_replayable_ = true;
+  std::size_t body_bytes_in_buffer_ = 0;
+  char* read_to_ = nullptr;  // where the pending request body read goes
   bool response_started_ = false;
   bool idempotent_ = false;
   bool head_request_ = false;

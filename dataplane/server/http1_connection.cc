@@ -131,7 +131,7 @@ void Http1Connection<S>::close_now() {
     end_tunnel();  // keeps the tunnel count right
     return;
   }
-  exchange_.upstream_connection().reset();
+  exchange_.drop_upstream();
   close_client();
 }
 
@@ -277,7 +277,7 @@ void Http1Connection<S>::on_read_request_body(error_code ec, std::size_t size) {
   if (ec) {
     // The client went away or sent a broken body: nothing useful can be answered upstream.
     TG_DEBUG("http", "request body read failed: " << ec.message());
-    exchange_.upstream_connection().reset();
+    exchange_.drop_upstream();
     if (ec == http::error::body_limit) {
       exchange_.respond(413, "request body too large\n", true);
       return;

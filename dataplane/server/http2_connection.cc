@@ -185,7 +185,7 @@ void Http2Stream::on_closed(uint32_t error_code) {
   in_used_ = 0;
   if (aborted_ && !finished_) {
     asio::post(executor(), [self = shared_from_this()] {
-      self->exchange_.upstream_connection().reset();
+      self->exchange_.drop_upstream();
       self->exchange_.end();
     });
   }
@@ -205,7 +205,7 @@ void Http2Stream::fulfil_read() {
   if (read_to_ == nullptr || closed_) return;
   if (body_received_ > body_limit_) {
     read_to_ = nullptr;
-    exchange_.upstream_connection().reset();
+    exchange_.drop_upstream();
     exchange_.respond(413, "request body too large\n", true);
     return;
   }
@@ -358,11 +358,31 @@ ssize_t Http2Stream::read_data(uint8_t* buf, std::size_t length, uint32_t* flags
   out_ += n;
   out_size_ -= n;
   if (out_size_ == 0) {
-    if (out_last_) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (out_last_) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (trailers_ != nullptr && !trailers_->empty() && submit_trailers()) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;  // the trailers' HEADERS ends the stream
+      }
+      trailers_ = nullptr;
+    }
     out_last_ = false;
     session_.complete_after_write(shared_from_this());
   }
   return static_cast<ssize_t>(n);
+}
+
+bool Http2Stream::submit_trailers() {
+  trailer_nv_.clear();
+  for (const auto& [name, value] : *trailers_) {
+    if (connection_specific(name) || name.empty() || name[0] == ':') continue;
+    nghttp2_nv nv = make_nv(name, value);
+    nv.flags = NGHTTP2_NV_FLAG_NONE;  // copied: nothing here must outlive the call
+    trailer_nv_.push_back(nv);
+  }
+  if (trailer_nv_.empty()) return false;
+  // Called from inside the data source, as nghttp2 allows.
+  return nghttp2_submit_trailer(session_.native(), id_, trailer_nv_.data(), trailer_nv_.size()) ==
+         0;
 }
 
 void Http2Stream::written(error_code ec) {

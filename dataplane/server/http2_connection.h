@@ -60,6 +60,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   void read_request_body(char* data, std::size_t size) override;
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
   void send_response_body(const char* data, std::size_t n, bool last) override;
+  void set_response_trailers(const TrailerFields& trailers) override { trailers_ = &trailers; }
   void send_upgrade(ResponseMessage& res) override;
   void send_local_response(LocalResponse& res, bool close) override;
   void exchange_finished() override;
@@ -89,6 +90,8 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
                            uint32_t* flags, nghttp2_data_source* source, void* user_data);
   ssize_t read_data(uint8_t* buf, std::size_t length, uint32_t* flags);
   void submit(bool with_body);
+  // Queues trailers_ after the last DATA frame; false when none are left to send.
+  bool submit_trailers();
   // Called by the session once what this stream waited for is on the wire (or failed).
   void written(error_code ec);
   void reset(uint32_t error_code);
@@ -137,6 +140,8 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   std::size_t waiting_bytes_ = 0;
   std::chrono::steady_clock::time_point blocked_since_{};  // body queued, window shut
   LocalResponse* local_ = nullptr;
+  const TrailerFields* trailers_ = nullptr;  // sent after the last DATA
+  std::vector<nghttp2_nv> trailer_nv_;
 };
 
 class Http2Session : public SessionBase {

@@ -95,6 +95,7 @@ void Worker::drain(std::chrono::steady_clock::time_point deadline) {
     if (tls_acceptor_) tls_acceptor_->close(ec);
     sweep_timer_.cancel();
     pool_.retain_only({});
+    http2_pool_.retain_only({});
     // drain() may close sessions, which removes them from the set: iterate over a copy.
     std::vector<SessionBase*> sessions(sessions_.begin(), sessions_.end());
     for (auto* s : sessions) {
@@ -139,6 +140,7 @@ void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot,
     // Idle connections to endpoints that left close now; busy ones finish their exchange and are
     // closed instead of being returned to the pool (see Exchange::finish).
     pool_.retain_only(snapshot_->all_endpoints);
+    http2_pool_.retain_only(snapshot_->all_endpoints);
   });
 }
 

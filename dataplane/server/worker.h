@@ -25,6 +25,7 @@
 #include "server/route_table.h"
 #include "server/substitution.h"
 #include "tls/certificate_cache.h"
+#include "upstream/http2_client.h"
 #include "upstream/pool.h"
 
 namespace tidegate::dataplane::server {
@@ -98,6 +99,7 @@ class Worker {
     return c ? c->labels : observability::kNoRouteLabels;
   }
   upstream::Pool& pool() { return pool_; }
+  upstream::Http2Pool& http2_pool() { return http2_pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
   // Body substitution: the memo and the counters (docs/substitutions.md).
   SubstitutionWorkerState& substitution() { return substitution_; }
@@ -174,6 +176,7 @@ class Worker {
   observability::WorkerMetrics* metrics_ = nullptr;
   observability::AccessLogProducer* access_log_ = nullptr;
   upstream::Pool pool_;
+  upstream::Http2Pool http2_pool_;
   tls::CertificateCache certificates_;
   SubstitutionWorkerState substitution_;
   uint64_t rng_state_;
