@@ -16,7 +16,8 @@ import pytest
 from grpc_backend import GrpcBackend, channel
 import base64
 
-from harness import CertAuthority, endpoint_slice, ingress, path, rule, service, wait_until
+from harness import (CertAuthority, endpoint_slice, h2_request, ingress, path, rule, service,
+                     wait_until)
 
 HOST = "grpc.example.com"
 
@@ -161,6 +162,23 @@ def test_the_read_timeout_is_deadline_exceeded(stack):
         assert e.value.details() == "upstream timed out"
     finally:
         b.stop()
+
+
+def test_grpc_timeout_caps_the_wait_for_the_backend(grpc_stack):
+    """grpc-timeout 500m on a route whose proxy-read-timeout is the default 60 s: the proxy
+    gives up after half a second and answers DEADLINE_EXCEEDED itself (a raw HTTP/2 client,
+    which has no deadline of its own, shows that the proxy did it)."""
+    message = b"3"  # the backend sleeps 3 s
+    body = struct.pack(">BI", 0, len(message)) + message
+    started = time.monotonic()
+    r = h2_request(grpc_stack.port, "POST", "/test.Echo/Sleep", HOST,
+                   headers={"content-type": "application/grpc", "te": "trailers",
+                            "grpc-timeout": "500m"}, body=body)
+    elapsed = time.monotonic() - started
+    assert r.status == 200
+    assert r.header("grpc-status") == "4", r.headers  # DEADLINE_EXCEEDED
+    assert r.header("grpc-message") == "upstream timed out"
+    assert 0.4 < elapsed < 2.5, elapsed
 
 
 @pytest.mark.parametrize("annotations,app_protocol", [

@@ -53,6 +53,7 @@ Exchange::~Exchange() { end_attempt(false); }
 
 void Exchange::reset() {
   cancelled_ = false;
+  call_deadline_.reset();
   grpc_code_.reset();
   grpc_status_sent_ = -1;
   up_.reset();
@@ -123,6 +124,16 @@ void Exchange::route() {
   }
   substitution_.configure(snapshot_->substitution_for(route_), host_without_port(target.host),
                           target.path_and_query);
+  if (is_grpc_request(req, downstream_.http_version())) {
+    // grpc-timeout: the proxy gives up when the client would (and answers DEADLINE_EXCEEDED);
+    // the header goes up unchanged, as nginx and Envoy (by default) pass it.
+    if (auto it = req.find("grpc-timeout"); it != req.end()) {
+      if (auto t = parse_grpc_timeout(it->value())) {
+        call_deadline_ = std::chrono::steady_clock::now() +
+                         std::min<std::chrono::nanoseconds>(*t, std::chrono::hours(24 * 365));
+      }
+    }
+  }
   start_balancing();  // before the request is edited: hash keys read it as received
   prepare_upstream_request();
   if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {
@@ -343,8 +354,21 @@ std::chrono::milliseconds Exchange::attempt_connect_timeout() const {
   // attempts_ and tried_ already count this attempt.
   const bool another_left = timeout_can_move_on(p.next_upstream, p.next_upstream_tries, attempts_,
                                                 tried_.size(), upstream_->endpoints.size());
-  return another_left ? std::min(p.connect_timeout, Limits::kFailoverConnectTimeout)
-                      : p.connect_timeout;
+  return within_deadline(another_left ? std::min(p.connect_timeout, Limits::kFailoverConnectTimeout)
+                                      : p.connect_timeout);
+}
+
+std::chrono::milliseconds Exchange::read_timeout() const {
+  return within_deadline(policy().read_timeout);
+}
+
+std::chrono::milliseconds Exchange::within_deadline(std::chrono::milliseconds timeout) const {
+  if (!call_deadline_) return timeout;
+  // grpc-timeout: the client's deadline for the whole call caps every wait (at least 1 ms, so
+  // that a deadline already past still fails through the timer, as DEADLINE_EXCEEDED).
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(*call_deadline_ -
+                                                                 std::chrono::steady_clock::now());
+  return std::clamp(left, std::chrono::milliseconds(1), timeout);
 }
 
 void Exchange::end_attempt(bool failed) {
@@ -545,7 +569,7 @@ void Exchange::on_write_request(error_code ec) {
       response_pump_started_ = true;
       read_response_header();
     } else {
-      up_.touch_read(policy().read_timeout);
+      up_.touch_read(read_timeout());
     }
     if (!up_.request_sent()) read_request_body();
     return;
@@ -561,7 +585,7 @@ void Exchange::on_write_request(error_code ec) {
 
 void Exchange::read_response_header() {
   up_.read_header(&fields_arena_, worker_.limits().max_response_header_bytes, head_request_,
-                  policy().read_timeout,
+                  read_timeout(),
                   [self = downstream_.hold(), this](error_code ec) { on_response_header(ec); });
 }
 
@@ -672,7 +696,7 @@ void Exchange::relay_response() {
 }
 
 void Exchange::read_response_body() {
-  up_.read_body(relay_buffer_.data(), relay_buffer_.size(), policy().read_timeout,
+  up_.read_body(relay_buffer_.data(), relay_buffer_.size(), read_timeout(),
                 [self = downstream_.hold(), this](error_code ec, std::size_t n) {
                   on_read_response_body(ec, n);
                 });

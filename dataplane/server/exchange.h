@@ -115,6 +115,9 @@ class Exchange {
   // This attempt's connect timeout: Limits::kFailoverConnectTimeout while another endpoint is
   // left for a retry on timeout, else the route's proxy-connect-timeout.
   std::chrono::milliseconds attempt_connect_timeout() const;
+  // The route's proxy-read-timeout, capped by a gRPC call's deadline.
+  std::chrono::milliseconds read_timeout() const;
+  std::chrono::milliseconds within_deadline(std::chrono::milliseconds timeout) const;
   void connect_endpoint(uint32_t index);
   void end_attempt(bool failed);
   // The request's facts the retry policy reads.
@@ -206,6 +209,8 @@ class Exchange {
   // to another (a rate limit's 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
   std::optional<GrpcStatus> grpc_code_;
   int grpc_status_sent_ = -1;  // the grpc-status in the response head sent; -1: none
+  // A gRPC call's deadline from its grpc-timeout: every upstream wait ends by then.
+  std::optional<std::chrono::steady_clock::time_point> call_deadline_;
   bool request_body_started_ = false;
   // HTTP/2 client on an HTTP/2 upstream with a request body: the request and the response are
   // relayed side by side (bidirectional streaming), the request through duplex_buffer_.

@@ -59,4 +59,30 @@ std::string grpc_percent_encode(std::string_view text) {
   return out;
 }
 
+std::optional<std::chrono::nanoseconds> parse_grpc_timeout(std::string_view value) {
+  if (value.size() < 2 || value.size() > 9) return std::nullopt;
+  int64_t n = 0;
+  for (char c : value.substr(0, value.size() - 1)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  using namespace std::chrono;
+  switch (value.back()) {
+    case 'H':
+      return duration_cast<nanoseconds>(hours(n));
+    case 'M':
+      return duration_cast<nanoseconds>(minutes(n));
+    case 'S':
+      return duration_cast<nanoseconds>(seconds(n));
+    case 'm':
+      return duration_cast<nanoseconds>(milliseconds(n));
+    case 'u':
+      return duration_cast<nanoseconds>(microseconds(n));
+    case 'n':
+      return nanoseconds(n);
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace tidegate::dataplane::server

@@ -5,6 +5,8 @@
 // answers follows gRPC's "HTTP to gRPC Status Code Mapping" with the exceptions a proxy knows
 // better (it knows a 504 is a timeout and a 404 is no route).
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +37,10 @@ bool is_grpc_request(const boost::beast::http::request_header<Fields>& req, unsi
 // DEADLINE_EXCEEDED, 429 RESOURCE_EXHAUSTED, 413/431 RESOURCE_EXHAUSTED, 401 UNAUTHENTICATED,
 // 403 PERMISSION_DENIED, 400 INTERNAL, anything else UNKNOWN.
 GrpcStatus grpc_status_for_http(unsigned status);
+
+// A grpc-timeout value (gRPC over HTTP/2: 1 to 8 digits and a unit H, M, S, m, u or n): the
+// time the client gives the call; nullopt when it does not parse (the header is then ignored).
+std::optional<std::chrono::nanoseconds> parse_grpc_timeout(std::string_view value);
 
 // grpc-message's encoding: the text without trailing newlines, bytes outside printable ASCII
 // and '%' as %XX.

@@ -58,5 +58,34 @@ TEST(GrpcTest, MessagesArePercentEncodedWithoutTheTrailingNewline) {
   EXPECT_EQ(grpc_percent_encode(""), "");
 }
 
+TEST(GrpcTest, GrpcTimeoutParsesEveryUnitAndRefusesTheRest) {
+  using namespace std::chrono;
+  struct Case {
+    std::string_view text;
+    std::optional<nanoseconds> want;
+  };
+  const Case cases[] = {
+      {"1H", hours(1)},
+      {"2M", minutes(2)},
+      {"30S", seconds(30)},
+      {"100m", milliseconds(100)},
+      {"250u", microseconds(250)},
+      {"7n", nanoseconds(7)},
+      {"99999999S", seconds(99999999)},  // 8 digits, the most allowed
+      {"0m", nanoseconds(0)},
+      {"123456789S", std::nullopt},  // 9 digits
+      {"S", std::nullopt},
+      {"", std::nullopt},
+      {"10", std::nullopt},   // no unit
+      {"10s", std::nullopt},  // units are case-sensitive: s is not S
+      {"-1S", std::nullopt},
+      {"1.5S", std::nullopt},
+      {" 1S", std::nullopt},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(parse_grpc_timeout(c.text), c.want) << c.text;
+  }
+}
+
 }  // namespace
 }  // namespace tidegate::dataplane::server
