@@ -7,8 +7,12 @@
 # /proc over the run: h2load and the backend share the machine), and the tidegate/nginx ratios.
 #
 # Both without access logs, nginx configured as bench/proxy.sh configures it (the forwarding
-# headers and X-Request-ID that ingress-nginx's template sets). gRPC (nginx's grpc_pass against
-# tidegate's GRPC backends) is not measured yet: tidegate's upstreams are HTTP/1.1 so far.
+# headers and X-Request-ID that ingress-nginx's template sets).
+#
+# Then gRPC unary calls the same way: tidegate with backend-protocol GRPC against nginx's
+# grpc_pass (keepalive 128, the same forwarding headers), both to one cleartext HTTP/2 gRPC
+# backend (bench/grpc-backend, Go standard library, built once into ~/.cache/tidegate/), h2load
+# posting a 5-byte gRPC message with content-type application/grpc. GRPC=0 skips this part.
 #
 # Environment: DURATION (seconds per run, default 5), ROUNDS (3; peers interleaved, the median
 # round reported), CLIENTS (50), STREAMS (10), PIN=1 (default) pins the proxies to CPU 0 and
@@ -22,6 +26,7 @@ DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-50}
 STREAMS=${STREAMS:-10}
+GRPC=${GRPC:-1}
 PIN=${PIN:-1}
 BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
 
@@ -37,6 +42,7 @@ BACKEND_PORT=19300
 NGINX_PORT=19301
 TG_PORT=19302 TG_HTTP=19303 TG_ADMIN=19304
 BASE_PORT=19305 BASE_HTTP=19306 BASE_ADMIN=19307
+GRPC_BACKEND_PORT=19310
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 bench_setup tidegate-bench-h2
@@ -65,10 +71,53 @@ http {
     keepalive_requests 10000000;
     http2_max_concurrent_streams 128;
 $(nginx_proxy_location)
+    location /test.Echo/ {
+      grpc_pass grpc://grpc_backend;
+      grpc_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      grpc_set_header X-Forwarded-Proto \$scheme;
+      grpc_set_header X-Request-ID \$request_id;
+    }
   }
+  upstream grpc_backend { server 127.0.0.1:$GRPC_BACKEND_PORT; keepalive 128; }
 }
 CONF
 write_bench_manifest "$WORK/manifests/bench.yaml" "$BACKEND_PORT"
+cat >"$WORK/manifests/grpc.yaml" <<CONF
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: grpc
+  namespace: bench
+  annotations: {tidegate.io/backend-protocol: GRPC}
+spec:
+  ingressClassName: tidegate
+  rules:
+    - http:
+        paths:
+          - path: /test.Echo/
+            pathType: Prefix
+            backend: {service: {name: grpc, port: {number: 80}}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: grpc, namespace: bench}
+spec:
+  ports: [{name: grpc, port: 80, targetPort: $GRPC_BACKEND_PORT}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: grpc-1, namespace: bench, labels: {kubernetes.io/service-name: grpc}}
+addressType: IPv4
+ports: [{name: grpc, port: $GRPC_BACKEND_PORT}]
+endpoints: [{addresses: ["127.0.0.1"]}]
+CONF
+if [ "$GRPC" = 1 ]; then
+  GRPC_BACKEND=$("$ROOT/bench/grpc-backend/build.sh")/grpc-backend
+  "${LOAD_CPU[@]}" "$GRPC_BACKEND" -listen "127.0.0.1:$GRPC_BACKEND_PORT" \
+    >"$WORK/grpc-backend.log" 2>&1 & PIDS+=($!)
+  # One gRPC message: flag 0, length 5, "hello".
+  printf '\0\0\0\0\5hello' >"$WORK/grpc-request.bin"
+fi
 
 "${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
@@ -111,7 +160,7 @@ measure() {  # server url
   mapfile -t pids < <(server_pids "$1")
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" h2load -c "$CLIENTS" -m "$STREAMS" -D "$DURATION" --warm-up-time=1 \
-    "$2" 2>&1)
+    "${H2LOAD_EXTRA[@]}" "$2" 2>&1)
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
   # CPU over the warm-up too: count the requests done in it as well (h2load reports only the
   # measured part), so the per-request figure is slightly high for both peers alike.
@@ -122,6 +171,7 @@ measure() {  # server url
           printf "%.0f %d %.1f\n", rps, failed, (du + ds) * 1e6 / hz / total }'
 }
 
+H2LOAD_EXTRA=()
 declare -A RPS CPU
 echo "bench: $ROUNDS rounds of ${DURATION}s, $CLIENTS connections x $STREAMS streams, 1 KiB" >&2
 for round in $(seq 1 "$ROUNDS"); do
@@ -156,4 +206,58 @@ awk -v t="$(echo "${CPU[tidegate]}" | median)" -v n="$(echo "${CPU[nginx]}" | me
 if [ -n "${BASELINE_BIN_DIR:-}" ]; then
   awk -v t="$(echo "${CPU[baseline]}" | median)" -v r="$(echo "${RPS[baseline]}" | median)" \
     'BEGIN { printf "%-28s %12.0f req/s, %.1f us per request\n", "baseline", r, t }'
+fi
+
+[ "$GRPC" = 1 ] || exit 0
+
+# --- gRPC unary ------------------------------------------------------------------------------
+grpc_check() {  # port: one call must come back with the message and grpc-status 0
+  local out
+  out=$(h2load -n 1 -c 1 -d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' \
+    -H 'te: trailers' "https://127.0.0.1:$1/test.Echo/Unary" 2>&1)
+  echo "$out" | grep -q '1 succeeded' || { echo "bench: gRPC through port $1 failed:" >&2
+    echo "$out" >&2; exit 1; }
+}
+for port in "$NGINX_PORT" "$TG_PORT" ${BASELINE_BIN_DIR:+"$BASE_PORT"}; do
+  for _ in $(seq 1 50); do
+    if h2load -n 1 -c 1 -d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' \
+      "https://127.0.0.1:$port/test.Echo/Unary" 2>&1 | grep -q '1 succeeded'; then break; fi
+    sleep 0.1
+  done
+  grpc_check "$port"
+done
+H2LOAD_EXTRA=(-d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' -H 'te: trailers')
+declare -A GRPS GCPU
+echo "bench: gRPC unary, $ROUNDS rounds of ${DURATION}s, $CLIENTS connections x $STREAMS streams" >&2
+for round in $(seq 1 "$ROUNDS"); do
+  for name in "${PEERS[@]}"; do
+    case $name in
+      tidegate) port=$TG_PORT server=tg ;;
+      baseline) port=$BASE_PORT server=base ;;
+      nginx) port=$NGINX_PORT server=nginx ;;
+    esac
+    read -r rps failed cpu < <(measure "$server" "https://127.0.0.1:$port/test.Echo/Unary")
+    echo "bench: gRPC round $round $name: $rps/s, failed: $failed, CPU per request: $cpu us" >&2
+    [ "$failed" = 0 ] || { echo "bench: $name had failed gRPC calls" >&2; exit 1; }
+    GRPS[$name]+="$rps "
+    GCPU[$name]+="$cpu "
+  done
+done
+printf '\n%-28s %12s %12s %8s\n' "gRPC unary, TLS 1.3" tidegate nginx ratio
+t=$(echo "${GRPS[tidegate]}" | median)
+n=$(echo "${GRPS[nginx]}" | median)
+awk -v t="$t" -v n="$n" 'BEGIN { printf "%-28s %12.0f %12.0f %8.2f\n", "calls/s", t, n, t / n }'
+read -r -a mine <<<"${GCPU[tidegate]}"
+read -r -a theirs <<<"${GCPU[nginx]}"
+ratios=""
+for i in "${!mine[@]}"; do
+  ratios+="$(awk -v a="${mine[$i]}" -v b="${theirs[$i]}" 'BEGIN { printf "%.3f", b / a }') "
+done
+awk -v t="$(echo "${GCPU[tidegate]}" | median)" -v n="$(echo "${GCPU[nginx]}" | median)" \
+  -v r="$(echo "$ratios" | median)" \
+  'BEGIN { printf "%-28s %12.1f %12.1f %8.2f  (nginx/tidegate: above 1 = tidegate cheaper)\n",
+           "CPU us per call", t, n, r }'
+if [ -n "${BASELINE_BIN_DIR:-}" ]; then
+  awk -v t="$(echo "${GCPU[baseline]}" | median)" -v r="$(echo "${GRPS[baseline]}" | median)" \
+    'BEGIN { printf "%-28s %12.0f calls/s, %.1f us per call\n", "baseline", r, t }'
 fi

@@ -1,0 +1,3 @@
+module tidegate.io/bench/grpc-backend
+
+go 1.24
