@@ -4,6 +4,7 @@ so no generated code is needed. Methods of the service test.Echo:
 - Unary: answers b"<name>:" + the request; trailing metadata x-backend: <name>.
 - ClientStream: answers b"<name>:" + the requests joined with b",".
 - ServerStream: the request is a count n; answers n messages b"<name>:<i>".
+- SlowStream: as ServerStream, one message every 100 ms.
 - Bidi: answers each request as it arrives with b"<name>:" + the request.
 - Fail: aborts with NOT_FOUND "nothing here" after sending initial metadata.
 - Sleep: the request is seconds to sleep (text), then answers b"awake".
@@ -53,6 +54,12 @@ class GrpcBackend:
             for i in range(int(request)):
                 yield prefix + str(i).encode()
 
+        def slow_stream(request, context):
+            backend.calls += 1
+            for i in range(int(request)):
+                time.sleep(0.1)
+                yield prefix + str(i).encode()
+
         def bidi(requests, context):
             backend.calls += 1
             context.set_trailing_metadata((("x-backend", name),))
@@ -87,6 +94,7 @@ class GrpcBackend:
             "Unary": h(grpc.unary_unary_rpc_method_handler, unary),
             "ClientStream": h(grpc.stream_unary_rpc_method_handler, client_stream),
             "ServerStream": h(grpc.unary_stream_rpc_method_handler, server_stream),
+            "SlowStream": h(grpc.unary_stream_rpc_method_handler, slow_stream),
             "Bidi": h(grpc.stream_stream_rpc_method_handler, bidi),
             "Fail": h(grpc.unary_unary_rpc_method_handler, fail),
             "Sleep": h(grpc.unary_unary_rpc_method_handler, sleep),

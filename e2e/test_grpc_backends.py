@@ -123,6 +123,37 @@ def test_bidirectional_ping_pong(grpc_stack):
     assert got == [f"g1:p{i}".encode() for i in range(5)]
 
 
+def test_a_long_stream_outlives_configuration_changes(grpc_stack):
+    """A server-streaming call that runs while the configuration changes under it (another
+    route added, its own route's Ingress deleted): like a tunnel it keeps going to its end;
+    new calls see the new configuration."""
+    import grpc
+    b = grpc_stack.grpc_backend
+    with channel(grpc_stack.port, HOST) as ch:
+        stream = ch.unary_stream("/test.Echo/SlowStream")(b"30", timeout=20)  # 30 x 100 ms
+        got = [next(stream)]
+        other = GrpcBackend("g9")
+        try:
+            grpc_stack.manifests.write("routes.yaml", *routes(b),
+                                       *routes(other, svc="svc-other", host="other.example.com"))
+            wait_grpc(grpc_stack.port, "other.example.com")
+            grpc_stack.manifests.write("routes.yaml",
+                                       *routes(other, svc="svc-other", host="other.example.com"))
+
+            def gone():
+                try:
+                    unary(grpc_stack.port, timeout=2)
+                    return None
+                except grpc.RpcError as e:
+                    return e.code()
+            assert wait_until(gone, 10, "the route to go") == grpc.StatusCode.UNIMPLEMENTED
+            got += list(stream)
+        finally:
+            other.stop()
+    assert got == [f"g1:{i}".encode() for i in range(30)]
+    assert stream.code() == grpc.StatusCode.OK
+
+
 def test_a_backend_error_reaches_the_client_with_its_status_and_metadata(grpc_stack):
     import grpc
     with pytest.raises(grpc.RpcError) as e:

@@ -274,6 +274,24 @@ def test_large_body_equals_the_reference_across_chunk_boundaries(sub, framing):
     assert not any(k.lower() == "accept-encoding" for k in hdrs), hdrs
 
 
+def test_a_substituted_body_counts_in_bytes_out(sub):
+    """The access log and the metrics count what the client was sent: the filter's output."""
+    import json
+    page = b"shop.example.com " * 4000  # 68 KiB in, 64 KiB out
+    sub.site.page("/counted.html", page)
+    log_start = sub.dataplane.log_size()
+    _, _, body = get(sub.port, "/counted.html", headers={"X-Request-ID": "bytes-out-1"})
+    assert body == reference(page)
+
+    def record():
+        for line in sub.dataplane.log(since=log_start).splitlines():
+            if line.startswith("{") and '"bytes-out-1"' in line:
+                return json.loads(line)
+        return None
+    rec = wait_until(record, 5, "the access log line")
+    assert len(body) <= rec["bytes_out"] < len(body) + 1024, (rec["bytes_out"], len(body))
+
+
 def test_dollar_group_and_whole_match_replacements_and_case_flag(sub):
     page = (b"UA-1-22 ID-0042 colour COLOUR Colours price $$ "
             b'<a href="http://a.b/x">shop.example.com</a>')

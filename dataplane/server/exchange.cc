@@ -737,9 +737,7 @@ void Exchange::write_response(const char* data, std::size_t n, bool last) {
 }
 
 void Exchange::on_response_body_sent(error_code ec, std::size_t n) {
-  // Bytes of a filtered body are not counted in bytes_out, as before the exchange was split out
-  // of the HTTP session (a known gap, kept so that the split changes no behaviour).
-  if (!filters_.active()) bytes_out_ += n;
+  bytes_out_ += n;  // a filtered body counts as written (the filter's output)
   if (ec) {
     client_failed();
     return;
