@@ -324,3 +324,40 @@ def test_grpcs_backend_verified_over_tls_with_alpn_h2(stack, certs):
         assert e.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         b.stop()
+
+
+def test_the_access_log_shows_the_backends_grpc_status_from_its_trailers(stack_factory):
+    """grpc_status is the backend's code whether it came in the trailers (a call that answered)
+    or in a trailers-only response (an error before any message)."""
+    import json
+
+    import grpc
+    s = stack_factory(dataplane_args=["--access-log-fields",
+                                      "request_id,status,grpc_service,grpc_method,grpc_status"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = GrpcBackend("g4")
+    try:
+        s.manifests.write("routes.yaml", *routes(b))
+        wait_grpc(s.port)
+        log_start = s.dataplane.log_size()
+        with channel(s.port, HOST) as ch:
+            ch.unary_unary("/test.Echo/Unary")(b"x", metadata=[("x-request-id", "log-ok")])
+            with pytest.raises(grpc.RpcError):
+                ch.unary_unary("/test.Echo/Fail")(b"x", metadata=[("x-request-id", "log-fail")])
+
+        def logged():
+            records = {}
+            for line in s.dataplane.log(since=log_start).splitlines():
+                if line.startswith("{") and '"log-' in line:
+                    record = json.loads(line)
+                    records[record.pop("request_id")] = record
+            return records if len(records) == 2 else None
+        records = wait_until(logged, 5, "the two access log lines")
+        assert records["log-ok"] == {"status": 200, "grpc_service": "test.Echo",
+                                     "grpc_method": "Unary", "grpc_status": 0}
+        assert records["log-fail"] == {"status": 200, "grpc_service": "test.Echo",
+                                       "grpc_method": "Fail", "grpc_status": 5}
+    finally:
+        b.stop()

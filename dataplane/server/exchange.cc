@@ -732,7 +732,10 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
 void Exchange::write_response(const char* data, std::size_t n, bool last) {
   response_started_ = true;
   last_sent_ = last;
-  if (last && !up_.trailers().empty()) downstream_.set_response_trailers(up_.trailers());
+  if (last && !up_.trailers().empty()) {
+    note_grpc_trailers(up_.trailers());
+    downstream_.set_response_trailers(up_.trailers());
+  }
   downstream_.send_response_body(data, n, last);
 }
 
@@ -838,17 +841,35 @@ void Exchange::respond_grpc(unsigned status, std::string_view text) {
   downstream_.send_local_response(res, false);
 }
 
-void Exchange::note_grpc_status(const ResponseMessage& res) {
-  // A backend's trailers-only response carries grpc-status in its head; otherwise the status
-  // comes in trailers and the log shows none. Looked up only when the log shows it.
-  auto* log = worker_.access_log();
-  if (log == nullptr || !log->wants(observability::LogField::kGrpcStatus)) return;
-  if (!is_grpc_request(downstream_.request(), downstream_.http_version())) return;
-  const auto v = res["grpc-status"];
+namespace {
+// A grpc-status value: 0..99, or -1.
+int grpc_code(std::string_view v) {
   int code = 0;
   const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), code);
-  if (!v.empty() && ec == std::errc() && ptr == v.data() + v.size() && code >= 0 && code <= 99) {
-    grpc_status_sent_ = code;
+  return !v.empty() && ec == std::errc() && ptr == v.data() + v.size() && code >= 0 && code <= 99
+             ? code
+             : -1;
+}
+}  // namespace
+
+bool Exchange::logs_grpc_status() const {
+  auto* log = worker_.access_log();
+  return log != nullptr && log->wants(observability::LogField::kGrpcStatus) &&
+         is_grpc_request(downstream_.request(), downstream_.http_version());
+}
+
+void Exchange::note_grpc_status(const ResponseMessage& res) {
+  // A backend's trailers-only response carries grpc-status in its head; otherwise it comes in
+  // the trailers (note_grpc_trailers). Looked up only when the log shows it.
+  if (!logs_grpc_status()) return;
+  if (const int code = grpc_code(res["grpc-status"]); code >= 0) grpc_status_sent_ = code;
+}
+
+void Exchange::note_grpc_trailers(const TrailerFields& trailers) {
+  if (!logs_grpc_status()) return;
+  for (const auto& [name, value] : trailers) {
+    if (name != "grpc-status") continue;
+    if (const int code = grpc_code(value); code >= 0) grpc_status_sent_ = code;
   }
 }
 
