@@ -195,21 +195,29 @@ def test_the_read_timeout_is_deadline_exceeded(stack):
         b.stop()
 
 
-def test_grpc_timeout_caps_the_wait_for_the_backend(grpc_stack):
-    """grpc-timeout 500m on a route whose proxy-read-timeout is the default 60 s: the proxy
-    gives up after half a second and answers DEADLINE_EXCEEDED itself (a raw HTTP/2 client,
-    which has no deadline of its own, shows that the proxy did it)."""
-    message = b"3"  # the backend sleeps 3 s
-    body = struct.pack(">BI", 0, len(message)) + message
-    started = time.monotonic()
-    r = h2_request(grpc_stack.port, "POST", "/test.Echo/Sleep", HOST,
-                   headers={"content-type": "application/grpc", "te": "trailers",
-                            "grpc-timeout": "500m"}, body=body)
-    elapsed = time.monotonic() - started
-    assert r.status == 200
-    assert r.header("grpc-status") == "4", r.headers  # DEADLINE_EXCEEDED
-    assert r.header("grpc-message") == "upstream timed out"
-    assert 0.4 < elapsed < 2.5, elapsed
+def test_grpc_timeout_caps_the_wait_for_the_backend(stack):
+    """grpc-timeout 500m on a route whose proxy-read-timeout is the default 60 s, to a backend
+    that never answers (and ignores grpc-timeout): the proxy gives up after half a second and
+    answers DEADLINE_EXCEEDED itself (a raw HTTP/2 client, which has no deadline of its own,
+    shows that the proxy did it)."""
+    b = H2EchoBackend()
+    try:
+        stack.manifests.write("routes.yaml", *routes(b, {"tidegate.io/backend-protocol": "H2C"},
+                                                     svc="svc-h2"))
+        wait_until(lambda: h2_request(stack.port, "POST", "/x", HOST, body=b"x").status == 200,
+                   15, "the h2c route")
+        body = struct.pack(">BI", 0, 1) + b"x"
+        started = time.monotonic()
+        r = h2_request(stack.port, "POST", "/silent", HOST,
+                       headers={"content-type": "application/grpc", "te": "trailers",
+                                "grpc-timeout": "500m"}, body=body)
+        elapsed = time.monotonic() - started
+        assert r.status == 200
+        assert r.header("grpc-status") == "4", r.headers  # DEADLINE_EXCEEDED
+        assert r.header("grpc-message") == "upstream timed out"
+        assert 0.4 < elapsed < 2.5, elapsed
+    finally:
+        b.stop()
 
 
 @pytest.mark.parametrize("annotations,app_protocol", [
@@ -359,5 +367,97 @@ def test_the_access_log_shows_the_backends_grpc_status_from_its_trailers(stack_f
                                      "grpc_method": "Unary", "grpc_status": 0}
         assert records["log-fail"] == {"status": 200, "grpc_service": "test.Echo",
                                        "grpc_method": "Fail", "grpc_status": 5}
+    finally:
+        b.stop()
+
+
+class H2EchoBackend:
+    """A cleartext HTTP/2 backend (python3-h2) that answers each request, once it ended, with
+    the request's trailers named in x-request-trailers and its body as the response body; a
+    request for /silent is never answered."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.host, self.port = self.sock.getsockname()
+        self.running = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, sock):
+        import h2.config
+        import h2.connection
+        import h2.events as ev
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
+                                                                    header_encoding="utf-8"))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        streams: dict[int, dict] = {}
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                for e in conn.receive_data(data):
+                    if isinstance(e, ev.RequestReceived):
+                        streams[e.stream_id] = {"body": b"", "trailers": [],
+                                                "path": dict(e.headers).get(":path")}
+                    elif isinstance(e, ev.DataReceived):
+                        streams[e.stream_id]["body"] += e.data
+                        conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                    elif isinstance(e, ev.TrailersReceived):
+                        streams[e.stream_id]["trailers"] = list(e.headers)
+                    elif isinstance(e, ev.StreamEnded):
+                        st = streams.pop(e.stream_id)
+                        if st["path"] == "/silent":
+                            continue  # never answered
+                        named = ";".join(f"{k}={v}" for k, v in st["trailers"])
+                        conn.send_headers(e.stream_id, [(":status", "200"),
+                                                        ("x-request-trailers", named or "-")])
+                        conn.send_data(e.stream_id, st["body"], end_stream=True)
+                sock.sendall(conn.data_to_send())
+        except Exception:
+            return
+        finally:
+            sock.close()
+
+    def stop(self):
+        self.running = False
+        self.sock.close()
+
+
+def test_request_trailers_reach_an_http2_backend(stack):
+    """An HTTP/2 client's request trailers go to an HTTP/2 backend after the body."""
+    from harness import H2Client
+    b = H2EchoBackend()
+    try:
+        stack.manifests.write("routes.yaml", *routes(b, {"tidegate.io/backend-protocol": "H2C"},
+                                                     svc="svc-h2"))
+        with H2Client(stack.port) as c:
+            def answered():
+                r = c.request("POST", "/x", HOST, {}, b"ping")
+                return r if r.status == 200 else None
+            wait_until(answered, 15, "the h2c route")
+            sid = c.open_stream("POST", "/echo", HOST, {"content-type": "application/octet-stream"},
+                                end=False)
+            c.send_body(sid, b"body-bytes", end=False)
+            c.conn.send_headers(sid, [("x-checksum", "abc123"), ("x-count", "2")],
+                                end_stream=True)
+            c.flush()
+            r = c.read_stream(sid)
+        assert r.status == 200
+        assert r.body == b"body-bytes"
+        assert r.header("x-request-trailers") == "x-checksum=abc123;x-count=2"
     finally:
         b.stop()

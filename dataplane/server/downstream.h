@@ -32,8 +32,9 @@ using ResponseMessage = boost::beast::http::response<boost::beast::http::buffer_
 // An answer from the proxy itself (errors, redirects, CORS preflights).
 using LocalResponse = boost::beast::http::response<boost::beast::http::string_body>;
 
-// Trailer fields of a response (names lower case, as HTTP/2 carries them).
+// Trailer fields of a request or a response (names lower case, as HTTP/2 carries them).
 using TrailerFields = std::vector<std::pair<std::string, std::string>>;
+inline const TrailerFields kNoTrailers{};
 
 // How the body of a response relates to its head, for the codec's framing.
 struct ResponseBody {
@@ -73,6 +74,9 @@ class Downstream {
   // The exchange took over the client's Expect: 100-continue; tells the client to go on.
   // Completes with Exchange::on_continue_sent(ec).
   virtual void send_continue() = 0;
+  // The request's trailers once request_complete() (HTTP/2 clients; empty for HTTP/1.1, whose
+  // chunked trailers are not kept).
+  virtual const TrailerFields& request_trailers() const = 0;
   // Reads request body bytes into [data, data + size). Completes with
   // Exchange::on_request_body(bytes); a broken or too large body is answered by the codec.
   virtual void read_request_body(char* data, std::size_t size) = 0;

@@ -552,6 +552,8 @@ void Exchange::on_request_body(std::size_t n) {
 }
 
 void Exchange::write_request(const char* data, std::size_t n, bool last) {
+  // An HTTP/2 upstream gets the client's request trailers after the last DATA.
+  if (last && up_.http2()) up_.set_request_trailers(&downstream_.request_trailers());
   up_.write(data, n, last, policy().send_timeout,
             [self = downstream_.hold(), this](error_code ec) { on_write_request(ec); });
 }

@@ -627,8 +627,15 @@ int Http2Session::on_header(nghttp2_session*, const nghttp2_frame* frame, const 
     s->on_header(std::string_view(reinterpret_cast<const char*>(name), namelen),
                  std::string_view(reinterpret_cast<const char*>(value), valuelen));
   } else {
-    // Request trailers are dropped (an HTTP/1.1 upstream gets none); their size still counts.
+    // Request trailers: kept for an HTTP/2 upstream (an HTTP/1.1 one gets none), within the
+    // same header list budget as the head.
     s->header_bytes_ += namelen + valuelen + 32;
+    if (s->header_bytes_ <= self.worker_.limits().http2.max_header_list_size && namelen > 0 &&
+        name[0] != ':') {
+      s->request_trailers_.emplace_back(
+          std::string(reinterpret_cast<const char*>(name), namelen),
+          std::string(reinterpret_cast<const char*>(value), valuelen));
+    }
   }
   return 0;
 }

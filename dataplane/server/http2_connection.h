@@ -61,6 +61,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
   void send_response_body(const char* data, std::size_t n, bool last) override;
   void set_response_trailers(const TrailerFields& trailers) override { trailers_ = &trailers; }
+  const TrailerFields& request_trailers() const override { return request_trailers_; }
   void send_upgrade(ResponseMessage& res) override;
   void send_local_response(LocalResponse& res, bool close) override;
   void exchange_finished() override;
@@ -141,6 +142,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   std::chrono::steady_clock::time_point blocked_since_{};  // body queued, window shut
   LocalResponse* local_ = nullptr;
   const TrailerFields* trailers_ = nullptr;  // sent after the last DATA
+  TrailerFields request_trailers_;
   std::vector<nghttp2_nv> trailer_nv_;
 };
 

@@ -77,6 +77,10 @@ class Attempt {
       h1_.write(data, n, last, timeout, std::forward<Handler>(handler));
     }
   }
+  // HTTP/2: trailers to send after the request body (they stay valid until it is sent).
+  void set_request_trailers(const Trailers* trailers) {
+    if (http2_) h2_.set_request_trailers(trailers);
+  }
   bool request_sent() const { return http2_ ? h2_.request_sent() : h1_.request_sent(); }
 
   template <class Handler>

@@ -194,6 +194,24 @@ int32_t Http2Client::submit(Http2Upstream* owner, const std::vector<nghttp2_nv>&
   return id;
 }
 
+bool Http2Client::submit_trailers(int32_t id,
+                                  const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<nghttp2_nv> nv;
+  for (const auto& [name, value] : fields) {
+    if (name.empty() || name[0] == ':' || name == "connection" || name == "te" ||
+        name == "transfer-encoding" || name == "keep-alive" || name == "upgrade" ||
+        name == "proxy-connection") {
+      continue;
+    }
+    // Copied by nghttp2 (no NO_COPY flags).
+    nv.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                            reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())),
+                            name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
+  }
+  if (nv.empty()) return false;
+  return nghttp2_submit_trailer(session_, id, nv.data(), nv.size()) == 0;
+}
+
 void Http2Client::resume(int32_t id) {
   if (session_ == nullptr || state_ == State::kClosed) return;
   nghttp2_session_resume_data(session_, id);

@@ -90,6 +90,9 @@ class Http2Client : public std::enable_shared_from_this<Http2Client> {
   // Opens a stream with the request head `nv`; with a body, DATA comes from the owner's
   // read_data(). Returns the stream id, or a negative nghttp2 error.
   int32_t submit(Http2Upstream* owner, const std::vector<nghttp2_nv>& nv, bool with_body);
+  // Queues trailers after the stream's last DATA (called from its data source). False when
+  // none are left to send (all connection-specific or pseudo) or nghttp2 refused them.
+  bool submit_trailers(int32_t id, const std::vector<std::pair<std::string, std::string>>& fields);
   // The owner has more request body for nghttp2 to read.
   void resume(int32_t id);
   // The owner took `n` response body bytes: the windows reopen by that much.

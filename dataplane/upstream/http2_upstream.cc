@@ -176,6 +176,12 @@ ssize_t Http2Upstream::read_data(uint8_t* buf, std::size_t length, uint32_t* fla
   if (out_size_ == 0) {
     if (out_last_) {
       *flags |= NGHTTP2_DATA_FLAG_EOF;
+      // The trailers' HEADERS ends the stream instead (submitted from here, as nghttp2 allows).
+      if (request_trailers_ != nullptr && !request_trailers_->empty() &&
+          client_->submit_trailers(stream_id_, *request_trailers_)) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+      request_trailers_ = nullptr;
       out_last_ = false;
       request_sent_ = true;
     }
@@ -421,6 +427,7 @@ void Http2Upstream::reset_attempt() {
   deferred_ = false;
   submitted_ = false;
   request_sent_ = false;
+  request_trailers_ = nullptr;
   content_length_.reset();
   header_bytes_ = 0;
   head_done_ = false;

@@ -64,6 +64,8 @@ class Http2Upstream {
   void write(const char* data, std::size_t n, bool last, std::chrono::milliseconds timeout,
              std::function<void(error_code)> handler);
   bool request_sent() const { return request_sent_; }
+  // Trailers to send after the last DATA (null or empty: none); valid until request_sent().
+  void set_request_trailers(const Trailers* trailers) { request_trailers_ = trailers; }
   // The final response head (1xx heads are skipped); `handler(error_code)`.
   void read_header(std::chrono::milliseconds timeout, std::function<void(error_code)> handler);
   Response& response() { return *response_; }
@@ -136,6 +138,7 @@ class Http2Upstream {
   bool deferred_ = false;
   bool submitted_ = false;
   bool request_sent_ = false;
+  const Trailers* request_trailers_ = nullptr;
   std::function<void(error_code)> write_handler_;
 
   // Response.
