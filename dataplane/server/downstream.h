@@ -80,6 +80,9 @@ class Downstream {
   // Reads request body bytes into [data, data + size). Completes with
   // Exchange::on_request_body(bytes); a broken or too large body is answered by the codec.
   virtual void read_request_body(char* data, std::size_t size) = 0;
+  // A read_request_body() still pending completes never (another attempt reads the body into
+  // another place). Only HTTP/2 streams can have one pending then (duplex exchanges).
+  virtual void cancel_request_body_read() = 0;
 
   // --- The response
   // Frames and sends the backend's response head. With a body the head waits for the first

@@ -66,7 +66,6 @@ void Exchange::reset() {
   request_body_started_ = false;
   duplex_ = false;
   response_pump_started_ = false;
-  body_in_buffer_ = false;
   body_replayable_ = true;
   body_bytes_in_buffer_ = 0;
   response_started_ = false;
@@ -385,8 +384,8 @@ void Exchange::end_attempt(bool failed) {
 }
 
 RetryState Exchange::retry_state() const {
-  // A body that came whole in one read is still in the relay buffer: it can be sent again.
-  return RetryState{idempotent_, request_body_started_ && !body_in_buffer_, attempts_};
+  // While every body byte read so far is in the buffer, the body can be sent again.
+  return RetryState{idempotent_, request_body_started_ && !body_replayable_, attempts_};
 }
 
 bool Exchange::retry_on_status(unsigned status) {
@@ -483,9 +482,13 @@ void Exchange::on_connect(error_code ec) {
 void Exchange::send_request() {
   up_.start_request(downstream_.request(), &fields_arena_,
                     worker_.limits().max_response_header_bytes, head_request_);
-  if (body_in_buffer_) {
-    // Another attempt with the whole body in hand (it fit in the relay buffer).
-    write_request(relay_buffer_.data(), body_bytes_in_buffer_, true);
+  response_pump_started_ = false;
+  if (request_body_started_) {
+    // Another attempt (retry_state() allowed it): what was read of the body is still in the
+    // buffer; it goes first, then the rest as it comes. A read of the last attempt still
+    // pending is dropped (its bytes will be read again into the right place).
+    downstream_.cancel_request_body_read();
+    write_request(request_buffer().data(), body_bytes_in_buffer_, downstream_.request_complete());
     return;
   }
   if (downstream_.request_complete()) {
@@ -495,8 +498,7 @@ void Exchange::send_request() {
   // HTTP/2 on both sides: the request and the response flow side by side (streaming calls).
   // The stream opens now, before any body byte, since the backend may speak first.
   duplex_ = up_.http2() && downstream_.http_version() >= 20;
-  if (duplex_) body_replayable_ = false;
-  if (duplex_ && !request_body_started_) {
+  if (duplex_) {
     expect_continue_ = false;  // HTTP/2 clients do not wait for a 100 here
     write_request(nullptr, 0, false);
     return;
@@ -546,7 +548,6 @@ void Exchange::on_request_body(std::size_t n) {
   if (duplex_ && (cancelled_ || !up_.attached())) return;
   const bool complete = downstream_.request_complete();
   if (body_replayable_) body_bytes_in_buffer_ += n;
-  body_in_buffer_ = body_replayable_ && complete;
   bytes_in_ += n;
   write_request(read_to_, n, complete);
 }

@@ -221,11 +221,10 @@ class Exchange {
   bool response_pump_started_ = false;
   static constexpr std::size_t kDuplexBufferBytes = 16 * 1024;
   std::unique_ptr<std::array<char, kDuplexBufferBytes>> duplex_buffer_;
-  // The whole request body is in relay_buffer_ from its start (it fit, and no response body
-  // has been read into the buffer yet): an attempt that failed before the response may be made
-  // again with it, as if the body had not been started. body_replayable_: every byte read so
-  // far is there (reads go one after the other into the buffer while they fit).
-  bool body_in_buffer_ = false;
+  // Every request body byte read so far is in the request buffer from its start (reads go one
+  // after the other into it while they fit, and no response body has been read into it yet):
+  // an attempt that failed before the response may be made again, the buffered bytes first,
+  // as if the body had not been started.
   bool body_replayable_ = true;
   std::size_t body_bytes_in_buffer_ = 0;
   char* read_to_ = nullptr;  // where the pending request body read goes

@@ -78,6 +78,8 @@ class Http1Connection final : public SessionBase,
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
   void send_response_body(const char* data, std::size_t n, bool last) override;
   void set_response_trailers(const TrailerFields&) override {}
+  // The sequential flow never retries with a read pending.
+  void cancel_request_body_read() override {}
   const TrailerFields& request_trailers() const override { return kNoTrailers; }
   void send_upgrade(ResponseMessage& res) override;
   void send_local_response(LocalResponse& res, bool close) override;

@@ -58,6 +58,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   std::string_view other_upgrade_requested() const override { return {}; }
   void send_continue() override;
   void read_request_body(char* data, std::size_t size) override;
+  void cancel_request_body_read() override { read_to_ = nullptr; }
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
   void send_response_body(const char* data, std::size_t n, bool last) override;
   void set_response_trailers(const TrailerFields& trailers) override { trailers_ = &trailers; }
