@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   flags.define("client-send-timeout", "60",
                "seconds a response may make no progress towards the client (nginx's send_timeout; "
                "on HTTP/2 also a stream held by a window that stays shut)");
+  flags.define("client-body-timeout", "60",
+               "seconds between two reads of a request body (nginx's client_body_timeout); not "
+               "for HTTP/2 streaming calls, whose idle limit is the route's proxy-read-timeout");
   flags.define("client-header-timeout", "10",
                "seconds a request head may take from its first byte (on a new connection: from "
                "the accept); shortened under connection pressure");
@@ -281,6 +284,7 @@ int main(int argc, char** argv) {
     *setting.out = static_cast<uint32_t>(value);
   }
   for (auto [name, out] : {std::pair{"client-header-timeout", &limits.client_header_timeout},
+                           std::pair{"client-body-timeout", &limits.client_body_timeout},
                            std::pair{"keepalive-timeout", &limits.keepalive_timeout},
                            std::pair{"client-send-timeout", &limits.client_send_timeout}}) {
     const long seconds = std::atol(flags.get(name).c_str());

@@ -461,3 +461,33 @@ def test_request_trailers_reach_an_http2_backend(stack):
         assert r.header("x-request-trailers") == "x-checksum=abc123;x-count=2"
     finally:
         b.stop()
+
+
+def test_a_quiet_streaming_call_lives_until_proxy_read_timeout(stack_factory):
+    """A bidirectional call whose client is quiet for 2.5 s: longer than --client-body-timeout
+    (1 s, which would reset a plain upload), shorter than the route's proxy-read-timeout (4 s),
+    the stream's idle limit: it goes on. Quiet for longer than that, the proxy ends it."""
+    import grpc
+    s = stack_factory(dataplane_args=["--client-body-timeout", "1"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = GrpcBackend("g5")
+    try:
+        s.manifests.write("routes.yaml", *routes(b, {"tidegate.io/backend-protocol": "GRPC",
+                                                     "tidegate.io/proxy-read-timeout": "4"}))
+        wait_grpc(s.port)
+
+        def call(pause: float):
+            def requests():
+                yield b"a"
+                time.sleep(pause)
+                yield b"b"
+            with channel(s.port, HOST) as ch:
+                return list(ch.stream_stream("/test.Echo/Bidi")(requests(), timeout=20))
+        assert call(2.5) == [b"g5:a", b"g5:b"]
+        with pytest.raises(grpc.RpcError) as e:
+            call(6)
+        assert e.value.code() != grpc.StatusCode.OK
+    finally:
+        b.stop()

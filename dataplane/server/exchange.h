@@ -89,6 +89,8 @@ class Exchange {
   // changes never wait for a tunnel) and keeps the attempt open for the balancer (least_conn
   // counts it). Returns the route's proxy-read-timeout, the tunnel's idle timeout.
   std::chrono::milliseconds enter_tunnel();
+  // The request and the response flow side by side (HTTP/2 on both sides, a request body).
+  bool duplex() const { return duplex_; }
   // The relay buffer, which the codec may borrow while no body is relayed (lingering, tunnels).
   std::span<char> relay_buffer() { return relay_buffer_; }
 

@@ -782,7 +782,10 @@ void Http2Session::tick() {
   std::vector<std::shared_ptr<Http2Stream>> stalled;
   const int32_t connection_window = nghttp2_session_get_remote_window_size(session_);
   for (auto& [id, s] : streams_) {
-    if (s->read_to_ != nullptr && now - s->read_since_ > limits.client_body_timeout) {
+    // A streaming call (duplex) may be quiet on the client's side while the backend talks: its
+    // idle limit is the exchange's upstream read deadline, which request bytes restart.
+    if (s->read_to_ != nullptr && !s->exchange_.duplex() &&
+        now - s->read_since_ > limits.client_body_timeout) {
       stalled.push_back(s);
       continue;
     }
