@@ -57,6 +57,10 @@ const std::vector<Spelling>& spellings() {
       {"limit-connections", {"limit-connections"}},
       {"limit-allowlist", {"limit-allowlist", "limit-whitelist"}},
       {"limit-status-code", {}},
+      {"auth-type", {"auth-type"}},
+      {"auth-secret", {"auth-secret"}},
+      {"auth-secret-type", {"auth-secret-type"}},
+      {"auth-realm", {"auth-realm"}},
       {"canary", {"canary"}},
       {"canary-weight", {"canary-weight"}},
       {"canary-weight-total", {"canary-weight-total"}},
@@ -102,7 +106,11 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "limit-burst-multiplier",
                                             "limit-connections",
                                             "limit-allowlist",
-                                            "limit-status-code"};
+                                            "limit-status-code",
+                                            "auth-type",
+                                            "auth-secret",
+                                            "auth-secret-type",
+                                            "auth-realm"};
 
 const Spelling* spelling_of(std::string_view name) {
   for (const auto& s : spellings()) {
@@ -151,6 +159,7 @@ AnnotationResult Parser::run() {
     parse_hsts();
     parse_source_ranges();
     parse_rate_limits();
+    parse_auth();
   } else {
     for (std::string_view name : kRouteLevel) {
       if (auto a = get(name)) {

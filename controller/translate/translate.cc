@@ -188,6 +188,106 @@ class Translator {
     return std::move(parsed.policy);
   }
 
+  // auth-type basic: the users from the auth-secret (auth-file: the Secret's "auth" key in
+  // htpasswd form, "user:hash" per line, as ingress-nginx reads it; auth-map: one key per user,
+  // its value the hash). A line that cannot be used is reported and left out; no usable user, or
+  // no Secret, leaves the authentication without users: every request is refused (503).
+  void resolve_basic_auth(const Ingress& ingress, const std::string& object,
+                          model::BasicAuth& auth) {
+    if (auth.secret.empty()) return;  // reported by the parser; fails closed
+    const std::string closed =
+        "; the Ingress's routes refuse every request (503) until it is fixed";
+    const auto key = [&](std::string_view name) {
+      auto a = find_annotation(ingress.metadata.annotations, name, annotation_options());
+      return a ? a->key : std::string(name);
+    };
+    auto secret = store_.secrets().find(auth.secret);
+    if (secret == store_.secrets().end()) {
+      report(
+          object, Severity::kError,
+          "annotation " + key("auth-secret") + ": Secret " + auth.secret + " not found" + closed);
+      return;
+    }
+    auto type =
+        find_annotation(ingress.metadata.annotations, "auth-secret-type", annotation_options());
+    const bool map = type && trim_copy(type->value) == "auth-map";
+    std::vector<std::pair<std::string, std::string>> entries;  // (user, hash), with where
+    std::vector<std::string> where;
+    if (map) {
+      for (const auto& [user, hash] : secret->second.data) {
+        entries.emplace_back(user, trim_copy(hash));
+        where.push_back("key " + quote(user));
+      }
+    } else {
+      auto file = secret->second.data.find("auth");
+      if (file == secret->second.data.end()) {
+        report(object, Severity::kError,
+               "annotation " + key("auth-secret") + ": Secret " + auth.secret +
+                   " has no \"auth\" key (an htpasswd file; auth-secret-type: auth-map reads one "
+                   "key per user)" +
+                   closed);
+        return;
+      }
+      std::string_view text = file->second;
+      size_t line_no = 0;
+      while (!text.empty()) {
+        const size_t nl = text.find('\n');
+        std::string line = trim_copy(text.substr(0, nl));
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        ++line_no;
+        if (line.empty() || line[0] == '#') continue;
+        const size_t colon = line.find(':');
+        std::string user = line.substr(0, colon);
+        std::string hash = colon == std::string::npos ? "" : line.substr(colon + 1);
+        hash = hash.substr(0, hash.find(':'));  // "user:hash:comment" as nginx reads it
+        entries.emplace_back(std::move(user), std::move(hash));
+        where.push_back("line " + std::to_string(line_no));
+      }
+    }
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto& [user, hash] = entries[i];
+      std::optional<std::string> why = model::check_auth_user(user);
+      if (why) {
+        why = "user name " + *why;
+      } else if (auto bad = model::check_password_hash(hash)) {
+        why = "the hash of " + quote(user) + " " + *bad;
+      } else if (std::any_of(auth.users.begin(), auth.users.end(),
+                             [&](const auto& u) { return u.name == user; })) {
+        why = quote(user) + " appears again (the first entry counts)";
+      }
+      if (why) {
+        report(object, Severity::kError,
+               "annotation " + key("auth-secret") + ": Secret " + auth.secret + " " + where[i] +
+                   ": " + *why + "; left out");
+        continue;
+      }
+      if (auth.users.size() >= model::BasicAuth::kMaxUsers) {
+        report(object, Severity::kError,
+               "annotation " + key("auth-secret") + ": Secret " + auth.secret + " has more than " +
+                   std::to_string(model::BasicAuth::kMaxUsers) + " users; the rest are left out");
+        break;
+      }
+      auth.users.push_back({std::move(user), std::move(hash)});
+    }
+    if (auth.users.empty()) {
+      report(object, Severity::kError,
+             "annotation " + key("auth-secret") + ": Secret " + auth.secret +
+                 " has no usable user" + closed);
+    }
+  }
+
+  static std::string trim_copy(std::string_view s) {
+    while (!s.empty() &&
+           (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
+      s.remove_prefix(1);
+    }
+    while (!s.empty() &&
+           (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+      s.remove_suffix(1);
+    }
+    return std::string(s);
+  }
+
   // TLS to the backends: the parsed protocol and proxy-ssl-* with the CA Secret resolved. A
   // verification that was asked for and cannot be done fails closed (see BackendTls).
   BackendTls backend_tls(const Ingress& ingress, const std::string& object,
@@ -235,6 +335,8 @@ class Translator {
     ctx.regex = use_regex(ingress, object);
     ctx.policy = parse_policy(ingress, ctx.regex);
     ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
+    if (ctx.policy.route.basic_auth)
+      resolve_basic_auth(ingress, object, *ctx.policy.route.basic_auth);
     ctx.protocol_from_annotation =
         find_annotation(ingress.metadata.annotations, "backend-protocol", annotation_options())
             .has_value();

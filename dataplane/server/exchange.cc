@@ -53,6 +53,7 @@ Exchange::~Exchange() { end_attempt(false); }
 
 void Exchange::reset() {
   cancelled_ = false;
+  challenge_ = nullptr;
   call_deadline_.reset();
   grpc_code_.reset();
   grpc_status_sent_ = -1;
@@ -230,6 +231,24 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
   if (!p.app_root.empty() && target.path == "/") {
     respond(302, "redirecting\n", incomplete, p.app_root);
     return false;
+  }
+  if (p.basic_auth) {
+    // auth-type: basic (after redirects, as nginx's access phase follows its rewrites; a CORS
+    // preflight was answered above, as ingress-nginx answers it before auth_basic).
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    const auto verdict = compiled != nullptr && compiled->basic_auth
+                             ? compiled->basic_auth->check(
+                                   downstream_.request()[http::field::authorization], worker_.id())
+                             : BasicAuthCheck::Verdict::kUnconfigured;
+    if (verdict == BasicAuthCheck::Verdict::kUnconfigured) {
+      respond(503, "authentication is not configured\n", incomplete);
+      return false;
+    }
+    if (verdict == BasicAuthCheck::Verdict::kDenied) {
+      challenge_ = &compiled->basic_auth->challenge();
+      respond(401, "authentication required\n", incomplete);
+      return false;
+    }
   }
   if (p.max_body_bytes) {
     // proxy-body-size: a declared length past the limit is refused before anything goes
@@ -818,6 +837,7 @@ void Exchange::respond(unsigned status, std::string_view text, bool close,
     res.set(http::field::retry_after, std::to_string(retry_after_seconds));
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
+  if (challenge_ != nullptr && status == 401) res.set(http::field::www_authenticate, *challenge_);
   add_cors_fields(res);  // a browser then sees the proxy's error instead of a CORS failure
   add_hsts(res);         // and the host stays HTTPS-only whatever the answer (nginx's "always")
   res.body().assign(text.data(), text.size());

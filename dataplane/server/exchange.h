@@ -214,6 +214,9 @@ class Exchange {
   // to another (a rate limit's 503 is RESOURCE_EXHAUSTED, not UNAVAILABLE).
   std::optional<GrpcStatus> grpc_code_;
   int grpc_status_sent_ = -1;  // the grpc-status in the response head sent; -1: none
+  // auth-type basic: the WWW-Authenticate value of the 401 being answered (the route's, alive
+  // with the snapshot).
+  const std::string* challenge_ = nullptr;
   // A gRPC call's deadline from its grpc-timeout: every upstream wait ends by then.
   std::optional<std::chrono::steady_clock::time_point> call_deadline_;
   bool request_body_started_ = false;

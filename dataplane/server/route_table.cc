@@ -50,6 +50,10 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
     }
     if (policy.cors) c.cors.emplace(*policy.cors);
     if (policy.hsts) c.hsts = model::hsts_value(*policy.hsts);
+    if (policy.basic_auth) {
+      c.basic_auth =
+          std::make_unique<BasicAuthCheck>(*policy.basic_auth, std::max<size_t>(workers, 1));
+    }
     if (route.canary) {
       c.canary_workers = std::max<size_t>(workers, 1);
       c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);

@@ -19,6 +19,7 @@
 #include "ratelimit/connection_limiter.h"
 #include "ratelimit/rate_limiter.h"
 #include "router/router.h"
+#include "server/basic_auth.h"
 #include "server/cors.h"
 
 namespace tidegate::dataplane::server {
@@ -39,6 +40,8 @@ struct CompiledRoute {
   std::optional<ratelimit::CidrSet> limit_allowlist;
   // enable-cors.
   std::optional<CompiledCors> cors;
+  // auth-type: basic (its per-worker caches indexed by worker id).
+  std::unique_ptr<BasicAuthCheck> basic_auth;
   // hsts: the Strict-Transport-Security value for the route's HTTPS responses; empty: none.
   std::string hsts;
   // A route with a canary: each worker's count of requests the weight decided (indexed by

@@ -30,6 +30,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/auth.h"
+
 namespace tidegate::model {
 
 // ---- Upstream (backend) policy ----
@@ -202,6 +204,7 @@ struct RoutePolicy {
   std::optional<Hsts> hsts;
   std::optional<SourceRanges> source_ranges;
   RateLimits rate_limits;
+  std::optional<BasicAuth> basic_auth;  // auth-type: basic (lib/model/auth.h)
   bool operator==(const RoutePolicy&) const = default;
 };
 

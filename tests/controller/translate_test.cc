@@ -1066,6 +1066,70 @@ TEST(TranslateTest, BackendTls) {
   });
 }
 
+// auth-type basic: the users come from the auth-secret, one htpasswd line (auth-file) or one key
+// (auth-map) per user; what cannot be used is reported and left out, and an authentication
+// without users (no Secret, no usable line) refuses every request in the data plane.
+TEST(TranslateTest, BasicAuth) {
+  const std::string apr1 = "$apr1$saltsalt$HIDXe7D36X22w1CH4M1cQ.";
+  const std::string bcrypt = "$2b$04$abcdefghijklmnopqrstuu/LVz6MZlItEy42I2juLihZ66HnQx/cy";
+  auto auth_ingress = [](std::map<std::string, std::string> annotations) {
+    IngressYaml y = ingress("web");
+    for (const auto& [k, v] : annotations) y.annotation("tidegate.io/" + k, v);
+    return std::string(y.rule("foo.com", {path("/", "Prefix", "web", "80")}));
+  };
+  auto with_auth = [&](std::vector<model::BasicAuthUser> users, std::string realm = "") {
+    model::Route r = route("/", PathMatch::kPrefix, kWebUp);
+    model::BasicAuth a;
+    a.secret = "default/users";
+    if (!realm.empty()) a.realm = realm;
+    a.users = std::move(users);
+    r.policy.basic_auth = std::move(a);
+    return config({vhost("foo.com", {r})}, {upstream(kWebUp, {"10.0.0.1:8080"})});
+  };
+  const std::string svc = web_service();
+  const std::string eps = web_slice({{"10.0.0.1"}});
+  const std::map<std::string, std::string> basic = {{"auth-type", "basic"},
+                                                    {"auth-secret", "users"}};
+  const std::string object = "Ingress default/web";
+  run_cases({
+      {"auth-file: users in order; comments, blank lines and a comment field are fine",
+       {auth_ingress(basic), svc, eps,
+        opaque_secret("users", {{"auth", "# staff\nalice:" + apr1 + "\n\nbob:" + bcrypt +
+                                             ":Bob the builder\n"}})},
+       with_auth({{"alice", apr1}, {"bob", bcrypt}})},
+      {"auth-file: a line that cannot be used is left out, the others work",
+       {auth_ingress(basic), svc, eps,
+        opaque_secret("users", {{"auth", "alice:" + apr1 + "\ncarol:plaintext\nalice:" + bcrypt +
+                                             "\nnocolon\n"}})},
+       with_auth({{"alice", apr1}}),
+       {error(object, "Secret default/users line 2: the hash of \"carol\" is not a supported hash"),
+        error(object, "Secret default/users line 3: \"alice\" appears again"),
+        error(object, "Secret default/users line 4: the hash of \"nocolon\" is not a supported")}},
+      {"auth-map: one key per user",
+       {auth_ingress({{"auth-type", "basic"},
+                      {"auth-secret", "users"},
+                      {"auth-secret-type", "auth-map"},
+                      {"auth-realm", "Staff"}}),
+        svc, eps, opaque_secret("users", {{"alice", apr1}, {"bob", bcrypt}})},
+       with_auth({{"alice", apr1}, {"bob", bcrypt}}, "Staff")},
+      {"no such Secret: no users (the data plane refuses every request)",
+       {auth_ingress(basic), svc, eps},
+       with_auth({}),
+       {error(object,
+              "annotation tidegate.io/auth-secret: Secret default/users not found; the "
+              "Ingress's routes refuse every request (503)")}},
+      {"a Secret without the auth key",
+       {auth_ingress(basic), svc, eps, opaque_secret("users", {{"htpasswd", "alice:" + apr1}})},
+       with_auth({}),
+       {error(object, "Secret default/users has no \"auth\" key")}},
+      {"no usable user",
+       {auth_ingress(basic), svc, eps, opaque_secret("users", {{"auth", "alice:secret\n"}})},
+       with_auth({}),
+       {error(object, "line 1: the hash of \"alice\""),
+        error(object, "Secret default/users has no usable user")}},
+  });
+}
+
 // HTTP/2 upstreams: backend-protocol H2C, GRPC, GRPCS, and a Service port's appProtocol. They
 // are other upstreams than the HTTP/1.1 ones of the same port ("+h2"), like HTTPS ones.
 TEST(TranslateTest, Http2Backends) {

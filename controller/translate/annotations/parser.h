@@ -203,6 +203,9 @@ class Parser {
   void parse_source_ranges();
   void parse_rate_limits();
 
+  // annotations/auth.cc
+  void parse_auth();
+
   // annotations/canary.cc
   void parse_canary();
 

@@ -90,6 +90,7 @@ std::vector<Case> rewrites_cases();
 std::vector<Case> headers_cases();
 std::vector<Case> access_cases();
 std::vector<Case> canary_cases();
+std::vector<Case> auth_cases();
 // Every case of every family, and those of annotations_test.cc.
 std::vector<Case> all_cases();
 
