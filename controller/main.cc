@@ -12,10 +12,12 @@
 #include <thread>
 
 #include "cli/flags.h"
+#include "kube/api.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/kube_source.h"
 #include "log/log.h"
+#include "migrate/nginx_check.h"
 #include "push/pusher.h"
 #include "source/manifest_loader.h"
 #include "source/manifest_watcher.h"
@@ -244,6 +246,56 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   return 0;
 }
 
+// --check-nginx-annotations: the Ingresses of the folder, or of the cluster (one list), checked
+// and printed (docs/annotations.md, "Migrating from ingress-nginx").
+int check_nginx(const std::string& dir, const cli::Flags& flags) {
+  std::vector<objects::Ingress> ingresses;
+  if (!dir.empty()) {
+    auto loaded = source::load_manifest_dir(dir);
+    for (const auto& e : loaded.errors) std::cerr << e.file << ": " << e.message << "\n";
+    for (const auto& o : loaded.objects) {
+      if (const auto* ing = std::get_if<objects::Ingress>(&o.object)) ingresses.push_back(*ing);
+    }
+  } else {
+    std::string error;
+    auto config =
+        flags.get("kubeconfig").empty()
+            ? kube::load_in_cluster_config(&error)
+            : kube::load_kubeconfig(flags.get("kubeconfig"), flags.get("kube-context"), &error);
+    if (!config) {
+      std::cerr << "tidegate-controller: " << error << "\n";
+      return 2;
+    }
+    kube::RestClient client(*config);
+    std::string token;
+    do {
+      auto r = client.get(
+          kube::list_url(objects::Kind::kIngress, flags.get("watch-namespace"), 500, token));
+      if (r.status != 200) {
+        std::cerr << "tidegate-controller: listing Ingresses failed: HTTP " << r.status << " "
+                  << r.body.substr(0, 300) << "\n";
+        return 1;
+      }
+      auto page = kube::parse_list(r.body, &error);
+      if (!page) {
+        std::cerr << "tidegate-controller: " << error << "\n";
+        return 1;
+      }
+      for (const auto& item : page->items) {
+        auto ing = objects::parse_ingress(item);
+        if (ing.ok()) {
+          ingresses.push_back(std::move(*ing.value));
+        } else {
+          std::cerr << "tidegate-controller: an Ingress that cannot be read: " << ing.error << "\n";
+        }
+      }
+      token = page->continue_token;
+    } while (!token.empty());
+  }
+  std::cout << migrate::format_report(migrate::check_nginx_annotations(ingresses));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,6 +331,9 @@ int main(int argc, char** argv) {
   flags.define_bool("nginx-annotations",
                     "also read the nginx.ingress.kubernetes.io/ spellings of the annotations we "
                     "support, and warn about the ones we do not (docs/annotations.md)");
+  flags.define_bool("check-nginx-annotations",
+                    "print, per Ingress of --manifests or --kubeconfig, how each "
+                    "nginx.ingress.kubernetes.io/ annotation would be taken, and exit");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-controller");
       exit_code >= 0) {
     return exit_code;
@@ -290,6 +345,7 @@ int main(int argc, char** argv) {
     std::cerr << "tidegate-controller: give one source: --manifests or --kubeconfig\n";
     return 2;
   }
+  if (flags.get_bool("check-nginx-annotations")) return check_nginx(dir, flags);
   if (dir.empty()) {
     store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
     return run_kube(flags, class_options);

@@ -196,6 +196,18 @@ using annotations_detail::lookup;
 using annotations_detail::Parser;
 using annotations_detail::spellings;
 
+bool reads_nginx_annotation(std::string_view name) {
+  if (std::find(std::begin(annotations_detail::kParsedElsewhere),
+                std::end(annotations_detail::kParsedElsewhere),
+                name) != std::end(annotations_detail::kParsedElsewhere)) {
+    return true;
+  }
+  for (const auto& s : spellings()) {
+    if (std::find(s.nginx.begin(), s.nginx.end(), name) != s.nginx.end()) return true;
+  }
+  return false;
+}
+
 std::optional<FoundAnnotation> find_annotation(
     const std::map<std::string, std::string>& annotations, std::string_view name,
     const AnnotationOptions& options) {

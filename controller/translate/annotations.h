@@ -63,6 +63,10 @@ struct AnnotationResult {
   std::vector<Diagnostic> diagnostics;  // object "Ingress <namespace>/<name>"
 };
 
+// Whether Tidegate reads the nginx.ingress.kubernetes.io/ annotation `name` (without prefix)
+// behind --nginx-annotations: one of the spellings we parse, or one the translator reads itself.
+bool reads_nginx_annotation(std::string_view name);
+
 AnnotationResult parse_annotations(const std::map<std::string, std::string>& annotations,
                                    const AnnotationContext& context,
                                    const AnnotationOptions& options = {});

@@ -307,8 +307,10 @@ def test_every_flag_exists_in_the_binaries(helm, cluster, namespace, service_mon
     for name in ("controller", "dataplane"):
         allowed = set(schema["properties"][name]["properties"]["extraArgs"]["properties"])
         assert allowed <= real[name], allowed - real[name]
-        # Every real flag but those the chart owns (the socket, the source) is allowed.
-        owned = {"controller": {"dataplane-socket", "manifests", "help"},
+        # Every real flag but those the chart owns (the socket, the source) and the one-shot
+        # migration check is allowed.
+        owned = {"controller": {"dataplane-socket", "manifests", "help",
+                                "check-nginx-annotations"},
                  "dataplane": {"control-socket", "help"}}[name]
         assert real[name] - owned <= allowed, (real[name] - owned) - allowed
 
