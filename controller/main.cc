@@ -102,9 +102,9 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   kube::KubeSourceOptions source_options;
   source_options.watch_namespace = flags.get("watch-namespace");
   source_options.reflector.absent_recheck = std::chrono::seconds(recheck_s);
-  translate::TranslateOptions translate_options{class_options.ingress_class,
-                                                class_options.controller_name,
-                                                flags.get_bool("nginx-annotations")};
+  translate::TranslateOptions translate_options{
+      class_options.ingress_class, class_options.controller_name,
+      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression")};
   TG_INFO("controller", "watching the API server at "
                             << config->describe() << " for class " << class_options.ingress_class
                             << (source_options.watch_namespace.empty()
@@ -331,6 +331,9 @@ int main(int argc, char** argv) {
   flags.define_bool("nginx-annotations",
                     "also read the nginx.ingress.kubernetes.io/ spellings of the annotations we "
                     "support, and warn about the ones we do not (docs/annotations.md)");
+  flags.define_bool("enable-compression",
+                    "compress the responses of Ingresses that do not set "
+                    "tidegate.io/enable-compression (ingress-nginx's use-gzip)");
   flags.define_bool("check-nginx-annotations",
                     "print, per Ingress of --manifests or --kubeconfig, how each "
                     "nginx.ingress.kubernetes.io/ annotation would be taken, and exit");
@@ -356,9 +359,9 @@ int main(int argc, char** argv) {
   }
 
   store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
-  translate::TranslateOptions translate_options{class_options.ingress_class,
-                                                class_options.controller_name,
-                                                flags.get_bool("nginx-annotations")};
+  translate::TranslateOptions translate_options{
+      class_options.ingress_class, class_options.controller_name,
+      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression")};
   ProblemLog problems;
   auto build = [&]() {
     auto loaded = source::load_manifest_dir(dir);

@@ -61,6 +61,9 @@ const std::vector<Spelling>& spellings() {
       {"auth-secret", {"auth-secret"}},
       {"auth-secret-type", {"auth-secret-type"}},
       {"auth-realm", {"auth-realm"}},
+      {"enable-compression", {}},
+      {"compression-min-length", {}},
+      {"compression-types", {}},
       {"canary", {"canary"}},
       {"canary-weight", {"canary-weight"}},
       {"canary-weight-total", {"canary-weight-total"}},
@@ -110,7 +113,10 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "auth-type",
                                             "auth-secret",
                                             "auth-secret-type",
-                                            "auth-realm"};
+                                            "auth-realm",
+                                            "enable-compression",
+                                            "compression-min-length",
+                                            "compression-types"};
 
 const Spelling* spelling_of(std::string_view name) {
   for (const auto& s : spellings()) {
@@ -160,6 +166,7 @@ AnnotationResult Parser::run() {
     parse_source_ranges();
     parse_rate_limits();
     parse_auth();
+    parse_compression();
   } else {
     for (std::string_view name : kRouteLevel) {
       if (auto a = get(name)) {

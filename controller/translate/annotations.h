@@ -33,6 +33,8 @@ struct AnnotationOptions {
   // are set; different values are reported as a warning. ingress-nginx annotations we do not
   // support are reported as warnings so that a migrating user sees what is left behind.
   bool nginx_aliases = false;
+  // enable-compression's value when an Ingress does not set it (--enable-compression).
+  bool compression_default = false;
 };
 
 // One path of the Ingress as the translator routes it.

@@ -170,7 +170,7 @@ class Translator {
   }
 
   AnnotationOptions annotation_options() const {
-    return AnnotationOptions{options_.nginx_annotations};
+    return AnnotationOptions{options_.nginx_annotations, options_.compression_default};
   }
 
   // The Ingress's traffic-policy annotations (annotations.h); their diagnostics are reported here.

@@ -21,6 +21,8 @@ struct TranslateOptions {
   std::string controller_name{store::kDefaultControllerName};
   // Also read the nginx.ingress.kubernetes.io/ spellings of the annotations (--nginx-annotations).
   bool nginx_annotations = false;
+  // Compress responses of Ingresses without enable-compression (--enable-compression).
+  bool compression_default = false;
 };
 
 enum class Severity {

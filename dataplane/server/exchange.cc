@@ -47,6 +47,7 @@ std::string_view host_without_port(std::string_view host) {
 Exchange::Exchange(Worker& worker, Downstream& downstream)
     : worker_(worker), downstream_(downstream), substitution_(worker) {
   filters_.add(&substitution_);
+  filters_.add(&compression_);
 }
 
 Exchange::~Exchange() { end_attempt(false); }
@@ -134,6 +135,9 @@ void Exchange::route() {
       }
     }
   }
+  // Read before the request is edited (substitution drops Accept-Encoding on the way up).
+  compression_.configure(route_->policy.compression ? &*route_->policy.compression : nullptr,
+                         req[http::field::accept_encoding]);
   start_balancing();  // before the request is edited: hash keys read it as received
   prepare_upstream_request();
   if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {

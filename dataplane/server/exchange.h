@@ -28,6 +28,7 @@
 #include "observability/metrics.h"
 #include "ratelimit/connection_limiter.h"
 #include "runtime/snapshot.h"
+#include "server/compression_filter.h"
 #include "server/cors.h"
 #include "server/downstream.h"
 #include "server/grpc.h"
@@ -248,6 +249,7 @@ class Exchange {
 
   // The response body filters: substitution first (docs/substitutions.md, "In the proxy").
   SubstitutionFilter substitution_;
+  CompressionFilter compression_;  // after substitution: it compresses the rewritten body
   ResponseFilterChain filters_;
   bool filter_more_ = false;  // the filters had input left after the turn being written
   bool last_sent_ = false;    // the body's end is in the write under way

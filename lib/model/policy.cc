@@ -726,6 +726,9 @@ std::vector<std::string> validate(const RoutePolicy& p) {
   if (p.basic_auth) {
     for (auto& problem : validate(*p.basic_auth)) problems.push_back(std::move(problem));
   }
+  if (p.compression) {
+    for (auto& problem : validate(*p.compression)) problems.push_back(std::move(problem));
+  }
   if (p.hsts &&
       (p.hsts->max_age_seconds < 0 || p.hsts->max_age_seconds > Hsts::kMaxMaxAgeSeconds)) {
     problems.push_back("hsts max_age " + std::to_string(p.hsts->max_age_seconds) +
@@ -905,6 +908,7 @@ json to_json(const RoutePolicy& p) {
   }
   if (p.source_ranges) j["source_ranges"] = p.source_ranges->cidrs;
   if (p.basic_auth) j["basic_auth"] = to_json(*p.basic_auth);
+  if (p.compression) j["compression"] = to_json(*p.compression);
   if (p.rate_limits != d.rate_limits) {
     const RateLimits& r = p.rate_limits;
     const RateLimits dr;
@@ -987,6 +991,7 @@ RoutePolicy route_policy_from_json(const json& j) {
     p.hsts = h;
   }
   if (const json* v = r.find("basic_auth")) p.basic_auth = basic_auth_from_json(*v);
+  if (const json* v = r.find("compression")) p.compression = compression_from_json(*v);
   if (r.find("source_ranges")) {
     SourceRanges ranges;
     r.strings("source_ranges", ranges.cidrs);

@@ -31,6 +31,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "model/auth.h"
+#include "model/compression.h"
 
 namespace tidegate::model {
 
@@ -204,7 +205,8 @@ struct RoutePolicy {
   std::optional<Hsts> hsts;
   std::optional<SourceRanges> source_ranges;
   RateLimits rate_limits;
-  std::optional<BasicAuth> basic_auth;  // auth-type: basic (lib/model/auth.h)
+  std::optional<BasicAuth> basic_auth;     // auth-type: basic (lib/model/auth.h)
+  std::optional<Compression> compression;  // enable-compression (lib/model/compression.h)
   bool operator==(const RoutePolicy&) const = default;
 };
 

@@ -206,6 +206,9 @@ class Parser {
   // annotations/auth.cc
   void parse_auth();
 
+  // annotations/compression.cc
+  void parse_compression();
+
   // annotations/canary.cc
   void parse_canary();
 

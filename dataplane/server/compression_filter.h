@@ -1,0 +1,70 @@
+#pragma once
+// Response compression as a response filter (docs/annotations.md, "Compression"): the link after
+// substitution in the exchange's filter chain (server/response_filter.h). From the route's
+// model::Compression and the request's Accept-Encoding it picks brotli or gzip, decides from the
+// response head whether the body qualifies (status, type, length, not already encoded, no
+// no-transform, no range), rewrites the head (Content-Encoding, no Content-Length, Vary, a weak
+// ETag) and compresses in bounded turns. Memory per response: the coder's state (zlib level 1:
+// about 270 KiB; brotli quality 4 with a 256 KiB window: about 1 MiB), the queued input (at most
+// one relay buffer or one substitution slice) and one turn's output; the coder is kept between
+// responses and reset, not made again.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "model/compression.h"
+#include "server/response_filter.h"
+
+namespace tidegate::dataplane::server {
+
+enum class ContentCoding { kNone, kGzip, kBrotli };
+const char* to_string(ContentCoding c);  // "", "gzip", "br"
+
+// The coding for an Accept-Encoding value (RFC 9110 section 12.5.3): the highest q-value among
+// br, gzip and "*", ties going to br; q=0 refuses a coding; none acceptable: kNone.
+ContentCoding negotiate_coding(std::string_view accept_encoding);
+
+class CompressionFilter final : public ResponseFilter {
+ public:
+  static constexpr int kGzipLevel = 1;      // ingress-nginx's gzip-level
+  static constexpr int kBrotliQuality = 4;  // Caddy's and Thruster's default for dynamic content
+  static constexpr int kBrotliWindowBits = 18;
+  static constexpr std::size_t kTurnBytes = 64 * 1024;  // input compressed per turn
+
+  CompressionFilter();
+  ~CompressionFilter() override;
+  CompressionFilter(const CompressionFilter&) = delete;
+  CompressionFilter& operator=(const CompressionFilter&) = delete;
+
+  // Per exchange, before the request goes upstream: the route's settings (null: off) and the
+  // request's Accept-Encoding (read now; the request may lose the field on its way up).
+  void configure(const model::Compression* config, std::string_view accept_encoding);
+
+  bool on_headers(boost::beast::http::response_header<Fields>& head,
+                  const ResponseFilterContext& context) override;
+  void on_data(std::string_view data, bool last) override;
+  bool process() override;
+  std::string& output() override { return out_; }
+  bool done() const override { return finished_; }
+  void on_end() override;
+  void reset() override;
+
+ private:
+  struct Coders;
+  // Compresses [data, data + n); `finish` ends the stream.
+  void compress(const char* data, std::size_t n, bool finish);
+
+  const model::Compression* config_ = nullptr;
+  ContentCoding wanted_ = ContentCoding::kNone;
+  ContentCoding active_ = ContentCoding::kNone;
+  std::string in_;
+  std::size_t in_used_ = 0;
+  bool last_ = false;
+  bool finished_ = false;
+  std::string out_;
+  std::unique_ptr<Coders> coders_;
+};
+
+}  // namespace tidegate::dataplane::server

@@ -1,0 +1,86 @@
+"""Response compression (docs/annotations.md, "Compression"): tidegate.io/enable-compression
+through the real data plane, over HTTP/1.1 and HTTP/2, decompressed by Python's gzip and by
+curl's brotli; what is left alone; substitution first, then compression."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+
+import pytest
+
+import harness
+from harness import endpoint_slice, ingress, path, rule, service, wait_until
+from test_substitution import Site, backend_objects
+
+pytestmark = pytest.mark.usefixtures("over_both_protocols")
+
+HOST = "zip.example.com"
+PAGE = b"<html><body>" + b"<p>shop.example.com sells colour pencils</p>\n" * 2000 + b"</body>"
+
+
+@pytest.fixture
+def zipped(stack):
+    site = Site()
+    site.page("/page.html", PAGE, ETag='"p1"')
+    site.page("/small.html", b"<p>tiny</p>")
+    site.page("/logo.png", b"\x89PNG" + b"\0" * 5000, content_type="image/png")
+    site.page("/packed.html", gzip.compress(PAGE), content_encoding="gzip")
+    stack.manifests.write(
+        "site.yaml", *backend_objects("site", site.host, site.port),
+        ingress("zip", [rule(HOST, path("/", "site"))],
+                annotations={"tidegate.io/enable-compression": "true",
+                             "tidegate.io/substitutions":
+                                 "- {match: 'colour', replace: 'color'}"}))
+    wait_until(lambda: stack.get("/page.html", host=HOST,
+                                 headers={"Accept-Encoding": "gzip"}).status == 200,
+               10, "the route")
+    stack.site = site
+    yield stack
+    site.stop()
+
+
+def test_gzip_when_asked_and_the_substitution_applied_first(zipped):
+    r = zipped.get("/page.html", host=HOST, headers={"Accept-Encoding": "gzip"})
+    assert r.status == 200
+    assert r.header("Content-Encoding") == "gzip"
+    assert r.header("Vary") == "Accept-Encoding"
+    assert r.header("ETag") == 'W/"p1"'
+    assert r.header("Content-Length") is None
+    body = gzip.decompress(r.body)
+    assert body == PAGE.replace(b"colour", b"color")
+    assert len(r.body) < len(body) / 10
+
+
+def test_brotli_preferred_and_decoded_by_curl(zipped):
+    if harness.PROTOCOL == "http2":
+        extra = ["--http2-prior-knowledge"]
+    else:
+        extra = ["--http1.1"]
+    out = subprocess.run(
+        ["curl", "-sS", *extra, "-H", f"Host: {HOST}", "-H", "Accept-Encoding: gzip, br",
+         "-D", "-", "-o", "-", f"http://127.0.0.1:{zipped.port}/page.html"],
+        capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    head, _, raw = out.stdout.partition(b"\r\n\r\n")
+    assert b"content-encoding: br" in head.lower(), head
+    decoded = subprocess.run(
+        ["curl", "-sS", *extra, "--compressed", "-H", f"Host: {HOST}",
+         f"http://127.0.0.1:{zipped.port}/page.html"], capture_output=True, timeout=20)
+    assert decoded.stdout == PAGE.replace(b"colour", b"color")
+    assert len(raw) < len(decoded.stdout) / 10
+
+
+def test_what_is_left_alone(zipped):
+    ask = {"Accept-Encoding": "gzip, br"}
+    # Not asked for: the identity body, with Vary so that caches keep both.
+    r = zipped.get("/page.html", host=HOST)
+    assert r.header("Content-Encoding") is None and r.header("Vary") == "Accept-Encoding"
+    assert r.body == PAGE.replace(b"colour", b"color")
+    # Too small, not a listed type, already compressed by the backend.
+    for target in ("/small.html", "/logo.png"):
+        r = zipped.get(target, host=HOST, headers=ask)
+        assert r.status == 200 and r.header("Content-Encoding") is None, target
+    r = zipped.get("/packed.html", host=HOST, headers=ask)
+    assert r.header("Content-Encoding") == "gzip"
+    assert gzip.decompress(r.body) == PAGE  # passed through once, not twice
