@@ -171,42 +171,49 @@ measure() {  # server url
           printf "%.0f %d %.1f\n", rps, failed, (du + ds) * 1e6 / hz / total }'
 }
 
-H2LOAD_EXTRA=()
-declare -A RPS CPU
-echo "bench: $ROUNDS rounds of ${DURATION}s, $CLIENTS connections x $STREAMS streams, 1 KiB" >&2
-for round in $(seq 1 "$ROUNDS"); do
-  for name in "${PEERS[@]}"; do
-    case $name in
-      tidegate) port=$TG_PORT server=tg ;;
-      baseline) port=$BASE_PORT server=base ;;
-      nginx) port=$NGINX_PORT server=nginx ;;
-    esac
-    read -r rps failed cpu < <(measure "$server" "https://127.0.0.1:$port/1k.html")
-    echo "bench: round $round $name: $rps/s, failed: $failed, CPU per request: $cpu us" >&2
-    [ "$failed" = 0 ] || { echo "bench: $name had failed requests" >&2; exit 1; }
-    RPS[$name]+="$rps "
-    CPU[$name]+="$cpu "
+# Interleaved rounds of every peer on `path`, then the table of medians and ratios.
+compare() {  # title path unit(request|call)
+  local title=$1 target=$2 unit=$3 round name port server rps failed cpu t n i ratios
+  local -A RPS=() CPU=()
+  local -a mine theirs
+  for round in $(seq 1 "$ROUNDS"); do
+    for name in "${PEERS[@]}"; do
+      case $name in
+        tidegate) port=$TG_PORT server=tg ;;
+        baseline) port=$BASE_PORT server=base ;;
+        nginx) port=$NGINX_PORT server=nginx ;;
+      esac
+      read -r rps failed cpu < <(measure "$server" "https://127.0.0.1:$port$target")
+      echo "bench: $title round $round $name: $rps/s, failed: $failed, CPU per $unit: $cpu us" >&2
+      [ "$failed" = 0 ] || { echo "bench: $name had failed ${unit}s" >&2; exit 1; }
+      RPS[$name]+="$rps "
+      CPU[$name]+="$cpu "
+    done
   done
-done
+  printf '\n%-28s %12s %12s %8s\n' "$title" tidegate nginx ratio
+  t=$(echo "${RPS[tidegate]}" | median)
+  n=$(echo "${RPS[nginx]}" | median)
+  awk -v t="$t" -v n="$n" -v u="${unit}s/s" \
+    'BEGIN { printf "%-28s %12.0f %12.0f %8.2f\n", u, t, n, t / n }'
+  read -r -a mine <<<"${CPU[tidegate]}"
+  read -r -a theirs <<<"${CPU[nginx]}"
+  ratios=""
+  for i in "${!mine[@]}"; do
+    ratios+="$(awk -v a="${mine[$i]}" -v b="${theirs[$i]}" 'BEGIN { printf "%.3f", b / a }') "
+  done
+  awk -v t="$(echo "${CPU[tidegate]}" | median)" -v n="$(echo "${CPU[nginx]}" | median)" \
+    -v r="$(echo "$ratios" | median)" -v u="CPU us per $unit" \
+    'BEGIN { printf "%-28s %12.1f %12.1f %8.2f  (nginx/tidegate: above 1 = tidegate cheaper)\n",
+             u, t, n, r }'
+  if [ -n "${BASELINE_BIN_DIR:-}" ]; then
+    awk -v t="$(echo "${CPU[baseline]}" | median)" -v r="$(echo "${RPS[baseline]}" | median)" \
+      -v u="$unit" 'BEGIN { printf "%-28s %12.0f %ss/s, %.1f us per %s\n", "baseline", r, u, t, u }'
+  fi
+}
 
-printf '\n%-28s %12s %12s %8s\n' "h2, TLS 1.3" tidegate nginx ratio
-t=$(echo "${RPS[tidegate]}" | median)
-n=$(echo "${RPS[nginx]}" | median)
-awk -v t="$t" -v n="$n" 'BEGIN { printf "%-28s %12.0f %12.0f %8.2f\n", "requests/s", t, n, t / n }'
-read -r -a mine <<<"${CPU[tidegate]}"
-read -r -a theirs <<<"${CPU[nginx]}"
-ratios=""
-for i in "${!mine[@]}"; do
-  ratios+="$(awk -v a="${mine[$i]}" -v b="${theirs[$i]}" 'BEGIN { printf "%.3f", b / a }') "
-done
-awk -v t="$(echo "${CPU[tidegate]}" | median)" -v n="$(echo "${CPU[nginx]}" | median)" \
-  -v r="$(echo "$ratios" | median)" \
-  'BEGIN { printf "%-28s %12.1f %12.1f %8.2f  (nginx/tidegate: above 1 = tidegate cheaper)\n",
-           "CPU us per request", t, n, r }'
-if [ -n "${BASELINE_BIN_DIR:-}" ]; then
-  awk -v t="$(echo "${CPU[baseline]}" | median)" -v r="$(echo "${RPS[baseline]}" | median)" \
-    'BEGIN { printf "%-28s %12.0f req/s, %.1f us per request\n", "baseline", r, t }'
-fi
+H2LOAD_EXTRA=()
+echo "bench: $ROUNDS rounds of ${DURATION}s, $CLIENTS connections x $STREAMS streams, 1 KiB" >&2
+compare "h2, TLS 1.3" /1k.html request
 
 [ "$GRPC" = 1 ] || exit 0
 
@@ -227,37 +234,5 @@ for port in "$NGINX_PORT" "$TG_PORT" ${BASELINE_BIN_DIR:+"$BASE_PORT"}; do
   grpc_check "$port"
 done
 H2LOAD_EXTRA=(-d "$WORK/grpc-request.bin" -H 'content-type: application/grpc' -H 'te: trailers')
-declare -A GRPS GCPU
 echo "bench: gRPC unary, $ROUNDS rounds of ${DURATION}s, $CLIENTS connections x $STREAMS streams" >&2
-for round in $(seq 1 "$ROUNDS"); do
-  for name in "${PEERS[@]}"; do
-    case $name in
-      tidegate) port=$TG_PORT server=tg ;;
-      baseline) port=$BASE_PORT server=base ;;
-      nginx) port=$NGINX_PORT server=nginx ;;
-    esac
-    read -r rps failed cpu < <(measure "$server" "https://127.0.0.1:$port/test.Echo/Unary")
-    echo "bench: gRPC round $round $name: $rps/s, failed: $failed, CPU per request: $cpu us" >&2
-    [ "$failed" = 0 ] || { echo "bench: $name had failed gRPC calls" >&2; exit 1; }
-    GRPS[$name]+="$rps "
-    GCPU[$name]+="$cpu "
-  done
-done
-printf '\n%-28s %12s %12s %8s\n' "gRPC unary, TLS 1.3" tidegate nginx ratio
-t=$(echo "${GRPS[tidegate]}" | median)
-n=$(echo "${GRPS[nginx]}" | median)
-awk -v t="$t" -v n="$n" 'BEGIN { printf "%-28s %12.0f %12.0f %8.2f\n", "calls/s", t, n, t / n }'
-read -r -a mine <<<"${GCPU[tidegate]}"
-read -r -a theirs <<<"${GCPU[nginx]}"
-ratios=""
-for i in "${!mine[@]}"; do
-  ratios+="$(awk -v a="${mine[$i]}" -v b="${theirs[$i]}" 'BEGIN { printf "%.3f", b / a }') "
-done
-awk -v t="$(echo "${GCPU[tidegate]}" | median)" -v n="$(echo "${GCPU[nginx]}" | median)" \
-  -v r="$(echo "$ratios" | median)" \
-  'BEGIN { printf "%-28s %12.1f %12.1f %8.2f  (nginx/tidegate: above 1 = tidegate cheaper)\n",
-           "CPU us per call", t, n, r }'
-if [ -n "${BASELINE_BIN_DIR:-}" ]; then
-  awk -v t="$(echo "${GCPU[baseline]}" | median)" -v r="$(echo "${GRPS[baseline]}" | median)" \
-    'BEGIN { printf "%-28s %12.0f calls/s, %.1f us per call\n", "baseline", r, t }'
-fi
+compare "gRPC unary, TLS 1.3" /test.Echo/Unary call

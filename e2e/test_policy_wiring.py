@@ -59,7 +59,8 @@ def test_nginx_spellings_with_the_flag(stack_factory):
     s.wait_backend("/v7/x", "app.example.com", "app")
     assert s.get("/vx/", "app.example.com").status == 404
     s.controller.wait_for_log(
-        r"nginx.ingress.kubernetes.io/configuration-snippet is not supported by Tidegate")
+        r"nginx.ingress.kubernetes.io/configuration-snippet: nginx configuration text is never "
+        r"interpreted by Tidegate")
     assert "NACK" not in s.dataplane.log()
 
 

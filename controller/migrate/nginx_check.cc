@@ -12,12 +12,6 @@ namespace tidegate::controller::migrate {
 
 namespace {
 
-// nginx configuration text in an annotation: never interpreted (configuration injection through
-// these is how ingress-nginx got its worst CVEs).
-constexpr std::string_view kSnippets[] = {"configuration-snippet", "server-snippet",
-                                          "stream-snippet",        "auth-snippet",
-                                          "modsecurity-snippet",   "location-snippet"};
-
 // Supported with a difference a migrating user must know about.
 struct Note {
   std::string_view name;
@@ -89,8 +83,8 @@ std::vector<IngressCheck> check_nginx_annotations(const std::vector<objects::Ing
     const bool regex = use_regex && use_regex->value == "true";
     for (const auto& rule : ing.spec.rules) {
       for (const auto& p : rule.paths) {
-        context.paths.push_back({p.path.empty() ? "/" : p.path,
-                                 regex && p.path_type != objects::PathType::kExact});
+        context.paths.push_back(
+            {p.path.empty() ? "/" : p.path, regex && p.path_type != objects::PathType::kExact});
       }
     }
     auto parsed = translate::parse_annotations(annotations, context, {true});
@@ -106,7 +100,7 @@ std::vector<IngressCheck> check_nginx_annotations(const std::vector<objects::Ing
       if (key.compare(0, prefix.size(), prefix) != 0) continue;
       const std::string_view name = std::string_view(key).substr(prefix.size());
       AnnotationCheck a{key, Support::kSupported, ""};
-      if (std::find(std::begin(kSnippets), std::end(kSnippets), name) != std::end(kSnippets)) {
+      if (translate::is_nginx_snippet(name)) {
         a.support = Support::kNeverInterpreted;
         a.detail = "nginx configuration text is never interpreted";
       } else if (!translate::reads_nginx_annotation(name)) {

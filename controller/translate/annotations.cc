@@ -39,6 +39,8 @@ const std::vector<Spelling>& spellings() {
       {"temporal-redirect-code", {"temporal-redirect-code"}},
       {"custom-headers", {"custom-headers"}},
       {"upstream-vhost", {"upstream-vhost"}},
+      {"x-forwarded-prefix", {"x-forwarded-prefix"}},
+      {"enable-access-log", {"enable-access-log"}},
       {"allow-upgrade", {}},
       {"enable-cors", {"enable-cors"}},
       {"cors-allow-origin", {"cors-allow-origin"}},
@@ -74,6 +76,12 @@ const std::vector<Spelling>& spellings() {
   return kTable;
 }
 
+// nginx configuration text: never interpreted, and always said so (configuration injection
+// through these is how ingress-nginx got its worst CVEs).
+constexpr std::string_view kSnippets[] = {"configuration-snippet", "server-snippet",
+                                          "stream-snippet",        "auth-snippet",
+                                          "modsecurity-snippet",   "location-snippet"};
+
 // Read by the translator itself (translate.cc), not here; never reported as unsupported.
 constexpr std::string_view kParsedElsewhere[] = {"use-regex", "ssl-redirect"};
 
@@ -92,6 +100,8 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "temporal-redirect-code",
                                             "custom-headers",
                                             "upstream-vhost",
+                                            "x-forwarded-prefix",
+                                            "enable-access-log",
                                             "allow-upgrade",
                                             "enable-cors",
                                             "cors-allow-origin",
@@ -176,6 +186,13 @@ AnnotationResult Parser::run() {
       }
     }
   }
+  for (std::string_view name : kSnippets) {
+    auto it = annotations_.find(std::string(kNginxAnnotationPrefix) + std::string(name));
+    if (it == annotations_.end()) continue;
+    add(Severity::kWarning, "annotation " + it->first +
+                                ": nginx configuration text is never interpreted by Tidegate; "
+                                "ignored (use the annotations docs/annotations.md lists)");
+  }
   if (options_.nginx_aliases) report_unsupported_nginx();
   return std::move(result_);
 }
@@ -189,7 +206,9 @@ void Parser::report_unsupported_nginx() {
     for (const auto& s : spellings()) {
       known = known || std::find(s.nginx.begin(), s.nginx.end(), name) != s.nginx.end();
     }
-    if (!known) {
+    const bool snippet =
+        std::find(std::begin(kSnippets), std::end(kSnippets), name) != std::end(kSnippets);
+    if (!known && !snippet) {
       add(Severity::kWarning, "annotation " + key + " is not supported by Tidegate; ignored");
     }
   }
@@ -202,6 +221,12 @@ using annotations_detail::is_digit;
 using annotations_detail::lookup;
 using annotations_detail::Parser;
 using annotations_detail::spellings;
+
+bool is_nginx_snippet(std::string_view name) {
+  return std::find(std::begin(annotations_detail::kSnippets),
+                   std::end(annotations_detail::kSnippets),
+                   name) != std::end(annotations_detail::kSnippets);
+}
 
 bool reads_nginx_annotation(std::string_view name) {
   if (std::find(std::begin(annotations_detail::kParsedElsewhere),

@@ -68,6 +68,9 @@ struct AnnotationResult {
 // Whether Tidegate reads the nginx.ingress.kubernetes.io/ annotation `name` (without prefix)
 // behind --nginx-annotations: one of the spellings we parse, or one the translator reads itself.
 bool reads_nginx_annotation(std::string_view name);
+// Whether it is one of ingress-nginx's configuration snippets (configuration-snippet, ...), which
+// are never interpreted.
+bool is_nginx_snippet(std::string_view name);
 
 AnnotationResult parse_annotations(const std::map<std::string, std::string>& annotations,
                                    const AnnotationContext& context,

@@ -311,6 +311,10 @@ void Exchange::prepare_upstream_request() {
   if (substitution_.configured()) req.erase(http::field::accept_encoding);
   add_forwarded_headers(req, downstream_.peer_address(), downstream_.is_tls() ? "https" : "http");
   ensure_request_id(req, worker_);
+  // x-forwarded-prefix: the path prefix the client saw, for backends behind a rewrite.
+  if (const auto& prefix = policy().forwarded_prefix; !prefix.empty()) {
+    req.set("X-Forwarded-Prefix", prefix);
+  }
 }
 
 // --- Balancing, attempts and retries -------------------------------------------------------
@@ -1064,7 +1068,7 @@ void Exchange::end_observation() {
                        upstream_duration});
   }
   auto* log = worker_.access_log();
-  if (log == nullptr) return;
+  if (log == nullptr || (route_ != nullptr && !route_->policy.access_log)) return;
   observability::AccessLogRecord r;
   r.time = started_wall_;
   r.request_id = req["X-Request-ID"];

@@ -469,7 +469,7 @@ Http2Pool::~Http2Pool() {
 }
 
 std::shared_ptr<Http2Client> Http2Pool::ready(const Endpoint& ep, uint64_t tls_key) {
-  auto it = clients_.find(Key{ep, tls_key});
+  auto it = clients_.find(PoolKey{ep, tls_key});
   if (it == clients_.end()) return nullptr;
   std::shared_ptr<Http2Client> best;
   for (auto& c : it->second) {
@@ -482,7 +482,7 @@ std::shared_ptr<Http2Client> Http2Pool::ready(const Endpoint& ep, uint64_t tls_k
 std::shared_ptr<Http2Client> Http2Pool::pick(const runtime::Executor& executor, const Endpoint& ep,
                                              uint64_t tls_key, bool* fresh) {
   *fresh = false;
-  auto& list = clients_[Key{ep, tls_key}];
+  auto& list = clients_[PoolKey{ep, tls_key}];
   std::shared_ptr<Http2Client> roomy, least;
   std::size_t usable = 0;
   for (auto& c : list) {
@@ -504,7 +504,7 @@ std::shared_ptr<Http2Client> Http2Pool::pick(const runtime::Executor& executor, 
 
 void Http2Pool::remove(Http2Client* client) {
   if (closing_) return;
-  auto it = clients_.find(Key{client->endpoint(), client->tls_key()});
+  auto it = clients_.find(PoolKey{client->endpoint(), client->tls_key()});
   if (it == clients_.end()) return;
   auto& list = it->second;
   list.erase(std::remove_if(list.begin(), list.end(),

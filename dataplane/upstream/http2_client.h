@@ -173,17 +173,7 @@ class Http2Pool {
   std::size_t connection_count() const;
 
  private:
-  struct Key {
-    Endpoint endpoint;
-    uint64_t tls_key;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      return runtime::EndpointHash{}(k.endpoint) ^ (k.tls_key * 0x9e3779b97f4a7c15ULL);
-    }
-  };
-  std::unordered_map<Key, std::vector<std::shared_ptr<Http2Client>>, KeyHash> clients_;
+  std::unordered_map<PoolKey, std::vector<std::shared_ptr<Http2Client>>, PoolKeyHash> clients_;
   bool closing_ = false;
 };
 

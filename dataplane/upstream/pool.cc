@@ -25,7 +25,7 @@ bool peer_closed(Connection& c, std::chrono::steady_clock::time_point now) {
 }  // namespace
 
 std::unique_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
-  auto it = idle_.find(Key{ep, tls_key});
+  auto it = idle_.find(PoolKey{ep, tls_key});
   if (it == idle_.end()) return nullptr;
   auto& list = it->second;
   auto now = std::chrono::steady_clock::now();
@@ -41,7 +41,7 @@ std::unique_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
 }
 
 void Pool::put(std::unique_ptr<Connection> c) {
-  auto& list = idle_[Key{c->endpoint, c->tls_key}];
+  auto& list = idle_[PoolKey{c->endpoint, c->tls_key}];
   if (list.size() >= kMaxIdlePerEndpoint) return;  // dropping `c` closes it
   c->idle_since = std::chrono::steady_clock::now();
   c->lowest().expires_never();

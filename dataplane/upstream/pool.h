@@ -47,6 +47,18 @@ struct Connection {
   bool reused = false;  // taken from the pool rather than freshly connected
 };
 
+// Connections are shared per endpoint and TLS settings (runtime::UpstreamState::tls_key).
+struct PoolKey {
+  Endpoint endpoint;
+  uint64_t tls_key;
+  bool operator==(const PoolKey&) const = default;
+};
+struct PoolKeyHash {
+  size_t operator()(const PoolKey& k) const noexcept {
+    return runtime::EndpointHash{}(k.endpoint) ^ (k.tls_key * 0x9e3779b97f4a7c15ULL);
+  }
+};
+
 class Pool {
  public:
   // Idle connections kept per endpoint and how long one may stay idle.
@@ -66,17 +78,7 @@ class Pool {
   size_t idle_count() const;
 
  private:
-  struct Key {
-    Endpoint endpoint;
-    uint64_t tls_key;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-      return runtime::EndpointHash{}(k.endpoint) ^ (k.tls_key * 0x9e3779b97f4a7c15ULL);
-    }
-  };
-  std::unordered_map<Key, std::vector<std::unique_ptr<Connection>>, KeyHash> idle_;
+  std::unordered_map<PoolKey, std::vector<std::unique_ptr<Connection>>, PoolKeyHash> idle_;
 };
 
 }  // namespace tidegate::dataplane::upstream

@@ -695,6 +695,11 @@ std::vector<std::string> validate(const RoutePolicy& p) {
       problems.push_back("response header " + h.name + " is set twice");
     }
   }
+  if (!p.forwarded_prefix.empty()) {
+    if (auto why = check_path(p.forwarded_prefix)) {
+      problems.push_back("forwarded_prefix " + quote(p.forwarded_prefix) + ": " + *why);
+    }
+  }
   if (!p.upstream_vhost.empty()) {
     if (auto why = check_host_port(p.upstream_vhost)) {
       problems.push_back("upstream_vhost " + quote(p.upstream_vhost) + ": " + *why);
@@ -882,6 +887,8 @@ json to_json(const RoutePolicy& p) {
     j["response_headers"] = std::move(headers);
   }
   if (!p.upstream_vhost.empty()) j["upstream_vhost"] = p.upstream_vhost;
+  if (!p.forwarded_prefix.empty()) j["forwarded_prefix"] = p.forwarded_prefix;
+  if (!p.access_log) j["access_log"] = false;
   if (!p.upgrade_protocols.empty()) j["upgrade_protocols"] = p.upgrade_protocols;
   if (p.cors) {
     const Cors& c = *p.cors;
@@ -968,6 +975,8 @@ RoutePolicy route_policy_from_json(const json& j) {
     }
   }
   r.string("upstream_vhost", p.upstream_vhost);
+  r.string("forwarded_prefix", p.forwarded_prefix);
+  r.boolean("access_log", p.access_log);
   r.strings("upgrade_protocols", p.upgrade_protocols);
   if (const json* v = r.find("cors")) {
     Cors c;

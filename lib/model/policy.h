@@ -199,6 +199,10 @@ struct RoutePolicy {
   std::optional<Redirect> redirect;      // permanent-redirect / temporal-redirect
   std::vector<Header> response_headers;  // custom-headers, in the order written, unique names
   std::string upstream_vhost;            // Host header sent to the backend; empty: the client's
+  // x-forwarded-prefix: the X-Forwarded-Prefix request header sent to the backend; empty: none.
+  std::string forwarded_prefix;
+  // enable-access-log: "false" leaves the route's requests out of the access log (metrics stay).
+  bool access_log = true;
   // allow-upgrade: Upgrade protocols forwarded as upgrades besides websocket (lower case).
   std::vector<std::string> upgrade_protocols;
   std::optional<Cors> cors;

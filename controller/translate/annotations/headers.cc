@@ -1,4 +1,5 @@
-// Headers: custom-headers, upstream-vhost, allow-upgrade, enable-cors and cors-*, hsts*.
+// Headers: custom-headers, upstream-vhost, x-forwarded-prefix, allow-upgrade, enable-cors and
+// cors-*, hsts*; and enable-access-log.
 
 #include "translate/annotations/parser.h"
 
@@ -54,6 +55,15 @@ void Parser::parse_headers() {
       invalid(*a, why);
     }
   }
+  if (auto a = get("x-forwarded-prefix")) {
+    std::string_view v = trim(a->value);
+    if (auto why = model::check_path(v)) {
+      invalid(*a, "expected a path such as \"/app\": " + *why);
+    } else {
+      r.forwarded_prefix = std::string(v);
+    }
+  }
+  if (auto on = get_bool("enable-access-log")) r.access_log = *on;
   if (auto a = get("upstream-vhost")) {
     std::string_view v = trim(a->value);
     if (auto why = model::check_host_port(v)) {

@@ -69,11 +69,14 @@ std::vector<Case> core_cases() {
        {E("annotation nginx.ingress.kubernetes.io/limit-rps: invalid value \"fast\"")},
        plain_paths(),
        AnnotationOptions{true}},
-      {"aliases on: unsupported nginx annotations are reported",
+      {"aliases on: unsupported nginx annotations are reported, snippets as never interpreted",
        A({{"nginx.ingress.kubernetes.io/configuration-snippet", "more_set_headers x;"},
+          {"nginx.ingress.kubernetes.io/proxy-buffering", "on"},
           {"nginx.ingress.kubernetes.io/ssl-redirect", "false"}}),
        {},
-       {W("annotation nginx.ingress.kubernetes.io/configuration-snippet is not supported by "
+       {W("annotation nginx.ingress.kubernetes.io/configuration-snippet: nginx configuration "
+          "text is never interpreted by Tidegate; ignored"),
+        W("annotation nginx.ingress.kubernetes.io/proxy-buffering is not supported by "
           "Tidegate; ignored")},
        plain_paths(),
        AnnotationOptions{true}},
@@ -90,9 +93,8 @@ std::vector<Case> core_cases() {
 
 std::vector<annotation_table::Case> annotation_table::all_cases() {
   std::vector<Case> all = core_cases();
-  for (auto* family :
-       {backend_cases, timeouts_cases, rewrites_cases, headers_cases, access_cases, canary_cases,
-        auth_cases, compression_cases}) {
+  for (auto* family : {backend_cases, timeouts_cases, rewrites_cases, headers_cases, access_cases,
+                       canary_cases, auth_cases, compression_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }

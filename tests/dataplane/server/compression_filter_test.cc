@@ -191,8 +191,8 @@ TEST(Compression, OutputDecompressesToTheInputWhateverTheChunks) {
     const size_t size = trial == 0 ? 0 : rng() % (300 * 1024);
     // Random bytes (incompressible) in some trials; words of a small vocabulary otherwise.
     const bool random_bytes = trial % 5 == 4;
-    static const char* const kWords[] = {"<p>", "shop", "colour", "pencil", "the", "a",
-                                         "</p>\n", "example", "price", "of", "and", "sale"};
+    static const char* const kWords[] = {"<p>",    "shop",    "colour", "pencil", "the", "a",
+                                         "</p>\n", "example", "price",  "of",     "and", "sale"};
     std::string body;
     while (body.size() < size) {
       if (random_bytes) {

@@ -9,6 +9,29 @@ using namespace std::chrono_literals;
 
 std::vector<Case> headers_cases() {
   return {
+      // ---- x-forwarded-prefix, enable-access-log ----
+      {"x-forwarded-prefix", A({{"x-forwarded-prefix", " /shop "}}),
+       [](IngressPolicy& p) { p.route.forwarded_prefix = "/shop"; }},
+      {"x-forwarded-prefix must be a path",
+       A({{"x-forwarded-prefix", "shop"}}),
+       {},
+       {E("x-forwarded-prefix: invalid value \"shop\": expected a path such as \"/app\"")}},
+      {"enable-access-log false", A({{"enable-access-log", "false"}}),
+       [](IngressPolicy& p) { p.route.access_log = false; }},
+      {"enable-access-log true is the default", A({{"enable-access-log", "true"}})},
+      {"enable-access-log not a boolean",
+       A({{"enable-access-log", "off"}}),
+       {},
+       {E("enable-access-log: invalid value \"off\": expected \"true\" or \"false\"")}},
+      {"configuration snippets are never interpreted, even without --nginx-annotations",
+       A({{"nginx.ingress.kubernetes.io/configuration-snippet", "more_set_headers \"X: y\";"},
+          {"nginx.ingress.kubernetes.io/server-snippet", "return 200;"}}),
+       {},
+       {W("annotation nginx.ingress.kubernetes.io/configuration-snippet: nginx configuration "
+          "text is never interpreted by Tidegate; ignored"),
+        W("annotation nginx.ingress.kubernetes.io/server-snippet: nginx configuration text is "
+          "never interpreted")}},
+
       // ---- custom-headers, upstream-vhost ----
       {"custom-headers, one per line",
        A({{"custom-headers", "X-Frame-Options: DENY\n\n  Cache-Control: no-store, private  \n"}}),
