@@ -8,6 +8,8 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::server {
 
 namespace http = boost::beast::http;
@@ -36,18 +38,12 @@ const char* to_string(ContentCoding c) {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // q-value in thousandths: "q=0.5" -> 500; a malformed one: -1 (the element is skipped).
 int parse_q(std::string_view params) {
   int q = 1000;
   while (!params.empty()) {
     const size_t semi = params.find(';');
-    std::string_view p = trim(params.substr(0, semi));
+    std::string_view p = text::trim_ows(params.substr(0, semi));
     params = semi == std::string_view::npos ? std::string_view() : params.substr(semi + 1);
     if (p.size() < 2 || (p[0] != 'q' && p[0] != 'Q') || p[1] != '=') continue;
     std::string_view v = p.substr(2);
@@ -68,17 +64,6 @@ int parse_q(std::string_view params) {
   return q;
 }
 
-bool has_token(std::string_view list, std::string_view token) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    std::string_view item = trim(list.substr(0, comma));
-    item = trim(item.substr(0, item.find('=')));
-    if (boost::beast::iequals(item, token)) return true;
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-  }
-  return false;
-}
-
 }  // namespace
 
 ContentCoding negotiate_coding(std::string_view accept) {
@@ -88,7 +73,7 @@ ContentCoding negotiate_coding(std::string_view accept) {
     std::string_view item = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     const size_t semi = item.find(';');
-    std::string_view name = trim(item.substr(0, semi));
+    std::string_view name = text::trim_ows(item.substr(0, semi));
     const int q =
         parse_q(semi == std::string_view::npos ? std::string_view() : item.substr(semi + 1));
     if (q < 0) continue;
@@ -125,10 +110,10 @@ bool CompressionFilter::on_headers(http::response_header<Fields>& head,
     return false;
   }
   if (head.find(http::field::content_range) != head.end()) return false;
-  if (has_token(head[http::field::cache_control], "no-transform")) return false;
-  std::string type(
-      trim(head[http::field::content_type].substr(0, head[http::field::content_type].find(';'))));
-  for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text::has_token(head[http::field::cache_control], "no-transform")) return false;
+  const auto content_type = head[http::field::content_type];
+  const std::string type = text::ascii_lower(
+      std::string(text::trim_ows(content_type.substr(0, content_type.find(';')))));
   const auto& types = config_->types.empty() ? model::default_compression_types() : config_->types;
   if (type.empty() || std::find(types.begin(), types.end(), type) == types.end()) return false;
   if (context.content_length && *context.content_length < config_->min_length) return false;
@@ -137,7 +122,7 @@ bool CompressionFilter::on_headers(http::response_header<Fields>& head,
   auto vary = head[http::field::vary];
   if (vary.empty()) {
     head.set(http::field::vary, "Accept-Encoding");
-  } else if (vary != "*" && !has_token(vary, "Accept-Encoding")) {
+  } else if (vary != "*" && !text::has_token(vary, "Accept-Encoding")) {
     std::string joined(vary);
     joined += ", Accept-Encoding";
     head.set(http::field::vary, joined);

@@ -32,10 +32,6 @@ using ResponseMessage = boost::beast::http::response<boost::beast::http::buffer_
 // An answer from the proxy itself (errors, redirects, CORS preflights).
 using LocalResponse = boost::beast::http::response<boost::beast::http::string_body>;
 
-// Trailer fields of a request or a response (names lower case, as HTTP/2 carries them).
-using TrailerFields = std::vector<std::pair<std::string, std::string>>;
-inline const TrailerFields kNoTrailers{};
-
 // How the body of a response relates to its head, for the codec's framing.
 struct ResponseBody {
   bool expected = true;      // false for HEAD, 204 and 304: the head goes alone

@@ -54,6 +54,7 @@ Exchange::~Exchange() { end_attempt(false); }
 
 void Exchange::reset() {
   cancelled_ = false;
+  grpc_ = false;
   challenge_ = nullptr;
   call_deadline_.reset();
   grpc_code_.reset();
@@ -94,6 +95,7 @@ void Exchange::begin(std::size_t header_bytes) {
   const auto method = downstream_.request().method();
   head_request_ = method == http::verb::head;
   idempotent_ = is_idempotent(method);
+  grpc_ = is_grpc_request(downstream_.request(), downstream_.http_version());
   resolve_client();
 }
 
@@ -125,7 +127,7 @@ void Exchange::route() {
   }
   substitution_.configure(snapshot_->substitution_for(route_), host_without_port(target.host),
                           target.path_and_query);
-  if (is_grpc_request(req, downstream_.http_version())) {
+  if (grpc_) {
     // grpc-timeout: the proxy gives up when the client would (and answers DEADLINE_EXCEEDED);
     // the header goes up unchanged, as nginx and Envoy (by default) pass it.
     if (auto it = req.find("grpc-timeout"); it != req.end()) {
@@ -834,7 +836,7 @@ void Exchange::finish() {
 void Exchange::respond(unsigned status, std::string_view text, bool close,
                        std::string_view location, long retry_after_seconds) {
   end_attempt(false);  // ended by the request (a body error), not by the endpoint
-  if (is_grpc_request(downstream_.request(), downstream_.http_version())) {
+  if (grpc_) {
     respond_grpc(status, text);
     return;
   }
@@ -885,8 +887,7 @@ int grpc_code(std::string_view v) {
 
 bool Exchange::logs_grpc_status() const {
   auto* log = worker_.access_log();
-  return log != nullptr && log->wants(observability::LogField::kGrpcStatus) &&
-         is_grpc_request(downstream_.request(), downstream_.http_version());
+  return grpc_ && log != nullptr && log->wants(observability::LogField::kGrpcStatus);
 }
 
 void Exchange::note_grpc_status(const ResponseMessage& res) {
@@ -1095,7 +1096,7 @@ void Exchange::end_observation() {
   if (log->wants(observability::LogField::kGrpcService) ||
       log->wants(observability::LogField::kGrpcMethod) ||
       log->wants(observability::LogField::kGrpcStatus)) {
-    r.grpc = is_grpc_request(req, downstream_.http_version());
+    r.grpc = grpc_;
     if (r.grpc) r.grpc_status = grpc_status_sent_;
   }
   char upstream[64];

@@ -236,6 +236,7 @@ class Exchange {
   char* read_to_ = nullptr;  // where the pending request body read goes
   bool response_started_ = false;
   bool idempotent_ = false;
+  bool grpc_ = false;  // a gRPC request (server/grpc.h), decided once in begin()
   bool head_request_ = false;
   bool upgrade_ = false;
   std::string upgrade_protocol_;

@@ -127,4 +127,9 @@ RequestTarget split_target(std::string_view target, std::string_view host_header
   return t;
 }
 
+bool is_connection_specific(std::string_view n) {
+  return n == "connection" || n == "keep-alive" || n == "proxy-connection" ||
+         n == "transfer-encoding" || n == "upgrade" || n == "te" || n == "http2-settings";
+}
+
 }  // namespace tidegate::dataplane::server

@@ -3,7 +3,10 @@
 // X-Forwarded-*, X-Request-ID, request-target splitting.
 
 #include <memory_resource>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <boost/beast/http.hpp>
 
@@ -21,6 +24,15 @@ using Fields = boost::beast::http::basic_fields<FieldsAllocator>;
 // definition (Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, HTTP2-Settings).
 // Transfer-Encoding is left to Beast, which re-frames bodies itself.
 void remove_hop_by_hop(Fields& fields);
+
+// A field specific to an HTTP/1.1 connection, which HTTP/2 forbids (RFC 9113 section 8.2.2):
+// connection, keep-alive, proxy-connection, transfer-encoding, upgrade, te, http2-settings.
+// `lower_name` is lower case, as HTTP/2 carries names.
+bool is_connection_specific(std::string_view lower_name);
+
+// Trailer fields of a request or a response (names lower case, as HTTP/2 carries them).
+using TrailerFields = std::vector<std::pair<std::string, std::string>>;
+inline const TrailerFields kNoTrailers{};
 
 template <bool isRequest, typename Body>
 void remove_hop_by_hop(boost::beast::http::message<isRequest, Body, Fields>& m) {

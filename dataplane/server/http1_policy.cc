@@ -2,6 +2,8 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::server {
 
 namespace http = boost::beast::http;
@@ -71,12 +73,6 @@ bool is_reg_name_char(unsigned char c) {
   }
 }
 
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 size_t request_line_bytes(const http::request_header<Fields>& req) {
   return req.method_string().size() + 1 + req.target().size() + 1 + kVersionLength.size();
 }
@@ -86,17 +82,6 @@ RequestVerdict refuse(unsigned status, std::string_view reason) {
   v.status = status;
   v.reason = reason;
   return v;
-}
-
-bool has_token(std::string_view list, std::string_view token) {
-  while (!list.empty()) {
-    auto comma = list.find(',');
-    auto element = trim_ows(list.substr(0, comma));
-    if (boost::beast::iequals(element, token)) return true;
-    if (comma == std::string_view::npos) break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
 }
 
 // Transfer-Encoding over all its field lines (RFC 9112 section 6.1, 6.3; RFC 9110 section
@@ -122,7 +107,7 @@ TransferCodings judge_transfer_encoding(const Header& h) {
     std::string_view list = it->value();
     for (;;) {
       auto comma = list.find(',');
-      auto element = trim_ows(list.substr(0, comma));
+      auto element = text::trim_ows(list.substr(0, comma));
       if (!element.empty()) {
         if (!is_token(element)) {
           out.status = 400;
@@ -353,9 +338,9 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
     bool connection_upgrade = false;
     auto range = req.equal_range(http::field::connection);
     for (auto it = range.first; it != range.second; ++it) {
-      if (has_token(it->value(), "upgrade")) connection_upgrade = true;
+      if (text::has_token(it->value(), "upgrade")) connection_upgrade = true;
     }
-    const std::string_view protocol = trim_ows(req[http::field::upgrade]);
+    const std::string_view protocol = text::trim_ows(req[http::field::upgrade]);
     if (connection_upgrade && boost::beast::iequals(protocol, "websocket")) {
       v.websocket_upgrade = true;
     } else if (connection_upgrade && !protocol.empty() &&
@@ -400,7 +385,7 @@ ResponseVerdict check_response(const http::response_header<Fields>& res) {
     if (s.content_lengths > 0) return bad("upstream sent Content-Length and Transfer-Encoding");
     if (version < 11) return bad("upstream sent Transfer-Encoding in HTTP/1.0");
     if (s.transfer_encodings > 1 ||
-        !boost::beast::iequals(trim_ows(res[http::field::transfer_encoding]), "chunked")) {
+        !boost::beast::iequals(text::trim_ows(res[http::field::transfer_encoding]), "chunked")) {
       return bad("upstream sent a Transfer-Encoding other than chunked");
     }
   }

@@ -25,14 +25,6 @@ nghttp2_nv make_nv(std::string_view name, std::string_view value) {
                     value.size(), NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
 }
 
-// Fields that are specific to an HTTP/1.1 connection and must not appear in HTTP/2 (RFC 9113
-// section 8.2.2).
-bool connection_specific(std::string_view lower_name) {
-  return lower_name == "connection" || lower_name == "keep-alive" ||
-         lower_name == "proxy-connection" || lower_name == "transfer-encoding" ||
-         lower_name == "upgrade" || lower_name == "te" || lower_name == "http2-settings";
-}
-
 bool all_digits(std::string_view s) {
   if (s.empty() || s.size() > 19) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -259,7 +251,7 @@ void Http2Stream::build_headers(const Header& head, bool keep_length) {
     const std::size_t len = f.name_string().size();
     std::string_view name(names_.data() + at, len);
     at += len;
-    if (connection_specific(name)) continue;
+    if (is_connection_specific(name)) continue;
     if (!keep_length && name == "content-length") continue;
     nv_.push_back(make_nv(name, f.value()));
   }
@@ -374,7 +366,7 @@ ssize_t Http2Stream::read_data(uint8_t* buf, std::size_t length, uint32_t* flags
 bool Http2Stream::submit_trailers() {
   trailer_nv_.clear();
   for (const auto& [name, value] : *trailers_) {
-    if (connection_specific(name) || name.empty() || name[0] == ':') continue;
+    if (is_connection_specific(name) || name.empty() || name[0] == ':') continue;
     nghttp2_nv nv = make_nv(name, value);
     nv.flags = NGHTTP2_NV_FLAG_NONE;  // copied: nothing here must outlive the call
     trailer_nv_.push_back(nv);

@@ -3,8 +3,11 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <map>
+
+#include <boost/asio/ip/address.hpp>
 #include <mutex>
 
 namespace tidegate::dataplane::tls {
@@ -58,6 +61,19 @@ std::shared_ptr<asio::ssl::context> upstream_context(const std::string& ca_pem,
   std::erase_if(cache, [](const auto& entry) { return entry.second.expired(); });
   cache[ca_pem] = ctx;
   return ctx;
+}
+
+void set_upstream_identity(SSL* ssl, const std::string& name, bool verify) {
+  if (name.empty()) return;
+  boost::system::error_code not_ip;
+  asio::ip::make_address(name, not_ip);
+  if (not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
+  if (!verify) return;
+  if (not_ip) {
+    SSL_set1_host(ssl, name.c_str());
+  } else {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+  }
 }
 
 }  // namespace tidegate::dataplane::tls

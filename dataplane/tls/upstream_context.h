@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include <openssl/ssl.h>
 #include <boost/asio/ssl/context.hpp>
 
 namespace tidegate::dataplane::tls {
@@ -16,5 +17,9 @@ namespace tidegate::dataplane::tls {
 // sets *error when the bundle holds no usable certificate. Thread-safe (control thread and tests).
 std::shared_ptr<boost::asio::ssl::context> upstream_context(const std::string& ca_pem,
                                                             std::string* error);
+
+// Per connection, before the handshake: `name` as SNI (host names only, RFC 6066 section 3)
+// and, with `verify`, the name the certificate must carry (an IP address is verified as one).
+void set_upstream_identity(SSL* ssl, const std::string& name, bool verify);
 
 }  // namespace tidegate::dataplane::tls

@@ -107,7 +107,7 @@ class Attempt {
   // An HTTP/2 response that ended with its head (no DATA, no trailers).
   bool ended_with_head() const { return http2_ && h2_.ended_with_head(); }
   // The response's trailers: HTTP/2 only (an HTTP/1.1 backend's are not read yet).
-  const Trailers& trailers() const { return http2_ ? h2_.trailers() : kNoTrailers; }
+  const Trailers& trailers() const { return http2_ ? h2_.trailers() : server::kNoTrailers; }
 
   template <class Handler>
   void read_body(char* data, std::size_t size, std::chrono::milliseconds timeout,
@@ -160,7 +160,6 @@ class Attempt {
   std::unique_ptr<Connection>& http1_connection() { return h1_.connection(); }
 
  private:
-  static inline const Trailers kNoTrailers{};
   bool http2_ = false;
   Http1Upstream h1_;
   Http2Upstream h2_;

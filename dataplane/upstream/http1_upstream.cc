@@ -1,5 +1,7 @@
 #include "upstream/http1_upstream.h"
 
+#include "tls/upstream_context.h"
+
 namespace tidegate::dataplane::upstream {
 
 namespace asio = boost::asio;
@@ -12,19 +14,7 @@ void Http1Upstream::connected() {
 void Http1Upstream::prepare_tls(const runtime::UpstreamState& up) {
   auto& c = *connection_;
   c.tls = std::make_unique<TlsStream>(std::move(c.stream), *up.tls_context);
-  SSL* ssl = c.tls->native_handle();
-  const std::string& name = up.tls_server_name;
-  error_code not_ip;
-  asio::ip::make_address(name, not_ip);
-  // SNI carries host names only (RFC 6066 section 3); an IP address is verified as one.
-  if (!name.empty() && not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
-  if (up.tls_verify && !name.empty()) {
-    if (not_ip) {
-      SSL_set1_host(ssl, name.c_str());
-    } else {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
-    }
-  }
+  tls::set_upstream_identity(c.tls->native_handle(), up.tls_server_name, up.tls_verify);
 }
 
 void Http1Upstream::release(Pool& pool, const runtime::Snapshot* current) {

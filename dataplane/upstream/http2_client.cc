@@ -6,6 +6,7 @@
 #include <boost/asio/write.hpp>
 
 #include "log/log.h"
+#include "tls/upstream_context.h"
 #include "upstream/http2_upstream.h"
 
 namespace tidegate::dataplane::upstream {
@@ -43,51 +44,36 @@ std::size_t Http2Client::capacity() const {
 }
 
 void Http2Client::start(const runtime::UpstreamState& up, std::chrono::milliseconds timeout) {
-  auto self = shared_from_this();
-  connection_.stream.expires_after(timeout);
-  // The upstream state may be gone by the time the connect completes (a new snapshot): what the
-  // handshake needs is copied now.
-  auto tls = std::make_shared<runtime::UpstreamState>();
+  auto& c = connection_;
   if (up.tls_context) {
-    tls->tls_context = up.tls_context;
-    tls->tls_server_name = up.tls_server_name;
-    tls->tls_verify = up.tls_verify;
+    // The TLS stream is set up now, while `up` is at hand (a new snapshot may replace it before
+    // the connect completes); the handshake follows the connect.
+    tls_ = true;
+    c.tls = std::make_unique<TlsStream>(std::move(c.stream), *up.tls_context);
+    SSL* ssl = c.tls->native_handle();
+    tls::set_upstream_identity(ssl, up.tls_server_name, up.tls_verify);
+    SSL_set_alpn_protos(ssl, kAlpnH2, sizeof(kAlpnH2));
   }
-  connection_.stream.async_connect(endpoint_, [self, tls, timeout](error_code ec) {
+  c.lowest().expires_after(timeout);
+  c.lowest().async_connect(endpoint_, [self = shared_from_this(), timeout](error_code ec) {
     if (self->state_ == State::kClosed) return;
     if (ec) {
       self->fail(ec);
       return;
     }
-    self->on_connected(tls->tls_context ? tls.get() : nullptr, timeout);
+    self->on_connected(timeout);
   });
 }
 
-void Http2Client::on_connected(const runtime::UpstreamState* up,
-                               std::chrono::milliseconds timeout) {
+void Http2Client::on_connected(std::chrono::milliseconds timeout) {
+  auto& c = connection_;
   error_code opt_ec;
-  connection_.stream.socket().set_option(asio::ip::tcp::no_delay(true), opt_ec);
-  if (up == nullptr) {
-    connection_.stream.expires_never();
+  c.lowest().socket().set_option(asio::ip::tcp::no_delay(true), opt_ec);
+  if (!tls_) {
+    c.lowest().expires_never();
     ready({});
     return;
   }
-  tls_ = true;
-  auto& c = connection_;
-  c.tls = std::make_unique<TlsStream>(std::move(c.stream), *up->tls_context);
-  SSL* ssl = c.tls->native_handle();
-  const std::string& name = up->tls_server_name;
-  error_code not_ip;
-  asio::ip::make_address(name, not_ip);
-  if (!name.empty() && not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
-  if (up->tls_verify && !name.empty()) {
-    if (not_ip) {
-      SSL_set1_host(ssl, name.c_str());
-    } else {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
-    }
-  }
-  SSL_set_alpn_protos(ssl, kAlpnH2, sizeof(kAlpnH2));
   c.lowest().expires_after(timeout);
   c.tls->async_handshake(
       asio::ssl::stream_base::client, [self = shared_from_this()](error_code ec) {
@@ -194,15 +180,10 @@ int32_t Http2Client::submit(Http2Upstream* owner, const std::vector<nghttp2_nv>&
   return id;
 }
 
-bool Http2Client::submit_trailers(int32_t id,
-                                  const std::vector<std::pair<std::string, std::string>>& fields) {
+bool Http2Client::submit_trailers(int32_t id, const server::TrailerFields& fields) {
   std::vector<nghttp2_nv> nv;
   for (const auto& [name, value] : fields) {
-    if (name.empty() || name[0] == ':' || name == "connection" || name == "te" ||
-        name == "transfer-encoding" || name == "keep-alive" || name == "upgrade" ||
-        name == "proxy-connection") {
-      continue;
-    }
+    if (name.empty() || name[0] == ':' || server::is_connection_specific(name)) continue;
     // Copied by nghttp2 (no NO_COPY flags).
     nv.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
                             reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())),
@@ -521,16 +502,6 @@ void Http2Pool::retain_only(const std::unordered_set<Endpoint, runtime::Endpoint
   }
   // retire() may close, which edits clients_.
   for (auto& c : leaving) c->retire();
-}
-
-void Http2Pool::expire(std::chrono::steady_clock::time_point) {
-  // Each connection's own ticker closes it after kIdleTimeout without streams.
-}
-
-std::size_t Http2Pool::connection_count() const {
-  std::size_t n = 0;
-  for (const auto& [key, list] : clients_) n += list.size();
-  return n;
 }
 
 }  // namespace tidegate::dataplane::upstream

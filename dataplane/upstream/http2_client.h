@@ -27,6 +27,7 @@
 
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
+#include "server/headers.h"
 #include "upstream/pool.h"
 
 namespace tidegate::dataplane::upstream {
@@ -78,7 +79,6 @@ class Http2Client : public std::enable_shared_from_this<Http2Client> {
   std::size_t load() const { return streams_.size() + reserved_; }
   std::size_t capacity() const;
   bool has_room() const { return load() < capacity(); }
-  std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
   // One stream slot held from take or when_ready() to submit() or unreserve(), so that
   // has_room() counts it.
   void reserve() { ++reserved_; }
@@ -92,7 +92,7 @@ class Http2Client : public std::enable_shared_from_this<Http2Client> {
   int32_t submit(Http2Upstream* owner, const std::vector<nghttp2_nv>& nv, bool with_body);
   // Queues trailers after the stream's last DATA (called from its data source). False when
   // none are left to send (all connection-specific or pseudo) or nghttp2 refused them.
-  bool submit_trailers(int32_t id, const std::vector<std::pair<std::string, std::string>>& fields);
+  bool submit_trailers(int32_t id, const server::TrailerFields& fields);
   // The owner has more request body for nghttp2 to read.
   void resume(int32_t id);
   // The owner took `n` response body bytes: the windows reopen by that much.
@@ -120,7 +120,7 @@ class Http2Client : public std::enable_shared_from_this<Http2Client> {
   static ssize_t read_data(nghttp2_session*, int32_t stream_id, uint8_t* buf, std::size_t length,
                            uint32_t* flags, nghttp2_data_source* source, void* user);
   Http2Upstream* owner(int32_t id);
-  void on_connected(const runtime::UpstreamState* up, std::chrono::milliseconds timeout);
+  void on_connected(std::chrono::milliseconds timeout);
   bool begin_session();
   void ready(error_code ec);
   void do_read();
@@ -168,9 +168,6 @@ class Http2Pool {
   void remove(Http2Client* client);
   // Connections to endpoints not in `keep` take no new streams and close once idle.
   void retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep);
-  // Closes connections idle for longer than kIdleTimeout.
-  void expire(std::chrono::steady_clock::time_point now);
-  std::size_t connection_count() const;
 
  private:
   std::unordered_map<PoolKey, std::vector<std::shared_ptr<Http2Client>>, PoolKeyHash> clients_;

@@ -34,15 +34,6 @@ class Http2Category final : public boost::system::error_category {
   }
 };
 
-// Fields of an HTTP/1.1 connection that HTTP/2 forbids (RFC 9113 section 8.2.2), and Host,
-// which becomes :authority.
-bool not_forwarded(std::string_view lower_name) {
-  return lower_name == "connection" || lower_name == "keep-alive" ||
-         lower_name == "proxy-connection" || lower_name == "transfer-encoding" ||
-         lower_name == "upgrade" || lower_name == "te" || lower_name == "http2-settings" ||
-         lower_name == "host";
-}
-
 nghttp2_nv make_nv(std::string_view name, std::string_view value) {
   return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
                     reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
@@ -116,7 +107,8 @@ void Http2Upstream::start_request(const Request& req, std::pmr::memory_resource*
     const std::size_t len = f.name_string().size();
     std::string_view name(names_.data() + at, len);
     at += len;
-    if (not_forwarded(name)) continue;
+    // Host became :authority; HTTP/1.1's connection fields have no place in HTTP/2.
+    if (name == "host" || server::is_connection_specific(name)) continue;
     nv_.push_back(make_nv(name, f.value()));
   }
   // gRPC servers require it; for any other backend it says that trailers are welcome.

@@ -42,7 +42,7 @@ class Http2Upstream {
   using error_code = boost::system::error_code;
   using Request = boost::beast::http::request<boost::beast::http::buffer_body, server::Fields>;
   using Response = boost::beast::http::response<boost::beast::http::buffer_body, server::Fields>;
-  using Trailers = std::vector<std::pair<std::string, std::string>>;
+  using Trailers = server::TrailerFields;
 
   Http2Upstream();
   ~Http2Upstream();
@@ -85,7 +85,6 @@ class Http2Upstream {
   const Trailers& trailers() const { return trailers_; }
 
   bool attached() const { return client_ != nullptr; }
-  bool reused() const { return reused_; }
   // The backend never processed the request (REFUSED_STREAM, a stream its GOAWAY left out, a
   // HEADERS that never left), or a connection opened before this attempt was lost before the
   // response head: safe to send again on another connection.

@@ -14,6 +14,30 @@ inline std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
+// Equal ignoring the case of ASCII letters (no locale).
+inline bool iequals_ascii(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Whether the comma-separated `list` (an HTTP field value such as Connection, Vary or
+// Cache-Control) has the element `token`, compared case-insensitively.
+inline bool has_token(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (iequals_ascii(trim_ows(list.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 // ASCII letters lowered; other bytes as they are (no locale).
 inline std::string ascii_lower(std::string s) {
   for (char& c : s) {

@@ -2,6 +2,7 @@
 // the annotations and the Secret reference; the translator reads the Secret into the users
 // (translate.cc, resolve_basic_auth). A broken setup never opens the route: it fails closed.
 
+#include "text/text.h"
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate::annotations_detail {
@@ -19,8 +20,7 @@ void Parser::parse_auth() {
   const std::string closed = "the route refuses every request (503) until it is fixed";
   model::BasicAuth auth;
   auto& slot = result_.policy.route.basic_auth;
-  std::string t(trim(type->value));
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string t = text::ascii_lower(std::string(trim(type->value)));
   if (t != "basic") {
     invalid(*type,
             t == "digest" ? "digest authentication is not supported (use basic)" : "expected basic",
