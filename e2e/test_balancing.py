@@ -339,8 +339,11 @@ def test_retries_on_503(stack):
            {"tidegate.io/proxy-next-upstream": on_503 + " non_idempotent"})
     deploy(stack, "r8", "r8.example.com", [sick, well],
            {"tidegate.io/proxy-next-upstream": on_503 + " non_idempotent"})
-    for h in ("r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"):
-        wait_until(lambda: call(stack.port, "/", f"{h}.example.com")[0] in (200, 503), 10, h)
+    # Waiting on a host of its own, written last: the controller reads the whole folder on each
+    # change, so once `ready` is served every route above is too. (Probing r1..r8 themselves
+    # would send requests that mark `sick` failed before the assertions below count on it.)
+    deploy(stack, "ready", "ready.example.com", [well])
+    wait_until(lambda: call(stack.port, "/", "ready.example.com")[0] == 200, 10, "ready")
 
     def run(host: str, n: int, method: str = "GET", body: bytes | None = None) -> Counter:
         out = Counter()
