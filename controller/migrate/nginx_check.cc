@@ -36,7 +36,6 @@ constexpr Note kInstead[] = {
     {"custom-http-errors", "not yet (planned: error pages)"},
     {"default-backend", "not yet (planned: error pages)"},
     {"proxy-buffering", "responses always stream"},
-    {"force-ssl-redirect", "use ssl-redirect"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").

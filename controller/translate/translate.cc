@@ -354,6 +354,97 @@ class Translator {
                        });
 
     add_tls(ingress, object);
+    add_host_annotations(ingress, object);
+  }
+
+  // "true"/"false" of a host-level annotation; anything else is reported and ignored.
+  std::optional<bool> host_flag(const Ingress& ingress, const std::string& object,
+                                std::string_view name) {
+    auto found = find_annotation(ingress.metadata.annotations, name, annotation_options());
+    if (!found) return std::nullopt;
+    const std::string_view v = text::trim_ows(found->value);
+    if (v == "true") return true;
+    if (v == "false") return false;
+    report(object, Severity::kError,
+           "annotation " + found->key + ": invalid value " + quote(found->value) +
+               ": expected \"true\" or \"false\"; ignored");
+    return std::nullopt;
+  }
+
+  // The annotations that make or change hosts rather than routes (docs/annotations.md, "Hosts"):
+  // force-ssl-redirect, from-to-www-redirect and server-alias. Applied in assemble(), once every
+  // Ingress's hosts are known.
+  void add_host_annotations(const Ingress& ingress, const std::string& object) {
+    std::vector<std::string> hosts;  // the rule hosts, in order, once each
+    for (const auto& rule : ingress.spec.rules) {
+      const std::string host = text::ascii_lower(rule.host);
+      if (host.empty() || !model::is_valid_host(host)) continue;
+      if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+    }
+    const std::string name = name_of(ingress);
+    if (host_flag(ingress, object, "force-ssl-redirect").value_or(false)) {
+      for (const auto& h : hosts) force_redirect_hosts_.insert(h);
+    }
+    if (host_flag(ingress, object, "from-to-www-redirect").value_or(false)) {
+      for (const auto& h : hosts) {
+        if (h.front() == '*') continue;  // a wildcard has no single other name
+        std::string other = h.rfind("www.", 0) == 0 ? h.substr(4) : "www." + h;
+        if (!model::is_valid_host(other) || other.find('.') == std::string::npos) continue;
+        auto [it, added] = www_claims_.emplace(other, HostClaim{h, name, object});
+        if (!added && it->second.target != h) {
+          report(object, Severity::kError,
+                 "annotation from-to-www-redirect: " + other + " already redirects to " +
+                     it->second.target + " (Ingress " + it->second.ingress +
+                     ", the older one wins); no redirect from it to " + h);
+        }
+      }
+    }
+    if (auto found =
+            find_annotation(ingress.metadata.annotations, "server-alias", annotation_options())) {
+      std::vector<std::string> aliases;
+      std::string problem;
+      std::string_view rest = found->value;
+      while (!rest.empty() || aliases.empty()) {
+        const size_t comma = rest.find(',');
+        const std::string alias =
+            text::ascii_lower(std::string(text::trim_ows(rest.substr(0, comma))));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        if (alias.empty() || alias == "*" || !model::is_valid_host(alias)) {
+          problem = "invalid host " + quote(alias);
+          break;
+        }
+        aliases.push_back(alias);
+        if (aliases.size() > 64) {
+          problem = "more than 64 aliases";
+          break;
+        }
+        if (comma == std::string_view::npos) break;
+      }
+      if (!problem.empty()) {
+        report(object, Severity::kError,
+               "annotation " + found->key + ": invalid value " + quote(found->value) + ": " +
+                   problem + " (a comma-separated list of host names); ignored");
+      } else if (hosts.empty()) {
+        report(object, Severity::kWarning,
+               "annotation " + found->key + " has no effect without a rule with a host; ignored");
+      } else {
+        if (hosts.size() > 1) {
+          report(object, Severity::kWarning,
+                 "annotation " + found->key + ": the aliases name the first rule host, " +
+                     hosts.front() + ", not the others");
+        }
+        for (const auto& alias : aliases) {
+          if (alias == hosts.front()) continue;
+          auto [it, added] = alias_claims_.emplace(alias, HostClaim{hosts.front(), name, object});
+          if (!added && it->second.target != hosts.front()) {
+            report(object, Severity::kError,
+                   "annotation " + found->key + ": " + alias + " is already an alias of " +
+                       it->second.target + " (Ingress " + it->second.ingress +
+                       ", the older one wins); ignored for " + hosts.front());
+          }
+        }
+      }
+    }
   }
 
   // Calls visit(host, path, where) for every path of every rule with a valid host; a rule with
@@ -808,16 +899,67 @@ class Translator {
     return dot != std::string::npos && tls_claims_.contains("*" + host.substr(dot));
   }
 
+  // The certificate (Secret key) a TLS host entry, exact or a wildcard one label up, gives
+  // `host`; null: none.
+  const std::string* certificate_of(const std::string& host) const {
+    if (auto it = tls_claims_.find(host); it != tls_claims_.end()) return &it->second.certificate;
+    auto dot = host.find('.');
+    if (dot == std::string::npos) return nullptr;
+    auto it = tls_claims_.find("*" + host.substr(dot));
+    return it == tls_claims_.end() ? nullptr : &it->second.certificate;
+  }
+
+  // server-alias: each alias is another name of its host: the same routes, certificate and
+  // redirect. A name that is a host of its own keeps its own routes.
+  void add_aliases(model::Config& config) {
+    for (const auto& [alias, claim] : alias_claims_) {
+      if (config.virtual_hosts.contains(alias) || www_claims_.contains(alias)) {
+        report(claim.object, Severity::kWarning,
+               "annotation server-alias: " + alias +
+                   " is a host of its own (its own routes or a www redirect); not an alias of " +
+                   claim.target);
+        continue;
+      }
+      auto primary = config.virtual_hosts.find(claim.target);
+      if (primary == config.virtual_hosts.end()) continue;  // no routes: nothing to alias
+      model::VirtualHost vh = primary->second;
+      vh.host = alias;
+      config.virtual_hosts.emplace(alias, std::move(vh));
+      if (!has_tls(alias)) {
+        if (const std::string* certificate = certificate_of(claim.target)) {
+          config.tls_hosts.emplace(alias, model::TlsHost{alias, *certificate});
+        }
+      }
+    }
+  }
+
+  // from-to-www-redirect: the other name of each host redirects to it, unless it is a host of its
+  // own (as ingress-nginx, which skips the redirect then).
+  void add_www_redirects(model::Config& config) {
+    for (const auto& [from, claim] : www_claims_) {
+      if (config.virtual_hosts.contains(from)) {
+        report(claim.object, Severity::kWarning,
+               "annotation from-to-www-redirect: " + from +
+                   " is a host of its own; it is not redirected to " + claim.target);
+        continue;
+      }
+      if (!config.virtual_hosts.contains(claim.target)) continue;  // no routes: nothing to reach
+      model::VirtualHost vh{from, {}};
+      vh.redirect_to = claim.target;
+      config.virtual_hosts.emplace(from, std::move(vh));
+    }
+  }
+
   void assemble() {
     model::Config& config = result_.config;
     std::set<std::string> referenced;
     for (const auto& [host, claim] : tls_claims_) {
       config.tls_hosts.emplace(host, model::TlsHost{host, claim.certificate});
     }
-    config.certificates = std::move(certificates_);
     for (auto& [host, claims] : hosts_) {
       model::VirtualHost vh{host, {}};
-      vh.ssl_redirect = host != "*" && has_tls(host) && !no_redirect_hosts_.contains(host);
+      vh.ssl_redirect = host != "*" && (force_redirect_hosts_.contains(host) ||
+                                        (has_tls(host) && !no_redirect_hosts_.contains(host)));
       for (auto& [key, claim] : claims) {
         vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
                                          claim.substitution, claim.policy, claim.canary});
@@ -828,6 +970,9 @@ class Translator {
       model::sort_routes(vh.routes);
       config.virtual_hosts.emplace(host, std::move(vh));
     }
+    add_www_redirects(config);
+    add_aliases(config);
+    config.certificates = std::move(certificates_);
     if (default_claim_) {
       config.default_route = model::Route{"/",
                                           model::PathMatch::kPrefix,
@@ -882,6 +1027,14 @@ class Translator {
   std::map<std::string, TlsClaim> tls_claims_;
   std::map<std::string, model::Certificate> certificates_;
   std::set<std::string> no_redirect_hosts_;
+  std::set<std::string> force_redirect_hosts_;  // force-ssl-redirect
+  struct HostClaim {
+    std::string target;  // the host it redirects to, or is an alias of
+    std::string ingress;
+    std::string object;
+  };
+  std::map<std::string, HostClaim> www_claims_;    // from-to-www-redirect: from -> claim
+  std::map<std::string, HostClaim> alias_claims_;  // server-alias: alias -> claim
 };
 
 }  // namespace

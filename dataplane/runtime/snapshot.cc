@@ -299,6 +299,7 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   }
   for (const auto& [host, vh] : routing->config.virtual_hosts) {
     if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
+    if (!vh.redirect_to.empty()) routing->host_redirects.emplace(host, vh.redirect_to);
     for (const auto& r : vh.routes) routing->referenced_upstreams.insert(r.upstream);
   }
   if (routing->config.default_route) {

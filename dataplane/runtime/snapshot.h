@@ -112,6 +112,8 @@ struct Routing {
   std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>> tls_hosts;
   // Hosts whose plain-HTTP requests are redirected to HTTPS.
   std::unordered_set<std::string, StringHash, std::equal_to<>> ssl_redirect_hosts;
+  // Hosts whose every request is redirected to another host (VirtualHost::redirect_to).
+  std::unordered_map<std::string, std::string, StringHash, std::equal_to<>> host_redirects;
   // model::Substitution::name -> its compiled form.
   std::unordered_map<std::string, CompiledSubstitution, StringHash, std::equal_to<>> substitutions;
   // The compiled rules by their text (substitution_rules_key()), for the next snapshot to reuse.

@@ -11,6 +11,7 @@
 #include "ratelimit/client_address.h"
 #include "server/canary.h"
 #include "server/worker.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::server {
 
@@ -108,11 +109,19 @@ void Exchange::route() {
   auto& req = downstream_.request();
   RequestTarget target = split_target(req.target(), req[http::field::host]);
   auto match = snapshot_->router->match(target.host, target.path);
-  if (!downstream_.is_tls() && !match.virtual_host.empty() &&
-      !snapshot_->ssl_redirect_hosts.empty() &&
-      snapshot_->ssl_redirect_hosts.contains(match.virtual_host)) {
-    redirect_to_https(target);
-    return;
+  if (!match.virtual_host.empty()) {
+    const auto& redirects = snapshot_->routing->host_redirects;
+    if (!redirects.empty()) {
+      if (auto it = redirects.find(match.virtual_host); it != redirects.end()) {
+        redirect_to_host(target, it->second);
+        return;
+      }
+    }
+    if (!client_https_ && !snapshot_->ssl_redirect_hosts.empty() &&
+        snapshot_->ssl_redirect_hosts.contains(match.virtual_host)) {
+      redirect_to_https(target);
+      return;
+    }
   }
   route_ = match.route;
   if (route_ == nullptr) {
@@ -159,12 +168,40 @@ void Exchange::redirect_to_https(const RequestTarget& target) {
   respond(308, "redirecting to HTTPS\n", !downstream_.request_complete(), location);
 }
 
+void Exchange::redirect_to_host(const RequestTarget& target, std::string_view host) {
+  std::string location = client_https_ ? "https://" : "http://";
+  location.append(host.data(), host.size());
+  // The port the client named (a non-default one: it reached us through it).
+  const std::string_view named = host_without_port(target.host);
+  if (named.size() < target.host.size()) {
+    const std::string_view port = target.host.substr(named.size());
+    const bool digits =
+        port.size() > 1 && port.size() <= 6 && port.front() == ':' &&
+        std::all_of(port.begin() + 1, port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) location.append(port.data(), port.size());
+  }
+  auto rest = target.path_and_query;
+  if (rest.empty() || rest.front() != '/') location += '/';
+  location.append(rest.data(), rest.size());
+  respond(308, "redirecting\n", !downstream_.request_complete(), location);
+}
+
 void Exchange::resolve_client() {
   const auto& peer_ip = downstream_.peer_ip();
   client_ip_ = peer_ip;
+  client_https_ = downstream_.is_tls();
   const ratelimit::CidrSet& trusted = worker_.trusted_proxies();
   if (!peer_ip || trusted.empty() || !trusted.contains(*peer_ip)) return;
   const auto& req = downstream_.request();
+  // A trusted proxy's X-Forwarded-Proto names the client's scheme (as ingress-nginx's
+  // use-forwarded-headers): a TLS-terminating load balancer in front is not redirected forever.
+  if (auto proto = req["X-Forwarded-Proto"]; !proto.empty()) {
+    if (text::iequals_ascii(proto, "https")) {
+      client_https_ = true;
+    } else if (text::iequals_ascii(proto, "http")) {
+      client_https_ = false;
+    }
+  }
   auto range = req.equal_range("X-Forwarded-For");
   size_t skip = static_cast<size_t>(std::distance(range.first, range.second));
   skip = skip > kMaxForwardedForLines ? skip - kMaxForwardedForLines : 0;
@@ -311,7 +348,7 @@ void Exchange::prepare_upstream_request() {
   // Accept-Encoding means any coding is acceptable in theory, identity in practice; nginx's
   // sub_filter setups clear it the same way).
   if (substitution_.configured()) req.erase(http::field::accept_encoding);
-  add_forwarded_headers(req, downstream_.peer_address(), downstream_.is_tls() ? "https" : "http");
+  add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
   ensure_request_id(req, worker_);
   // x-forwarded-prefix: the path prefix the client saw, for backends behind a rewrite.
   if (const auto& prefix = policy().forwarded_prefix; !prefix.empty()) {
@@ -950,7 +987,7 @@ bool Exchange::apply_cors() {
 
 template <class Fields>
 void Exchange::add_hsts(http::header<false, Fields>& res) const {
-  if (!downstream_.is_tls() || route_ == nullptr) return;
+  if (!client_https_ || route_ == nullptr) return;
   const CompiledRoute* compiled = worker_.compiled(route_);
   if (compiled == nullptr || compiled->hsts.empty()) return;
   res.set(http::field::strict_transport_security, compiled->hsts);

@@ -99,6 +99,8 @@ class Exchange {
   static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
 
   void redirect_to_https(const RequestTarget& target);
+  // from-to-www-redirect: 308 to the same scheme on `host`, keeping the client's port.
+  void redirect_to_host(const RequestTarget& target, std::string_view host);
   // The matched route's policy (defaults without a route), applied before the upstream: source
   // ranges (403), redirects, app-root, body size (413). False when it answered the request.
   const model::RoutePolicy& policy() const;
@@ -194,6 +196,9 @@ class Exchange {
   // The client of the current request (source ranges, rate limits, ip_hash): the peer, or the
   // address X-Forwarded-For gives when the peer is a trusted proxy.
   std::optional<ratelimit::IpAddress> client_ip_;
+  // The scheme the client used: TLS to us, or (from a trusted proxy) its X-Forwarded-Proto.
+  // Decides ssl-redirect and HSTS, and is what X-Forwarded-Proto says upstream.
+  bool client_https_ = false;
   // Load balancing of this exchange. balancer_ is upstream_'s Balancer of this worker, kept
   // alive by snapshot_ (or, in a tunnel, by tunnel_balancer_) until end_attempt().
   balancer::Balancer* balancer_ = nullptr;

@@ -193,6 +193,12 @@ std::vector<std::string> validate(const Config& config) {
     if (key != vh.host)
       errors.push_back("virtual host key \"" + key + "\" != host \"" + vh.host + "\"");
     if (!is_valid_host(vh.host)) errors.push_back("invalid host \"" + vh.host + "\"");
+    if (!vh.redirect_to.empty()) {
+      if (vh.redirect_to == "*" || vh.redirect_to.front() == '*' || !is_valid_host(vh.redirect_to))
+        errors.push_back("host " + vh.host + ": invalid redirect host \"" + vh.redirect_to + "\"");
+      if (!vh.routes.empty())
+        errors.push_back("host " + vh.host + ": a redirecting host has no routes");
+    }
 
     for (const auto& r : vh.routes) validate_route(config, r, "host " + vh.host, errors);
   }

@@ -76,8 +76,12 @@ struct Route {
 struct VirtualHost {
   std::string host;
   std::vector<Route> routes;
-  // Plain-HTTP requests get a 308 to https:// (tidegate.io/ssl-redirect).
+  // Plain-HTTP requests get a 308 to https:// (tidegate.io/ssl-redirect, force-ssl-redirect).
   bool ssl_redirect = false;
+  // Set: every request to this host gets a 308 to the same scheme on host `redirect_to` (an
+  // exact host), keeping the port the client named and the request target
+  // (tidegate.io/from-to-www-redirect). Such a host has no routes.
+  std::string redirect_to = {};
   bool operator==(const VirtualHost&) const = default;
 };
 

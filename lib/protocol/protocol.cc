@@ -52,6 +52,7 @@ json to_json(const model::VirtualHost& v) {
   for (const auto& r : v.routes) routes.push_back(to_json(r));
   json j{{"host", v.host}, {"routes", std::move(routes)}};
   if (v.ssl_redirect) j["ssl_redirect"] = true;
+  if (!v.redirect_to.empty()) j["redirect_to"] = v.redirect_to;
   return j;
 }
 
@@ -190,6 +191,7 @@ model::VirtualHost vhost_from(const json& j) {
   v.host = j.at("host").get<std::string>();
   for (const auto& r : j.at("routes")) v.routes.push_back(route_from(r));
   v.ssl_redirect = j.value("ssl_redirect", false);
+  v.redirect_to = j.value("redirect_to", std::string());
   return v;
 }
 

@@ -513,6 +513,169 @@ TEST(TranslateTest, Hosts) {
   });
 }
 
+// ---- Host-level annotations: force-ssl-redirect, from-to-www-redirect, server-alias ----
+
+// A self-signed certificate and its key (test data, generated with the openssl CLI).
+const std::string kHostCertPem =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBijCCATGgAwIBAgIUGFXZfjICik4viQYVk5vYoiXe+y8wCgYIKoZIzj0EAwIw\n"
+    "GzEZMBcGA1UEAwwQbWFpbi5leGFtcGxlLmNvbTAeFw0yNjEyMDIxNjQ3NTNaFw0z\n"
+    "NjExMjkxNjQ3NTNaMBsxGTAXBgNVBAMMEG1haW4uZXhhbXBsZS5jb20wWTATBgcq\n"
+    "hkjOPQIBBggqhkjOPQMBBwNCAASEOK95S8NTHjLjHXsTrBTIzwp1/LlK3LRDO6Vn\n"
+    "nTCoe3RndG/Rp64OGvVGqemMCznKkYflefj2NPfsHUFuKSSWo1MwUTAdBgNVHQ4E\n"
+    "FgQUIDxGB7dKQsfK6hL1CuHAnBJRsNUwHwYDVR0jBBgwFoAUIDxGB7dKQsfK6hL1\n"
+    "CuHAnBJRsNUwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNHADBEAiAFqmSV\n"
+    "T9VQD1OrY4JYF3MWcATsXlFrBK/r+udyqhgu7QIgPl1pNm2M/eShsHf8GI+GZ8Oh\n"
+    "RQJXxgyd+KLcbEz+gOM=\n"
+    "-----END CERTIFICATE-----\n";
+const std::string kHostKeyPem =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg+9zubm4CwlYc9FBu\n"
+    "DJurdCsUUh49nD2LqivPdm11lWKhRANCAASEOK95S8NTHjLjHXsTrBTIzwp1/LlK\n"
+    "3LRDO6VnnTCoe3RndG/Rp64OGvVGqemMCznKkYflefj2NPfsHUFuKSSW\n"
+    "-----END PRIVATE KEY-----\n";
+
+std::string host_tls_secret(const std::string& name) {
+  std::ostringstream o;
+  o << "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " << name
+    << "\n  namespace: default\ntype: kubernetes.io/tls\nstringData:\n";
+  for (const auto& [k, v] : {std::pair{"tls.crt", &kHostCertPem}, {"tls.key", &kHostKeyPem}}) {
+    o << "  " << k << ": |\n";
+    std::istringstream lines(*v);
+    for (std::string line; std::getline(lines, line);) o << "    " << line << "\n";
+  }
+  return o.str();
+}
+
+TEST(TranslateTest, HostAnnotations) {
+  const std::vector<std::string> backend = {web_service(), web_slice({{"10.0.0.1"}})};
+  auto objects = [&](std::vector<std::string> more) {
+    std::vector<std::string> out = backend;
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+  };
+  auto up = std::vector<model::Upstream>{upstream(kWebUp, {"10.0.0.1:8080"})};
+  auto root = [](std::string p = "/", std::string ingress = "default/web") {
+    return route(std::move(p), PathMatch::kPrefix, kWebUp, std::move(ingress));
+  };
+  auto redirecting = [](model::VirtualHost vh) {
+    vh.ssl_redirect = true;
+    return vh;
+  };
+  auto www = [](std::string from, std::string to) {
+    model::VirtualHost vh{std::move(from), {}};
+    vh.redirect_to = std::move(to);
+    return vh;
+  };
+  auto with_tls = [](model::Config c, std::vector<std::string> hosts) {
+    c.certificates.emplace("default/main-tls",
+                           model::Certificate{"default/main-tls", kHostCertPem, kHostKeyPem});
+    for (auto& h : hosts) c.tls_hosts.emplace(h, model::TlsHost{h, "default/main-tls"});
+    return c;
+  };
+  const std::string kForce = "tidegate.io/force-ssl-redirect";
+  const std::string kWww = "tidegate.io/from-to-www-redirect";
+  const std::string kAlias = "tidegate.io/server-alias";
+  const std::string web = "Ingress default/web";
+
+  run_cases({
+      {"force-ssl-redirect redirects a host without TLS",
+       objects({ingress("web")
+                    .annotation(kForce, "true")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({redirecting(vhost("foo.com", {root()}))}, up)},
+      {"force-ssl-redirect wins over ssl-redirect false",
+       objects({ingress("web")
+                    .annotation(kForce, "true")
+                    .annotation("tidegate.io/ssl-redirect", "false")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})
+                    .tls("foo.com", "main-tls"),
+                host_tls_secret("main-tls")}),
+       with_tls(config({redirecting(vhost("foo.com", {root()}))}, up), {"foo.com"})},
+      {"force-ssl-redirect: only the Ingress's own hosts; an invalid value is an error",
+       objects({ingress("web")
+                    .annotation(kForce, "yes")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+                ingress("other")
+                    .annotation(kForce, "false")
+                    .rule("bar.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {root()}), vhost("bar.com", {root("/", "default/other")})}, up),
+       {error(web, "tidegate.io/force-ssl-redirect: invalid value \"yes\"")}},
+      {"from-to-www-redirect: the www name of a bare host, the bare name of a www host",
+       objects({ingress("web")
+                    .annotation(kWww, "true")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})
+                    .rule("www.bar.com", {path("/", "Prefix", "web", "80")})
+                    .rule("*.wild.com", {path("/", "Prefix", "web", "80")})
+                    .rule("", {path("/any", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {root()}), vhost("www.bar.com", {root()}),
+               vhost("*.wild.com", {root()}), vhost("*", {root("/any")}),
+               www("www.foo.com", "foo.com"), www("bar.com", "www.bar.com")},
+              up)},
+      {"from-to-www-redirect: a name that is a host of its own is not redirected",
+       objects({ingress("web")
+                    .annotation(kWww, "true")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+                ingress("own").rule("www.foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {root()}), vhost("www.foo.com", {root("/", "default/own")})}, up),
+       {warning(web, "from-to-www-redirect: www.foo.com is a host of its own")}},
+      {"from-to-www-redirect: two Ingresses claiming one name, the older wins",
+       objects({ingress("web")
+                    .created("2026-01-01T00:00:00Z")
+                    .annotation(kWww, "true")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")}),
+                ingress("newer")
+                    .created("2026-02-01T00:00:00Z")
+                    .annotation(kWww, "true")
+                    .rule("www.www.foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {root()}), vhost("www.www.foo.com", {root("/", "default/newer")}),
+               www("www.foo.com", "foo.com")},
+              up),
+       {error("Ingress default/newer", "www.foo.com already redirects to foo.com")}},
+      {"from-to-www-redirect: an invalid value is an error",
+       objects({ingress("web")
+                    .annotation(kWww, "on")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {root()})}, up),
+       {error(web, "from-to-www-redirect: invalid value \"on\"")}},
+      {"server-alias: every route of the host, from every Ingress, and its certificate",
+       objects({ingress("web")
+                    .annotation(kAlias, "Alias.com, *.alias.com")
+                    .rule("main.com", {path("/", "Prefix", "web", "80")})
+                    .tls("main.com", "main-tls"),
+                ingress("api").rule("main.com", {path("/api", "Prefix", "web", "80")}),
+                host_tls_secret("main-tls")}),
+       with_tls(config({redirecting(vhost("main.com", {root(), root("/api", "default/api")})),
+                        redirecting(vhost("alias.com", {root(), root("/api", "default/api")})),
+                        redirecting(vhost("*.alias.com", {root(), root("/api", "default/api")}))},
+                       up),
+                {"main.com", "alias.com", "*.alias.com"})},
+      {"server-alias: a host of its own keeps its routes; the first rule host is the one named",
+       objects({ingress("web")
+                    .annotation(kAlias, "taken.com,other.com")
+                    .rule("main.com", {path("/", "Prefix", "web", "80")})
+                    .rule("second.com", {path("/s", "Prefix", "web", "80")}),
+                ingress("taken").rule("taken.com", {path("/t", "Prefix", "web", "80")})}),
+       config({vhost("main.com", {root()}), vhost("second.com", {root("/s")}),
+               vhost("taken.com", {root("/t", "default/taken")}), vhost("other.com", {root()})},
+              up),
+       {warning(web, "the aliases name the first rule host, main.com"),
+        warning(web, "server-alias: taken.com is a host of its own")}},
+      {"server-alias: an invalid list is an error and adds no alias",
+       objects({ingress("web")
+                    .annotation(kAlias, "ok.com,bad_name.com")
+                    .rule("main.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("main.com", {root()})}, up),
+       {error(web, "invalid host \"bad_name.com\"")}},
+      {"server-alias: nothing to name without a rule host",
+       objects({ingress("web")
+                    .annotation(kAlias, "ok.com")
+                    .rule("", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("*", {root()})}, up),
+       {warning(web, "has no effect without a rule with a host")}},
+  });
+}
+
 // ---- Paths ----
 
 TEST(TranslateTest, Paths) {

@@ -238,6 +238,21 @@ TEST(ValidateTest, Table) {
        with(valid_config(),
             [](Config& c) { c.virtual_hosts["Foo.com"] = vhost("Foo.com", {prefix("/")}); }),
        {"invalid host \"Foo.com\""}},
+      {"a redirecting host",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["www.foo.com"] = vhost("www.foo.com", {});
+              c.virtual_hosts["www.foo.com"].redirect_to = "foo.com";
+            }),
+       {}},
+      {"a redirecting host names an exact host and has no routes",
+       with(valid_config(),
+            [](Config& c) {
+              c.virtual_hosts["www.foo.com"] = vhost("www.foo.com", {prefix("/")});
+              c.virtual_hosts["www.foo.com"].redirect_to = "*.foo.com";
+            }),
+       {"host www.foo.com: invalid redirect host \"*.foo.com\"",
+        "host www.foo.com: a redirecting host has no routes"}},
       {"path without leading slash",
        with(valid_config(),
             [](Config& c) { c.virtual_hosts["foo.com"].routes.push_back(exact("login")); }),

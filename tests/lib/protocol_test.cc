@@ -30,6 +30,8 @@ model::Config sample_config() {
   c.virtual_hosts["*.bar.com"] = {
       "*.bar.com", {route(PathMatch::kRegex, "/api/v[0-9]+/\"q\"\\d", "default/api:80")}};
   c.virtual_hosts["*"] = {"*", {}};
+  c.virtual_hosts["www.foo.com"] = {"www.foo.com", {}};
+  c.virtual_hosts["www.foo.com"].redirect_to = "foo.com";
   c.upstreams["default/web:80"] = {"default/web:80", {{"10.0.0.1", 8080}, {"fd00::1", 65535}}};
   c.upstreams["default/api:80"] = {"default/api:80", {}};
   c.upstreams["default/api:80"].tls = {true, "api.default.svc", "-----BEGIN CERTIFICATE-----\n"};
