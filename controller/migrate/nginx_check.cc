@@ -26,6 +26,9 @@ constexpr Note kPartly[] = {
      "tls.crt/tls.key (a client certificate) are not used"},
     {"upstream-hash-by", "the nginx variables docs/annotations.md lists, not every variable"},
     {"limit-whitelist", "read as limit-allowlist"},
+    {"affinity-mode",
+     "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
+     "to new endpoints on scale-up"},
 };
 
 // Not supported, with what to use instead when there is something.
@@ -36,6 +39,8 @@ constexpr Note kInstead[] = {
     {"custom-http-errors", "not yet (planned: error pages)"},
     {"default-backend", "not yet (planned: error pages)"},
     {"proxy-buffering", "responses always stream"},
+    {"proxy-request-buffering", "request bodies always stream to the backend"},
+    {"proxy-http-version", "HTTP/1.1 to HTTP/1 backends always (or H2C/GRPC backend-protocol)"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").

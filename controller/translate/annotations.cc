@@ -22,6 +22,9 @@ const std::vector<Spelling>& spellings() {
       {"session-cookie-path", {"session-cookie-path"}},
       {"session-cookie-secure", {"session-cookie-secure"}},
       {"session-cookie-samesite", {"session-cookie-samesite"}},
+      {"session-cookie-domain", {"session-cookie-domain"}},
+      {"session-cookie-expires", {"session-cookie-expires"}},
+      {"affinity-mode", {"affinity-mode"}},
       {"backend-protocol", {"backend-protocol"}},
       {"proxy-ssl-secret", {"proxy-ssl-secret"}},
       {"proxy-ssl-name", {"proxy-ssl-name"}},
@@ -31,6 +34,7 @@ const std::vector<Spelling>& spellings() {
       {"proxy-body-size", {"proxy-body-size"}},
       {"proxy-next-upstream", {"proxy-next-upstream"}},
       {"proxy-next-upstream-tries", {"proxy-next-upstream-tries"}},
+      {"proxy-next-upstream-timeout", {"proxy-next-upstream-timeout"}},
       {"rewrite-target", {"rewrite-target"}},
       {"app-root", {"app-root"}},
       {"permanent-redirect", {"permanent-redirect"}},
@@ -53,8 +57,10 @@ const std::vector<Spelling>& spellings() {
       {"hsts-max-age", {}},
       {"hsts-include-subdomains", {}},
       {"hsts-preload", {}},
-      {"whitelist-source-range", {"whitelist-source-range"}},
+      {"whitelist-source-range", {"whitelist-source-range", "allowlist-source-range"}},
+      {"denylist-source-range", {"denylist-source-range"}},
       {"limit-rps", {"limit-rps"}},
+      {"limit-rpm", {"limit-rpm"}},
       {"limit-burst-multiplier", {"limit-burst-multiplier"}},
       {"limit-connections", {"limit-connections"}},
       {"limit-allowlist", {"limit-allowlist", "limit-whitelist"}},
@@ -71,6 +77,7 @@ const std::vector<Spelling>& spellings() {
       {"canary-weight-total", {"canary-weight-total"}},
       {"canary-by-header", {"canary-by-header"}},
       {"canary-by-header-value", {"canary-by-header-value"}},
+      {"canary-by-header-pattern", {"canary-by-header-pattern"}},
       {"canary-by-cookie", {"canary-by-cookie"}},
   };
   return kTable;
@@ -93,6 +100,7 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "proxy-body-size",
                                             "proxy-next-upstream",
                                             "proxy-next-upstream-tries",
+                                            "proxy-next-upstream-timeout",
                                             "rewrite-target",
                                             "app-root",
                                             "permanent-redirect",
@@ -116,7 +124,9 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "hsts-include-subdomains",
                                             "hsts-preload",
                                             "whitelist-source-range",
+                                            "denylist-source-range",
                                             "limit-rps",
+                                            "limit-rpm",
                                             "limit-burst-multiplier",
                                             "limit-connections",
                                             "limit-allowlist",
@@ -175,6 +185,7 @@ AnnotationResult Parser::run() {
     parse_cors();
     parse_hsts();
     parse_source_ranges();
+    parse_deny_ranges();
     parse_rate_limits();
     parse_auth();
     parse_compression();

@@ -1,5 +1,8 @@
 #include "balancer/cookie_affinity.h"
 
+#include <chrono>
+#include <ctime>
+
 #include "balancer/request_view.h"
 
 namespace tidegate::dataplane::balancer {
@@ -45,6 +48,11 @@ std::optional<std::string> AffinityConfig::validate() const {
     }
   }
   if (max_age && max_age->count() < 0) return "cookie max-age must not be negative";
+  if (expires && expires->count() < 0) return "cookie expires must not be negative";
+  for (char c : domain) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    if (!ok) return "cookie domain \"" + domain + "\" must be a lower-case DNS name";
+  }
   return std::nullopt;
 }
 
@@ -93,7 +101,22 @@ std::string CookieAffinity::set_cookie(const EndpointTable& table, uint32_t inde
   out += cookie_value(table.endpoint_hash(index));
   out += "; Path=";
   out += path;
+  if (!config_.domain.empty()) {
+    out += "; Domain=";
+    out += config_.domain;
+  }
   if (config_.max_age) out += "; Max-Age=" + std::to_string(config_.max_age->count());
+  if (config_.expires) {
+    // RFC 9110 IMF-fixdate, as RFC 6265's Expires reads it.
+    const std::time_t at =
+        std::chrono::system_clock::to_time_t(std::chrono::system_clock::now() + *config_.expires);
+    std::tm tm{};
+    gmtime_r(&at, &tm);
+    char date[40];
+    const size_t n = std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    out += "; Expires=";
+    out.append(date, n);
+  }
   if (config_.secure || config_.same_site == SameSite::kNone) out += "; Secure";
   // Scripts have no business reading a routing cookie.
   out += "; HttpOnly";

@@ -34,6 +34,9 @@ struct AffinityConfig {
   std::string path = "/";
   bool secure = false;  // forced on with SameSite=None, which browsers reject without it
   SameSite same_site = SameSite::kUnset;
+  std::string domain;  // Domain attribute; empty: none
+  // Set: an Expires attribute this long after the response (session-cookie-expires).
+  std::optional<std::chrono::seconds> expires;
 
   // A cookie name must be an RFC 6265 token; a path must be printable ASCII without ';'.
   std::optional<std::string> validate() const;

@@ -183,6 +183,8 @@ std::shared_ptr<const UpstreamState> build_upstream(
     config.path = a.path.empty() ? "/" : a.path;
     config.secure = a.secure;
     config.same_site = same_site(a.same_site);
+    config.domain = a.domain;
+    if (a.expires_seconds) config.expires = std::chrono::seconds(*a.expires_seconds);
     if (auto problem = config.validate()) {
       *error = "upstream " + up.name + ": affinity: " + *problem;
       return nullptr;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include <re2/re2.h>
+
 #include "model/policy.h"
 
 namespace tidegate::dataplane::server {
@@ -15,13 +17,22 @@ enum class CanaryChoice : uint8_t { kMain, kCanary, kUndecided };
 
 // Steps 1 and 2: the header (`header_value`: the request's field named canary.header, nullopt
 // when absent) and then the cookie (`cookie_value`: the value of cookie canary.cookie, nullopt
-// when absent). kUndecided: the weight decides.
+// when absent). kUndecided: the weight decides. `pattern`: canary.header_pattern compiled (null
+// when it has none, or it failed to compile: then no value matches).
 inline CanaryChoice canary_by_request(const model::Canary& canary,
                                       std::optional<std::string_view> header_value,
-                                      std::optional<std::string_view> cookie_value) {
+                                      std::optional<std::string_view> cookie_value,
+                                      const re2::RE2* pattern = nullptr) {
   if (!canary.header.empty() && header_value) {
     if (!canary.header_value.empty()) {
       return *header_value == canary.header_value ? CanaryChoice::kCanary : CanaryChoice::kMain;
+    }
+    if (!canary.header_pattern.empty()) {
+      const bool found =
+          pattern != nullptr &&
+          re2::RE2::PartialMatch(re2::StringPiece(header_value->data(), header_value->size()),
+                                 *pattern);
+      return found ? CanaryChoice::kCanary : CanaryChoice::kMain;
     }
     if (*header_value == "always") return CanaryChoice::kCanary;
     if (*header_value == "never") return CanaryChoice::kMain;

@@ -67,6 +67,7 @@ void Exchange::reset() {
   snapshot_.reset();
   upstream_ = nullptr;
   attempts_ = 0;
+  retry_deadline_.reset();
   request_body_started_ = false;
   duplex_ = false;
   response_pump_started_ = false;
@@ -225,6 +226,17 @@ const model::RoutePolicy& Exchange::policy() const {
 bool Exchange::apply_route_policy(const RequestTarget& target) {
   const model::RoutePolicy& p = route_->policy;
   const bool incomplete = !downstream_.request_complete();
+  if (p.deny_ranges) {
+    // denylist-source-range: before the allow list (an address in both is denied).
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    const auto& peer = client_ip_;
+    const bool denied = compiled == nullptr || compiled->deny_all || !peer ||
+                        (compiled->deny_ranges && compiled->deny_ranges->contains(*peer));
+    if (denied) {
+      respond(403, "forbidden\n", incomplete);
+      return false;
+    }
+  }
   if (p.source_ranges) {
     // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
     // that is missing or failed to compile denies (a broken allow list never opens a route).
@@ -237,7 +249,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
       return false;
     }
   }
-  if (p.rate_limits.rps || p.rate_limits.connections) {
+  if (p.rate_limits.rps || p.rate_limits.rpm || p.rate_limits.connections) {
     // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
     // 429 (or limit-status-code) with Retry-After, the connection kept.
     const CompiledRoute* compiled = worker_.compiled(route_);
@@ -246,8 +258,10 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
                   (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
     if (!exempt) {
       const unsigned status = p.rate_limits.status_code;
-      if (compiled->rate_limiter) {
-        auto decision = compiled->rate_limiter->check(*peer, std::chrono::steady_clock::now());
+      for (ratelimit::RateLimiter* limiter :
+           {compiled->rate_limiter.get(), compiled->rpm_limiter.get()}) {
+        if (limiter == nullptr) continue;
+        auto decision = limiter->check(*peer, std::chrono::steady_clock::now());
         if (!decision.allowed) {
           if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
           grpc_code_ = GrpcStatus::kResourceExhausted;
@@ -392,7 +406,12 @@ void Exchange::connect_endpoint(uint32_t index) {
     return;
   }
   ++attempts_;
-  if (attempts_ == 1 && observing()) upstream_started_ = std::chrono::steady_clock::now();
+  if (attempts_ == 1) {
+    if (observing()) upstream_started_ = std::chrono::steady_clock::now();
+    if (policy().next_upstream_timeout.count() > 0) {
+      retry_deadline_ = std::chrono::steady_clock::now() + policy().next_upstream_timeout;
+    }
+  }
   endpoint_index_ = index;
   tried_.add(index);
   balancer_->on_start(index);
@@ -451,7 +470,9 @@ void Exchange::end_attempt(bool failed) {
 
 RetryState Exchange::retry_state() const {
   // While every body byte read so far is in the buffer, the body can be sent again.
-  return RetryState{idempotent_, request_body_started_ && !body_replayable_, attempts_};
+  const bool out_of_time = retry_deadline_ && std::chrono::steady_clock::now() >= *retry_deadline_;
+  return RetryState{idempotent_, request_body_started_ && !body_replayable_, attempts_,
+                    out_of_time};
 }
 
 bool Exchange::retry_on_status(unsigned status) {
@@ -1032,9 +1053,10 @@ const runtime::UpstreamState* Exchange::choose_upstream() {
       }
     }
   }
-  auto choice = canary_by_request(*canary, header_value, cookie_value);
+  const CompiledRoute* compiled = worker_.compiled(route_);
+  auto choice = canary_by_request(*canary, header_value, cookie_value,
+                                  compiled != nullptr ? compiled->canary_pattern.get() : nullptr);
   if (choice == CanaryChoice::kUndecided) {
-    const CompiledRoute* compiled = worker_.compiled(route_);
     uint64_t turn = compiled != nullptr ? compiled->next_canary_turn(worker_.id()) : 0;
     choice = canary_by_weight(turn, canary->weight, canary->weight_total) ? CanaryChoice::kCanary
                                                                           : CanaryChoice::kMain;

@@ -193,6 +193,8 @@ class Exchange {
   upstream::Attempt up_;  // the current attempt's upstream side (HTTP/1.1 or HTTP/2)
   std::optional<LocalResponse> local_response_;
   unsigned attempts_ = 0;
+  // proxy-next-upstream-timeout: past it no further endpoint is tried. Unset: no limit.
+  std::optional<std::chrono::steady_clock::time_point> retry_deadline_;
   // The client of the current request (source ranges, rate limits, ip_hash): the peer, or the
   // address X-Forwarded-For gives when the peer is a trusted proxy.
   std::optional<ratelimit::IpAddress> client_ip_;

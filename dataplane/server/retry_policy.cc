@@ -11,7 +11,8 @@ RetryDecision decide_after_failure(const model::NextUpstream& next, unsigned tri
       !state.body_started && state.attempts < tries && ((failure.reused && !next.off()) || allowed);
   if (!can_retry) return RetryDecision::kNone;
   // A stale pooled connection is not the endpoint's fault.
-  return failure.reused ? RetryDecision::kSameEndpoint : RetryDecision::kNextEndpoint;
+  if (failure.reused) return RetryDecision::kSameEndpoint;
+  return state.out_of_time ? RetryDecision::kNone : RetryDecision::kNextEndpoint;
 }
 
 bool is_retryable_status(const model::NextUpstream& next, unsigned status) {
@@ -20,7 +21,8 @@ bool is_retryable_status(const model::NextUpstream& next, unsigned status) {
 }
 
 bool may_retry_status(const model::NextUpstream& next, unsigned tries, const RetryState& state) {
-  return !state.body_started && state.attempts < tries && (state.idempotent || next.non_idempotent);
+  return !state.body_started && !state.out_of_time && state.attempts < tries &&
+         (state.idempotent || next.non_idempotent);
 }
 
 bool timeout_can_move_on(const model::NextUpstream& next, unsigned tries, unsigned attempts,

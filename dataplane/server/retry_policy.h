@@ -24,6 +24,9 @@ struct RetryState {
   bool body_started = false;  // request body bytes were read from the client: they cannot be
                               // sent again
   unsigned attempts = 0;      // attempts made, the one that ended included
+  // proxy-next-upstream-timeout has passed since the first attempt began: no other endpoint
+  // is tried (a stale pooled connection is still replaced: that is not a new attempt).
+  bool out_of_time = false;
 };
 
 enum class RetryDecision {

@@ -27,6 +27,20 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       // denies everyone rather than opening the route.
       c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
     }
+    if (policy.deny_ranges) {
+      std::string joined;
+      for (const auto& cidr : policy.deny_ranges->cidrs) {
+        if (!joined.empty()) joined += ',';
+        joined += cidr;
+      }
+      std::string error;
+      auto set = ratelimit::CidrSet::parse(joined, &error);
+      if (set) {
+        c.deny_ranges = std::move(*set);
+      } else {
+        c.deny_all = true;  // validated upstream; a list that still fails denies everyone
+      }
+    }
     const model::RateLimits& limits = policy.rate_limits;
     if (limits.rps) {
       ratelimit::RateLimitConfig config;
@@ -35,6 +49,13 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       // Validated by model::validate; a configuration the engine still refuses is not limited
       // (and says so in the data plane's log).
       if (!config.validate()) c.rate_limiter = std::make_unique<ratelimit::RateLimiter>(config);
+    }
+    if (limits.rpm) {
+      // rpm per minute as a per-second rate, with a bucket of rpm × multiplier requests.
+      ratelimit::RateLimitConfig config;
+      config.rps = *limits.rpm / 60;
+      config.burst_multiplier = limits.burst_multiplier * 60;
+      if (!config.validate()) c.rpm_limiter = std::make_unique<ratelimit::RateLimiter>(config);
     }
     if (limits.connections) {
       c.connection_limiter = ratelimit::ConnectionLimiter::create(*limits.connections);
@@ -53,6 +74,12 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
     if (policy.basic_auth) {
       c.basic_auth =
           std::make_unique<BasicAuthCheck>(*policy.basic_auth, std::max<size_t>(workers, 1));
+    }
+    if (route.canary && !route.canary->header_pattern.empty()) {
+      re2::RE2::Options options;
+      options.set_log_errors(false);
+      auto pattern = std::make_unique<re2::RE2>(route.canary->header_pattern, options);
+      if (pattern->ok()) c.canary_pattern = std::move(pattern);
     }
     if (route.canary) {
       c.canary_workers = std::max<size_t>(workers, 1);

@@ -30,12 +30,17 @@ struct CompiledRoute {
   observability::LabelSetId canary_labels = observability::kNoRouteLabels;
   // whitelist-source-range; an entry that did not compile leaves an empty set: nobody allowed.
   std::optional<ratelimit::CidrSet> source_ranges;
+  // denylist-source-range; an entry that did not compile leaves an empty set and denies
+  // everyone (deny_all).
+  std::optional<ratelimit::CidrSet> deny_ranges;
+  bool deny_all = false;
   // For rewrite-target with $N on a regex route: the route's pattern, anchored at the start.
   std::unique_ptr<re2::RE2> rewrite_regex;
   // limit-rps / limit-connections, keyed by client address and shared by all workers (the
   // limiters are lock-free); limit-allowlist exempts addresses from both. The limiters live as
   // long as the routing table: a change of routes starts them afresh.
   std::unique_ptr<ratelimit::RateLimiter> rate_limiter;
+  std::unique_ptr<ratelimit::RateLimiter> rpm_limiter;  // limit-rpm, a bucket of its own
   std::shared_ptr<ratelimit::ConnectionLimiter> connection_limiter;
   std::optional<ratelimit::CidrSet> limit_allowlist;
   // enable-cors.
@@ -50,6 +55,8 @@ struct CompiledRoute {
     mutable uint64_t value = 0;
   };
   std::unique_ptr<Turn[]> canary_turns;
+  // canary-by-header-pattern, compiled; null without one.
+  std::unique_ptr<re2::RE2> canary_pattern;
   size_t canary_workers = 0;
   // The next weight turn of worker `id` (0 when out of range, which never happens in use).
   uint64_t next_canary_turn(size_t id) const {

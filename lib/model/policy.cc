@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <re2/re2.h>
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -617,6 +618,17 @@ std::vector<std::string> validate(const UpstreamPolicy& p) {
         problems.push_back("affinity cookie path " + quote(a.path) + ": " + *why);
       }
     }
+    if (!a.domain.empty()) {
+      if (auto why = check_cookie_domain(a.domain)) {
+        problems.push_back("affinity cookie domain " + quote(a.domain) + ": " + *why);
+      }
+    }
+    if (a.expires_seconds &&
+        (*a.expires_seconds < 0 || *a.expires_seconds > SessionAffinity::kMaxMaxAgeSeconds)) {
+      problems.push_back("affinity expires " + std::to_string(*a.expires_seconds) +
+                         " is out of range 0-" +
+                         std::to_string(SessionAffinity::kMaxMaxAgeSeconds));
+    }
   }
   if (!p.tls_secret.empty()) {
     if (auto why = check_object_ref(p.tls_secret)) {
@@ -663,6 +675,10 @@ std::vector<std::string> validate(const RoutePolicy& p) {
   if (p.next_upstream_tries < 1 || p.next_upstream_tries > RoutePolicy::kMaxNextUpstreamTries) {
     problems.push_back("next_upstream_tries " + std::to_string(p.next_upstream_tries) +
                        " is out of range 1-" + std::to_string(RoutePolicy::kMaxNextUpstreamTries));
+  }
+  if (p.next_upstream_timeout.count() < 0 || p.next_upstream_timeout > RoutePolicy::kMaxTimeout) {
+    problems.push_back("next_upstream_timeout " + std::to_string(p.next_upstream_timeout.count()) +
+                       " ms is out of range");
   }
   if (!p.rewrite_target.empty()) {
     if (auto why = check_rewrite_target(p.rewrite_target)) {
@@ -740,9 +756,16 @@ std::vector<std::string> validate(const RoutePolicy& p) {
                        " is out of range 0-" + std::to_string(Hsts::kMaxMaxAgeSeconds));
   }
   if (p.source_ranges) check_cidrs(p.source_ranges->cidrs, "source range", problems);
+  if (p.deny_ranges) {
+    if (p.deny_ranges->cidrs.empty()) problems.push_back("deny ranges are empty");
+    check_cidrs(p.deny_ranges->cidrs, "deny range", problems);
+  }
   const RateLimits& r = p.rate_limits;
   if (r.rps && !(std::isfinite(*r.rps) && *r.rps > 0 && *r.rps <= RateLimits::kMaxRps)) {
     problems.push_back("rps must be greater than 0 and at most 100000");
+  }
+  if (r.rpm && !(std::isfinite(*r.rpm) && *r.rpm > 0 && *r.rpm <= RateLimits::kMaxRps * 60)) {
+    problems.push_back("rpm must be greater than 0 and at most 6000000");
   }
   if (!(std::isfinite(r.burst_multiplier) && r.burst_multiplier >= 1 &&
         r.burst_multiplier <= RateLimits::kMaxBurstMultiplier)) {
@@ -763,10 +786,42 @@ std::vector<std::string> validate(const RoutePolicy& p) {
 }
 
 std::optional<std::string> check_burst_window(const RateLimits& r) {
-  if (!r.rps || !(*r.rps > 0)) return std::nullopt;
-  if (std::max(1.0, *r.rps * r.burst_multiplier) / *r.rps > 3600) {
+  if (r.rps && *r.rps > 0 && std::max(1.0, *r.rps * r.burst_multiplier) / *r.rps > 3600) {
     return "a burst of rps × multiplier refills in more than an hour (the engine's limit)";
   }
+  if (r.rpm && *r.rpm > 0 && std::max(1.0, *r.rpm * r.burst_multiplier) / (*r.rpm / 60) > 3600) {
+    return "a burst of rpm × multiplier refills in more than an hour (the engine's limit)";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_cookie_domain(std::string_view d) {
+  std::string_view name = d;
+  if (!name.empty() && name.front() == '.') name.remove_prefix(1);
+  if (name.empty() || name.size() > 253) return "must be a DNS name";
+  bool label_start = true;
+  for (char ch : name) {
+    const bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+    if (ch == '.') {
+      if (label_start) return "has an empty label";
+      label_start = true;
+    } else if (alnum || (ch == '-' && !label_start)) {
+      label_start = false;
+    } else {
+      return "must be a lower-case DNS name (letters, digits, '-', '.')";
+    }
+  }
+  if (label_start) return "has an empty label";
+  return std::nullopt;
+}
+
+std::optional<std::string> check_header_pattern(std::string_view pattern) {
+  if (pattern.empty()) return "is empty";
+  if (pattern.size() > Canary::kMaxHeaderPattern) return "is longer than 1024 bytes";
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 re(re2::StringPiece(pattern.data(), pattern.size()), options);
+  if (!re.ok()) return "does not compile: " + re.error();
   return std::nullopt;
 }
 
@@ -787,6 +842,12 @@ std::vector<std::string> validate(const Canary& c, bool require_upstream) {
     if (c.header.empty()) problems.push_back("canary header value without a header");
     if (!is_field_value(c.header_value) || c.header_value.size() > 4096) {
       problems.push_back("canary header value may not hold control characters");
+    }
+  }
+  if (!c.header_pattern.empty()) {
+    if (c.header.empty()) problems.push_back("canary header pattern without a header");
+    if (auto why = check_header_pattern(c.header_pattern)) {
+      problems.push_back("canary header pattern " + *why);
     }
   }
   if (!c.cookie.empty() && !is_token(c.cookie)) {
@@ -811,6 +872,8 @@ json to_json(const UpstreamPolicy& p) {
     if (!a.path.empty()) aj["path"] = a.path;
     if (a.secure) aj["secure"] = true;
     if (a.same_site != SameSite::kUnset) aj["same_site"] = to_string(a.same_site);
+    if (!a.domain.empty()) aj["domain"] = a.domain;
+    if (a.expires_seconds) aj["expires_seconds"] = *a.expires_seconds;
     j["affinity"] = std::move(aj);
   }
   if (p.protocol != d.protocol) j["protocol"] = to_string(p.protocol);
@@ -842,6 +905,11 @@ UpstreamPolicy upstream_policy_from_json(const json& j) {
       auto s = ss->is_string() ? same_site_from_string(ss->get<std::string>()) : std::nullopt;
       if (!s) ar.fail("same_site", "must be \"Lax\", \"Strict\" or \"None\"");
       a.same_site = *s;
+    }
+    ar.string("domain", a.domain);
+    if (const json* e = ar.find("expires_seconds")) {
+      if (!e->is_number_integer()) ar.fail("expires_seconds", "must be an integer");
+      a.expires_seconds = e->get<int64_t>();
     }
     ar.finish();
     p.affinity = std::move(a);
@@ -875,6 +943,9 @@ json to_json(const RoutePolicy& p) {
   }
   if (p.next_upstream_tries != d.next_upstream_tries) {
     j["next_upstream_tries"] = p.next_upstream_tries;
+  }
+  if (p.next_upstream_timeout != d.next_upstream_timeout) {
+    j["next_upstream_timeout_ms"] = p.next_upstream_timeout.count();
   }
   if (!p.rewrite_target.empty()) j["rewrite_target"] = p.rewrite_target;
   if (!p.app_root.empty()) j["app_root"] = p.app_root;
@@ -914,6 +985,7 @@ json to_json(const RoutePolicy& p) {
     j["hsts"] = std::move(hj);
   }
   if (p.source_ranges) j["source_ranges"] = p.source_ranges->cidrs;
+  if (p.deny_ranges) j["deny_ranges"] = p.deny_ranges->cidrs;
   if (p.basic_auth) j["basic_auth"] = to_json(*p.basic_auth);
   if (p.compression) j["compression"] = to_json(*p.compression);
   if (p.rate_limits != d.rate_limits) {
@@ -921,6 +993,7 @@ json to_json(const RoutePolicy& p) {
     const RateLimits dr;
     json rj = json::object();
     if (r.rps) rj["rps"] = *r.rps;
+    if (r.rpm) rj["rpm"] = *r.rpm;
     if (r.burst_multiplier != dr.burst_multiplier) rj["burst_multiplier"] = r.burst_multiplier;
     if (r.connections) rj["connections"] = *r.connections;
     if (!r.allowlist.empty()) rj["allowlist"] = r.allowlist;
@@ -953,6 +1026,7 @@ RoutePolicy route_policy_from_json(const json& j) {
     p.next_upstream = n;
   }
   r.integer("next_upstream_tries", p.next_upstream_tries, UINT32_MAX);
+  millis("next_upstream_timeout_ms", p.next_upstream_timeout);
   r.string("rewrite_target", p.rewrite_target);
   r.string("app_root", p.app_root);
   if (const json* v = r.find("redirect")) {
@@ -1006,6 +1080,11 @@ RoutePolicy route_policy_from_json(const json& j) {
     r.strings("source_ranges", ranges.cidrs);
     p.source_ranges = std::move(ranges);
   }
+  if (r.find("deny_ranges")) {
+    SourceRanges ranges;
+    r.strings("deny_ranges", ranges.cidrs);
+    p.deny_ranges = std::move(ranges);
+  }
   if (const json* v = r.find("rate_limits")) {
     RateLimits& rl = p.rate_limits;
     ObjectReader lr(*v, "route policy rate_limits");
@@ -1013,6 +1092,11 @@ RoutePolicy route_policy_from_json(const json& j) {
       double rps = 0;
       lr.number("rps", rps);
       rl.rps = rps;
+    }
+    if (lr.find("rpm")) {
+      double rpm = 0;
+      lr.number("rpm", rpm);
+      rl.rpm = rpm;
     }
     lr.number("burst_multiplier", rl.burst_multiplier);
     lr.optional_integer("connections", rl.connections, UINT32_MAX);
@@ -1032,6 +1116,7 @@ json to_json(const Canary& c) {
   if (c.weight_total != d.weight_total) j["weight_total"] = c.weight_total;
   if (!c.header.empty()) j["header"] = c.header;
   if (!c.header_value.empty()) j["header_value"] = c.header_value;
+  if (!c.header_pattern.empty()) j["header_pattern"] = c.header_pattern;
   if (!c.cookie.empty()) j["cookie"] = c.cookie;
   return j;
 }
@@ -1044,6 +1129,7 @@ Canary canary_from_json(const json& j) {
   r.integer("weight_total", c.weight_total, UINT32_MAX);
   r.string("header", c.header);
   r.string("header_value", c.header_value);
+  r.string("header_pattern", c.header_pattern);
   r.string("cookie", c.cookie);
   r.finish();
   return c;

@@ -72,6 +72,12 @@ struct SessionAffinity {
   std::string path;
   bool secure = false;  // SameSite=None forces Secure on the wire
   SameSite same_site = SameSite::kUnset;
+  // session-cookie-domain: the cookie's Domain attribute (a lower-case DNS name, an optional
+  // leading '.'); empty: none (the cookie stays with the host that set it).
+  std::string domain = {};
+  // session-cookie-expires: an Expires attribute this many seconds after the response (for
+  // clients older than Max-Age); unset: none. 0..kMaxMaxAgeSeconds.
+  std::optional<int64_t> expires_seconds = {};
   bool operator==(const SessionAffinity&) const = default;
 };
 
@@ -153,6 +159,10 @@ struct RateLimits {
 
   std::optional<double> rps;    // unset: no request-rate limit; else (0, kMaxRps]
   double burst_multiplier = 5;  // [1, kMaxBurstMultiplier]; the bucket refills within an hour
+  // limit-rpm: requests per minute, a bucket of its own beside rps (both apply when both are
+  // set, as nginx's two limit_req zones); unset: none; else (0, kMaxRps × 60]. Its burst is
+  // rpm × burst_multiplier.
+  std::optional<double> rpm;
   std::optional<uint32_t> connections;  // unset: no limit; else 1..kMaxConnections
   std::vector<std::string> allowlist;   // CIDR entries exempt from both limits
   uint16_t status_code = 429;           // 429 or 503 (limit-status-code)
@@ -191,6 +201,9 @@ struct RoutePolicy {
   std::optional<uint64_t> max_body_bytes;  // unset: unlimited (413 past it when set)
   NextUpstream next_upstream;
   uint32_t next_upstream_tries = 3;  // attempts in all, the first included; 1..kMax
+  // proxy-next-upstream-timeout: no further attempt starts once this long has passed since the
+  // first began; 0: no limit (nginx's default). At most kMaxTimeout.
+  std::chrono::milliseconds next_upstream_timeout{0};
 
   // rewrite-target: the new request path; "$1".."$9" are the route regex's capture groups.
   std::string rewrite_target;
@@ -208,6 +221,9 @@ struct RoutePolicy {
   std::optional<Cors> cors;
   std::optional<Hsts> hsts;
   std::optional<SourceRanges> source_ranges;
+  // denylist-source-range: clients inside these ranges are refused (403), before
+  // source_ranges is asked (an address in both is denied, as nginx's deny before allow).
+  std::optional<SourceRanges> deny_ranges;
   RateLimits rate_limits;
   std::optional<BasicAuth> basic_auth;     // auth-type: basic (lib/model/auth.h)
   std::optional<Compression> compression;  // enable-compression (lib/model/compression.h)
@@ -231,6 +247,11 @@ struct Canary {
   // through to the cookie and the weight.
   std::string header_value;
   std::string cookie;  // cookie name (token): "always" / "never" as for the header; empty: none
+  // With `header` and no header_value: the canary gets requests whose header value the RE2
+  // pattern finds a match in (canary-by-header-pattern; "always" / "never" then have no special
+  // meaning). At most kMaxHeaderPattern bytes; must compile.
+  static constexpr size_t kMaxHeaderPattern = 1024;
+  std::string header_pattern = {};
   bool operator==(const Canary&) const = default;
 };
 
@@ -284,6 +305,10 @@ std::optional<std::string> check_upgrade_protocol(std::string_view text);
 // The rate limiter's table needs a full bucket to refill within an hour: with rps set,
 // max(1, rps × burst_multiplier) / rps <= 3600 s.
 std::optional<std::string> check_burst_window(const RateLimits& r);
+// session-cookie-domain: a lower-case DNS name, optionally with a leading '.'.
+std::optional<std::string> check_cookie_domain(std::string_view domain);
+// canary-by-header-pattern: an RE2 pattern of at most Canary::kMaxHeaderPattern bytes.
+std::optional<std::string> check_header_pattern(std::string_view pattern);
 inline constexpr size_t kMaxResponseHeaders = 64;
 
 // ---- JSON (control protocol) ----

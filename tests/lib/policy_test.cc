@@ -159,6 +159,9 @@ RoutePolicy full_route_policy() {
   p.rate_limits.connections = 20;
   p.rate_limits.allowlist = {"192.168.0.1"};
   p.rate_limits.status_code = 503;
+  p.rate_limits.rpm = 90;
+  p.deny_ranges = SourceRanges{{"10.1.0.0/16"}};
+  p.next_upstream_timeout = std::chrono::milliseconds(2500);
   return p;
 }
 
@@ -167,6 +170,8 @@ UpstreamPolicy full_upstream_policy() {
   p.load_balance = LoadBalance::kEwma;
   p.hash_by = "$http_x_user$cookie_s";
   p.affinity = SessionAffinity{"route", 3600, "/app", true, SameSite::kNone};
+  p.affinity->domain = ".example.com";
+  p.affinity->expires_seconds = 600;
   p.protocol = BackendProtocol::kHttps;
   p.tls_secret = "default/backend-ca";
   return p;
@@ -191,6 +196,12 @@ TEST(PolicyJson, FullPoliciesRoundTripThroughText) {
   EXPECT_EQ(route_policy_from_json(json::parse(to_json(route).dump())), route);
   EXPECT_EQ(upstream_policy_from_json(json::parse(to_json(upstream).dump())), upstream);
   EXPECT_EQ(canary_from_json(json::parse(to_json(canary).dump())), canary);
+  Canary patterned{"default/web-canary:80", 0, 100, "X-Canary", "", ""};
+  patterned.header_pattern = "^v[0-9]+$";
+  ASSERT_TRUE(validate(patterned).empty()) << joined(validate(patterned));
+  EXPECT_EQ(canary_from_json(json::parse(to_json(patterned).dump())), patterned);
+  patterned.header_pattern = "(";
+  EXPECT_FALSE(validate(patterned).empty());
 }
 
 // Each field alone, so that a field the encoder forgets (or the decoder drops) fails by name.
@@ -221,6 +232,10 @@ TEST(PolicyJson, EachRouteFieldRoundTripsAlone) {
       {"connections", [&](RoutePolicy& p) { p.rate_limits.connections = 7; }},
       {"allowlist", [&](RoutePolicy& p) { p.rate_limits.allowlist = {"::1"}; }},
       {"status_code", [&](RoutePolicy& p) { p.rate_limits.status_code = 503; }},
+      {"rpm", [&](RoutePolicy& p) { p.rate_limits.rpm = 30; }},
+      {"deny_ranges", [&](RoutePolicy& p) { p.deny_ranges = full.deny_ranges; }},
+      {"next_upstream_timeout",
+       [&](RoutePolicy& p) { p.next_upstream_timeout = full.next_upstream_timeout; }},
   };
   for (const auto& [name, set] : fields) {
     RoutePolicy p;

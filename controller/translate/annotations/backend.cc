@@ -1,6 +1,7 @@
 // Backend choice: load-balance, upstream-hash-by, affinity and its session cookies,
 // backend-protocol, proxy-ssl-secret and proxy-ssl-name.
 
+#include "text/text.h"
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate::annotations_detail {
@@ -29,8 +30,10 @@ void Parser::parse_load_balancing() {
 
 void Parser::parse_affinity() {
   static constexpr std::string_view kCookieAnnotations[] = {
-      "session-cookie-name", "session-cookie-max-age", "session-cookie-path",
-      "session-cookie-secure", "session-cookie-samesite"};
+      "session-cookie-name",     "session-cookie-max-age",
+      "session-cookie-path",     "session-cookie-secure",
+      "session-cookie-samesite", "session-cookie-domain",
+      "session-cookie-expires",  "affinity-mode"};
   auto a = get("affinity");
   if (a && trim(a->value) != "cookie") {
     invalid(*a, "the only supported affinity is \"cookie\"");
@@ -66,6 +69,21 @@ void Parser::parse_affinity() {
     } else {
       invalid(*ss, "expected Strict, Lax or None");
     }
+  }
+  if (auto d = get("session-cookie-domain")) {
+    std::string v = text::ascii_lower(std::string(trim(d->value)));
+    if (auto why = model::check_cookie_domain(v)) {
+      invalid(*d, "a cookie domain " + *why);
+    } else {
+      s.domain = std::move(v);
+    }
+  }
+  s.expires_seconds =
+      get_integer("session-cookie-expires", 0, model::SessionAffinity::kMaxMaxAgeSeconds);
+  if (auto m = get("affinity-mode")) {
+    // Both keep a session on its endpoint while that endpoint lives (docs/annotations.md).
+    const std::string_view v = trim(m->value);
+    if (v != "balanced" && v != "persistent") invalid(*m, "expected balanced or persistent");
   }
   result_.policy.upstream.affinity = std::move(s);
 }

@@ -1,4 +1,4 @@
-// Canary: canary, canary-weight(-total), canary-by-header(-value), canary-by-cookie.
+// Canary: canary, canary-weight(-total), canary-by-header(-value, -pattern), canary-by-cookie.
 
 #include "translate/annotations/parser.h"
 
@@ -6,8 +6,8 @@ namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_canary() {
   static constexpr std::string_view kCanaryAnnotations[] = {
-      "canary-weight", "canary-weight-total", "canary-by-header", "canary-by-header-value",
-      "canary-by-cookie"};
+      "canary-weight",          "canary-weight-total",      "canary-by-header",
+      "canary-by-header-value", "canary-by-header-pattern", "canary-by-cookie"};
   if (!get_bool("canary").value_or(false)) {
     for (auto name : kCanaryAnnotations) no_effect_without(name, "canary: \"true\"");
     return;
@@ -44,6 +44,20 @@ void Parser::parse_canary() {
       invalid(*hv, "a header value must be non-empty without control characters");
     } else {
       c.header_value = std::string(v);
+    }
+  }
+  if (auto hp = get("canary-by-header-pattern")) {
+    std::string_view v = trim(hp->value);
+    if (c.header.empty()) {
+      invalid(*hp, "needs a valid canary-by-header");
+    } else if (!c.header_value.empty()) {
+      warn(*hp,
+           "has no effect with canary-by-header-value (the exact value wins, as in "
+           "ingress-nginx); ignored");
+    } else if (auto why = model::check_header_pattern(v)) {
+      invalid(*hp, "the pattern " + *why);
+    } else {
+      c.header_pattern = std::string(v);
     }
   }
   if (auto k = get("canary-by-cookie")) {

@@ -157,7 +157,8 @@ class Parser {
     return n;
   }
 
-  std::optional<std::chrono::milliseconds> get_duration(std::string_view name) {
+  std::optional<std::chrono::milliseconds> get_duration(std::string_view name,
+                                                        bool allow_zero = false) {
     auto a = get(name);
     if (!a) return std::nullopt;
     auto d = parse_nginx_duration(trim(a->value));
@@ -165,8 +166,8 @@ class Parser {
       invalid(*a, "expected a duration such as \"60\" (seconds), \"60s\", \"1m\" or \"500ms\"");
       return std::nullopt;
     }
-    if (d->count() < 1 || *d > RoutePolicy::kMaxTimeout) {
-      invalid(*a, "out of range (1ms-24h)");
+    if (d->count() < (allow_zero ? 0 : 1) || *d > RoutePolicy::kMaxTimeout) {
+      invalid(*a, allow_zero ? "out of range (0-24h)" : "out of range (1ms-24h)");
       return std::nullopt;
     }
     return d;
@@ -201,6 +202,7 @@ class Parser {
 
   // annotations/access.cc
   void parse_source_ranges();
+  void parse_deny_ranges();
   void parse_rate_limits();
 
   // annotations/auth.cc

@@ -68,6 +68,10 @@ void Parser::parse_timeouts_and_retries() {
   if (auto n = get_integer("proxy-next-upstream-tries", 1, RoutePolicy::kMaxNextUpstreamTries)) {
     r.next_upstream_tries = static_cast<uint32_t>(*n);
   }
+  // "0" is nginx's default: no limit.
+  if (auto d = get_duration("proxy-next-upstream-timeout", /*allow_zero=*/true)) {
+    r.next_upstream_timeout = *d;
+  }
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

@@ -670,6 +670,25 @@ TEST(CookieAffinity, SetCookieAttributes) {
   c.same_site = SameSite::kStrict;
   EXPECT_EQ(CookieAffinity(c).set_cookie(*t, 0),
             "sticky=" + value + "; Path=/app; HttpOnly; SameSite=Strict");
+  // session-cookie-domain and -expires: Domain, and an IMF-fixdate that many seconds ahead.
+  c.same_site = SameSite::kUnset;
+  c.domain = ".example.com";
+  c.expires = std::chrono::seconds(3600);
+  const auto before = std::chrono::system_clock::now();
+  const std::string with_expires = CookieAffinity(c).set_cookie(*t, 0);
+  const std::string prefix = "sticky=" + value + "; Path=/app; Domain=.example.com; Expires=";
+  ASSERT_EQ(with_expires.substr(0, prefix.size()), prefix) << with_expires;
+  const std::string date = with_expires.substr(prefix.size(), 29);
+  EXPECT_EQ(with_expires.substr(prefix.size() + 29), "; HttpOnly") << with_expires;
+  std::tm tm{};
+  ASSERT_NE(strptime(date.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm), nullptr) << date;
+  const auto at = std::chrono::system_clock::from_time_t(timegm(&tm));
+  EXPECT_GE(at, std::chrono::floor<std::chrono::seconds>(before) + std::chrono::seconds(3600));
+  EXPECT_LE(at, before + std::chrono::seconds(3602));
+  c.domain = "Bad Domain";
+  EXPECT_TRUE(c.validate().has_value());
+  c.domain.clear();
+  c.expires.reset();
 
   EXPECT_EQ(same_site_from_string("lax"), SameSite::kLax);
   EXPECT_EQ(same_site_from_string("STRICT"), SameSite::kStrict);

@@ -39,6 +39,25 @@ TEST(CanaryTest, HeaderValueDecidesWithoutFallThrough) {
   EXPECT_EQ(canary_by_request(c, std::nullopt, Opt("always")), CanaryChoice::kCanary);
 }
 
+TEST(CanaryTest, HeaderPatternFindsAMatchAnywhere) {
+  model::Canary c;
+  c.header = "X-Region";
+  c.header_pattern = "^(eu|us)-west";
+  c.cookie = "canary";
+  const re2::RE2 pattern(c.header_pattern);
+  EXPECT_EQ(canary_by_request(c, Opt("eu-west-1"), std::nullopt, &pattern), CanaryChoice::kCanary);
+  EXPECT_EQ(canary_by_request(c, Opt("ap-west-1"), Opt("always"), &pattern), CanaryChoice::kMain);
+  // "always" is just a value then.
+  EXPECT_EQ(canary_by_request(c, Opt("always"), std::nullopt, &pattern), CanaryChoice::kMain);
+  EXPECT_EQ(canary_by_request(c, std::nullopt, Opt("always"), &pattern), CanaryChoice::kCanary);
+  const re2::RE2 unanchored("beta");
+  c.header_pattern = "beta";
+  EXPECT_EQ(canary_by_request(c, Opt("v2-beta-3"), std::nullopt, &unanchored),
+            CanaryChoice::kCanary);
+  // A pattern that did not compile matches nothing.
+  EXPECT_EQ(canary_by_request(c, Opt("beta"), std::nullopt, nullptr), CanaryChoice::kMain);
+}
+
 TEST(CanaryTest, UnsetHeaderAndCookieAreNotRead) {
   model::Canary c;  // weight only
   EXPECT_EQ(canary_by_request(c, Opt("always"), Opt("always")), CanaryChoice::kUndecided);

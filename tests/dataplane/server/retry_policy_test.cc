@@ -51,6 +51,18 @@ TEST(RetryPolicyTest, AfterFailure) {
        {true, false, false},
        D::kNone},
       {"tries used up", defaults, 2, {true, false, 2}, {true, false, false}, D::kNone},
+      {"proxy-next-upstream-timeout passed",
+       defaults,
+       3,
+       {true, false, 1, true},
+       {true, false, false},
+       D::kNone},
+      {"proxy-next-upstream-timeout passed, stale pooled connection",
+       defaults,
+       3,
+       {true, false, 1, true},
+       {false, false, true},
+       D::kSameEndpoint},
       {"one try", defaults, 1, {true, false, 1}, {true, false, false}, D::kNone},
       {"body streamed up", defaults, 3, {true, true, 1}, {true, false, false}, D::kNone},
       {"error after send, idempotent",
@@ -115,6 +127,7 @@ TEST(RetryPolicyTest, Statuses) {
       {"POST", false, 3, {false, false, 1}, false},
       {"POST, non_idempotent", true, 3, {false, false, 1}, true},
       {"body streamed up", true, 3, {true, true, 1}, false},
+      {"proxy-next-upstream-timeout passed", false, 3, {true, false, 1, true}, false},
   };
   for (const auto& c : cases) {
     model::NextUpstream next = n;

@@ -25,7 +25,48 @@ std::vector<Case> access_cases() {
        [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{}; },
        {E("no network given; the route denies every client")}},
 
+      // ---- denylist-source-range, and allowlist-source-range (nginx's newer spelling) ----
+      {"denylist-source-range", A({{"denylist-source-range", "192.168.0.0/16 ::1"}}),
+       [](IngressPolicy& p) {
+         p.route.deny_ranges = model::SourceRanges{{"192.168.0.0/16", "::1"}};
+       }},
+      {"denylist-source-range invalid denies everyone",
+       A({{"denylist-source-range", "10.0.0.0/8, nonsense"}}),
+       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{}; },
+       {E("denylist-source-range: invalid value \"10.0.0.0/8, nonsense\"")}},
+      {"allowlist-source-range is whitelist-source-range's nginx spelling",
+       A({{"nginx.ingress.kubernetes.io/allowlist-source-range", "10.0.0.0/8"}}),
+       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{{"10.0.0.0/8"}}; },
+       {},
+       plain_paths(),
+       AnnotationOptions{true}},
+
       // ---- rate limits ----
+      {"limit-rpm with a multiplier beside limit-rps",
+       A({{"limit-rpm", "300"}, {"limit-rps", "20"}, {"limit-burst-multiplier", "3"}}),
+       [](IngressPolicy& p) {
+         p.route.rate_limits.rpm = 300;
+         p.route.rate_limits.rps = 20;
+         p.route.rate_limits.burst_multiplier = 3;
+       }},
+      {"limit-rpm alone makes limit-status-code count",
+       A({{"limit-rpm", "60"}, {"limit-status-code", "503"}}),
+       [](IngressPolicy& p) {
+         p.route.rate_limits.rpm = 60;
+         p.route.rate_limits.status_code = 503;
+       }},
+      {"limit-rpm invalid",
+       A({{"limit-rpm", "ten"}}),
+       {},
+       {E("limit-rpm: invalid value \"ten\": expected a decimal number")}},
+      {"limit-rpm too low to refill within the engine's hour",
+       A({{"limit-rpm", "0.001"}}),
+       {},
+       {E("limit-rpm: invalid value \"0.001\": too low")}},
+      {"limit-burst-multiplier too large for limit-rpm",
+       A({{"limit-rpm", "60"}, {"limit-burst-multiplier", "100"}}),
+       [](IngressPolicy& p) { p.route.rate_limits.rpm = 60; },
+       {E("limit-burst-multiplier: invalid value \"100\": a burst of rpm")}},
       {"limit-rps with the default burst", A({{"limit-rps", "10"}}),
        [](IngressPolicy& p) { p.route.rate_limits.rps = 10; }},
       {"every rate-limit option",
@@ -58,8 +99,8 @@ std::vector<Case> access_cases() {
        {E("limit-rps: invalid value \"0\": out of range (greater than 0, at most 100000)"),
         E("limit-burst-multiplier: invalid value \"0.5\": out of range (1-10000)"),
         E("limit-connections: invalid value \"0\": out of range (1-1000000)"),
-        W("limit-allowlist: has no effect without limit-rps or limit-connections"),
-        W("limit-status-code: has no effect without limit-rps or limit-connections")}},
+        W("limit-allowlist: has no effect without limit-rps, limit-rpm or limit-connections"),
+        W("limit-status-code: has no effect without limit-rps, limit-rpm or limit-connections")}},
       {"limit-rps not a number",
        A({{"limit-rps", "10/s"}, {"limit-burst-multiplier", "5"}}),
        {},

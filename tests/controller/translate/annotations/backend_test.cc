@@ -61,6 +61,34 @@ std::vector<Case> backend_cases() {
          p.upstream.affinity =
              model::SessionAffinity{"route", 3600, "/app", true, model::SameSite::kLax};
        }},
+      {"affinity with a cookie domain, expires and a mode",
+       A({{"affinity", "cookie"},
+          {"session-cookie-domain", ".Example.com"},
+          {"session-cookie-expires", "172800"},
+          {"affinity-mode", "persistent"}}),
+       [](IngressPolicy& p) {
+         model::SessionAffinity s;
+         s.domain = ".example.com";
+         s.expires_seconds = 172800;
+         p.upstream.affinity = s;
+       }},
+      {"affinity-mode balanced (ingress-nginx's default)",
+       A({{"affinity", "cookie"}, {"affinity-mode", "balanced"}}),
+       [](IngressPolicy& p) { p.upstream.affinity = model::SessionAffinity{}; }},
+      {"invalid cookie domain, expires and mode each ignored",
+       A({{"affinity", "cookie"},
+          {"session-cookie-domain", "exa mple.com"},
+          {"session-cookie-expires", "-1"},
+          {"affinity-mode", "sticky"}}),
+       [](IngressPolicy& p) { p.upstream.affinity = model::SessionAffinity{}; },
+       {E("session-cookie-domain: invalid value \"exa mple.com\": a cookie domain must be a "
+          "lower-case DNS name"),
+        E("session-cookie-expires: invalid value \"-1\": expected a whole number"),
+        E("affinity-mode: invalid value \"sticky\": expected balanced or persistent")}},
+      {"session-cookie-domain ..",
+       A({{"affinity", "cookie"}, {"session-cookie-domain", "a..b"}}),
+       [](IngressPolicy& p) { p.upstream.affinity = model::SessionAffinity{}; },
+       {E("session-cookie-domain: invalid value \"a..b\": a cookie domain has an empty label")}},
       {"affinity other than cookie",
        A({{"affinity", "ip"}, {"session-cookie-name", "x"}}),
        {},

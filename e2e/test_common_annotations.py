@@ -1,0 +1,138 @@
+"""The rest of ingress-nginx's common annotations (issue 20), end to end: denylist-source-range
+(and allowlist-source-range, the newer nginx spelling of the allow list), limit-rpm,
+proxy-next-upstream-timeout, session-cookie-domain/-expires with affinity-mode, and
+canary-by-header-pattern."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+
+from harness import ingress, path, request, rule, service_with_backend, wait_until
+from test_balancing import Pods, deploy
+
+HOST = "common.example.com"
+
+
+def one(stack, name: str, annotations: dict, nginx: bool = False):
+    b = stack.backend(name)
+    stack.manifests.write(f"{name}.yaml", *service_with_backend(f"svc-{name}", b),
+                          ingress(name, [rule(f"{name}.{HOST}", path("/", f"svc-{name}"))],
+                                  annotations=annotations))
+    return b
+
+
+def status(stack, name: str, source: str | None = None, headers: dict | None = None) -> int:
+    return request(stack.port, "GET", "/", f"{name}.{HOST}", headers=headers,
+                   source=source).status
+
+
+def test_denylist_and_allowlist_source_ranges(stack_factory):
+    s = stack_factory(controller_args=["--nginx-annotations"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    one(s, "deny", {"tidegate.io/denylist-source-range": "127.0.0.5/32, 127.0.0.6"})
+    # Denied wins over allowed: 127.0.0.7 is in both.
+    one(s, "both", {"tidegate.io/denylist-source-range": "127.0.0.7",
+                    "tidegate.io/whitelist-source-range": "127.0.0.0/24"})
+    one(s, "nginx", {"nginx.ingress.kubernetes.io/allowlist-source-range": "127.0.0.9/32",
+                     "nginx.ingress.kubernetes.io/denylist-source-range": "127.0.0.10"})
+    one(s, "broken", {"tidegate.io/denylist-source-range": "127.0.0.5, bogus"})
+    one(s, "ready", {})
+    wait_until(lambda: status(s, "ready") == 200, 10, "routes")
+    assert status(s, "deny", "127.0.0.1") == 200
+    assert status(s, "deny", "127.0.0.5") == 403
+    assert status(s, "deny", "127.0.0.6") == 403
+    assert status(s, "both", "127.0.0.8") == 200
+    assert status(s, "both", "127.0.0.7") == 403
+    assert status(s, "nginx", "127.0.0.9") == 200
+    assert status(s, "nginx", "127.0.0.1") == 403
+    # A deny list that cannot be read denies everyone (never lets the listed in).
+    assert status(s, "broken", "127.0.0.1") == 403
+    assert "denylist-source-range: invalid value" in s.controller.log()
+
+
+def test_limit_rpm_with_its_burst(stack):
+    # 30 per minute with multiplier 1: a bucket of 30 requests refilling one every 2 s, slow
+    # enough that the count below is nearly exact.
+    one(stack, "rpm", {"tidegate.io/limit-rpm": "30", "tidegate.io/limit-burst-multiplier": "1"})
+    wait_until(lambda: status(stack, "rpm") in (200, 429), 10, "route")
+    time.sleep(2.1)  # the probe took a token; let one come back (the bucket holds 30)
+    statuses = [status(stack, "rpm") for _ in range(40)]
+    allowed = statuses.count(200)
+    # 30 tokens (the probes above may have taken one or two, and one may refill meanwhile).
+    assert 27 <= allowed <= 31, statuses
+    assert statuses[-1] == 429
+    r = request(stack.port, "GET", "/", f"rpm.{HOST}")
+    assert r.status == 429 and 1 <= int(r.header("Retry-After")) <= 3, r.header("Retry-After")
+
+
+def test_proxy_next_upstream_timeout_stops_moving_on(stack):
+    pods = Pods()
+    slow_sick, well = pods.backend(stack, "slow-sick"), pods.backend(stack, "well")
+    slow_sick.answer_with(503)
+    slow_sick.slow_down(0.4)
+    # Picks alternate (round robin), so within a few requests each Ingress reaches slow_sick
+    # first. Without a time limit the 503 moves on to `well`; with 200 ms it is past the limit
+    # by then and the 503 is the answer.
+    on_503 = {"tidegate.io/proxy-next-upstream": "error timeout http_503"}
+    deploy(stack, "unlimited", "unlimited.example.com", [slow_sick, well], on_503)
+    deploy(stack, "limited", "limited.example.com", [slow_sick, well],
+           {**on_503, "tidegate.io/proxy-next-upstream-timeout": "200ms"})
+    deploy(stack, "ready", "ready.example.com", [well])
+    wait_until(lambda: request(stack.port, "GET", "/", "ready.example.com").status == 200, 10,
+               "routes")
+
+    def statuses(host: str) -> list[int]:
+        return [request(stack.port, "GET", "/", host).status for _ in range(6)]
+    assert statuses("unlimited.example.com") == [200] * 6
+    limited = statuses("limited.example.com")
+    assert 503 in limited, limited
+
+
+def test_session_cookie_domain_expires_and_affinity_mode(stack):
+    pods = Pods()
+    bs = [pods.backend(stack, f"a{i}") for i in range(2)]
+    deploy(stack, "sticky", "sticky.example.com", bs,
+           {"tidegate.io/affinity": "cookie", "tidegate.io/affinity-mode": "persistent",
+            "tidegate.io/session-cookie-domain": ".example.com",
+            "tidegate.io/session-cookie-expires": "7200",
+            "tidegate.io/session-cookie-name": "route"})
+    wait_until(lambda: request(stack.port, "GET", "/", "sticky.example.com").status == 200, 10,
+               "route")
+    before = time.time()
+    r = request(stack.port, "GET", "/", "sticky.example.com")
+    m = re.fullmatch(r"route=([0-9a-f]{16}); Path=/; Domain=\.example\.com; Expires=([^;]+); "
+                     r"HttpOnly", r.header("Set-Cookie") or "")
+    assert m, r.header("Set-Cookie")
+    expires = email.utils.parsedate_to_datetime(m.group(2)).timestamp()
+    assert before + 7200 - 2 <= expires <= time.time() + 7200 + 1, (expires - before)
+    pinned = r.header("X-Backend")
+    cookie = {"Cookie": f"route={m.group(1)}"}
+    for _ in range(10):
+        r = request(stack.port, "GET", "/", "sticky.example.com", headers=cookie)
+        assert r.header("X-Backend") == pinned and r.header("Set-Cookie") is None
+
+
+def test_canary_by_header_pattern(stack):
+    main, canary = stack.backend("pat-main"), stack.backend("pat-canary")
+    host = f"pat.{HOST}"
+    stack.manifests.write(
+        "pat.yaml", *service_with_backend("svc-pat-main", main),
+        *service_with_backend("svc-pat-canary", canary),
+        ingress("pat-main", [rule(host, path("/", "svc-pat-main"))]),
+        ingress("pat-canary", [rule(host, path("/", "svc-pat-canary"))],
+                annotations={"tidegate.io/canary": "true",
+                             "tidegate.io/canary-by-header": "X-Region",
+                             "tidegate.io/canary-by-header-pattern": "^(eu|us)-west-[0-9]+$"}))
+
+    def backend(region: str | None) -> str:
+        headers = {"X-Region": region} if region is not None else None
+        return request(stack.port, "GET", "/", host, headers=headers).header("X-Backend")
+    wait_until(lambda: backend("eu-west-1") == "pat-canary", 10, "canary configured")
+    assert {backend("us-west-2") for _ in range(5)} == {"pat-canary"}
+    assert {backend("ap-west-1") for _ in range(5)} == {"pat-main"}
+    assert {backend("always") for _ in range(5)} == {"pat-main"}  # no special value
+    assert {backend(None) for _ in range(5)} == {"pat-main"}  # weight 0
