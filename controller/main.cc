@@ -104,7 +104,8 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   source_options.reflector.absent_recheck = std::chrono::seconds(recheck_s);
   translate::TranslateOptions translate_options{
       class_options.ingress_class, class_options.controller_name,
-      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression")};
+      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression"),
+      class_options.default_backend_service};
   TG_INFO("controller", "watching the API server at "
                             << config->describe() << " for class " << class_options.ingress_class
                             << (source_options.watch_namespace.empty()
@@ -334,6 +335,9 @@ int main(int argc, char** argv) {
   flags.define_bool("enable-compression",
                     "compress the responses of Ingresses that do not set "
                     "tidegate.io/enable-compression (ingress-nginx's use-gzip)");
+  flags.define("default-backend-service", "",
+               "namespace/name of a Service for requests no route takes (instead of 404) and for "
+               "routes whose backend has no endpoints (ingress-nginx's flag of the same name)");
   flags.define_bool("check-nginx-annotations",
                     "print, per Ingress of --manifests or --kubeconfig, how each "
                     "nginx.ingress.kubernetes.io/ annotation would be taken, and exit");
@@ -348,9 +352,17 @@ int main(int argc, char** argv) {
     std::cerr << "tidegate-controller: give one source: --manifests or --kubeconfig\n";
     return 2;
   }
+  if (const std::string d = flags.get("default-backend-service");
+      !d.empty() && (d.find('/') == std::string::npos || d.front() == '/' || d.back() == '/' ||
+                     d.find('/') != d.rfind('/'))) {
+    std::cerr << "tidegate-controller: --default-backend-service " << d
+              << ": expected namespace/name\n";
+    return 2;
+  }
   if (flags.get_bool("check-nginx-annotations")) return check_nginx(dir, flags);
   if (dir.empty()) {
-    store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
+    store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name"),
+                                      flags.get("default-backend-service")};
     return run_kube(flags, class_options);
   }
   if (!std::filesystem::is_directory(dir)) {
@@ -358,10 +370,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name")};
+  store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name"),
+                                    flags.get("default-backend-service")};
   translate::TranslateOptions translate_options{
       class_options.ingress_class, class_options.controller_name,
-      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression")};
+      flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression"),
+      class_options.default_backend_service};
   ProblemLog problems;
   auto build = [&]() {
     auto loaded = source::load_manifest_dir(dir);

@@ -1,7 +1,8 @@
 """The rest of ingress-nginx's common annotations (issue 20), end to end: denylist-source-range
 (and allowlist-source-range, the newer nginx spelling of the allow list), limit-rpm,
-proxy-next-upstream-timeout, session-cookie-domain/-expires with affinity-mode, and
-canary-by-header-pattern."""
+proxy-next-upstream-timeout, session-cookie-domain/-expires with affinity-mode,
+canary-by-header-pattern, and default backends (the default-backend annotation and the
+controller's --default-backend-service)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import email.utils
 import re
 import time
 
-from harness import ingress, path, request, rule, service_with_backend, wait_until
+from harness import (endpoint_slice, ingress, path, request, rule, service, service_with_backend,
+                     wait_until)
 from test_balancing import Pods, deploy
 
 HOST = "common.example.com"
@@ -136,3 +138,36 @@ def test_canary_by_header_pattern(stack):
     assert {backend("ap-west-1") for _ in range(5)} == {"pat-main"}
     assert {backend("always") for _ in range(5)} == {"pat-main"}  # no special value
     assert {backend(None) for _ in range(5)} == {"pat-main"}  # weight 0
+
+
+def test_default_backend_service_and_annotation(stack_factory):
+    s = stack_factory(controller_args=["--default-backend-service", "default/svc-errors"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    errors, pages, app = s.backend("errors"), s.backend("pages"), s.backend("app")
+
+    def write(app_ready: bool):
+        slices = [endpoint_slice("svc-app-1", "svc-app", [app.host] if app_ready else [],
+                                 app.port)]
+        s.manifests.write(
+            "all.yaml", *service_with_backend("svc-errors", errors),
+            *service_with_backend("svc-pages", pages), service("svc-app"), *slices,
+            ingress("plain", [rule(f"plain.{HOST}", path("/", "svc-app"))]),
+            ingress("own", [rule(f"own.{HOST}", path("/", "svc-app"))],
+                    annotations={"tidegate.io/default-backend": "svc-pages"}))
+
+    def backend(host: str) -> tuple[int, str | None]:
+        r = request(s.port, "GET", "/x", host)
+        return r.status, r.header("X-Backend")
+    write(app_ready=False)
+    # No route takes the host: the flag's Service answers instead of a 404.
+    wait_until(lambda: backend("unknown.example.com") == (200, "errors"), 10, "default backend")
+    # The route's backend has no endpoints: the flag's Service, or the Ingress's own.
+    assert backend(f"plain.{HOST}") == (200, "errors")
+    assert backend(f"own.{HOST}") == (200, "pages")
+    # Endpoints arrive: the application serves again.
+    write(app_ready=True)
+    wait_until(lambda: backend(f"plain.{HOST}") == (200, "app"), 10, "app endpoints")
+    assert backend(f"own.{HOST}") == (200, "app")
+    assert backend("unknown.example.com") == (200, "errors")

@@ -26,6 +26,9 @@ constexpr Note kPartly[] = {
      "tls.crt/tls.key (a client certificate) are not used"},
     {"upstream-hash-by", "the nginx variables docs/annotations.md lists, not every variable"},
     {"limit-whitelist", "read as limit-allowlist"},
+    {"default-backend",
+     "serves the Ingress's routes while their Service has no endpoints (its first port); error "
+     "pages from it (custom-http-errors) are not yet supported"},
     {"affinity-mode",
      "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
      "to new endpoints on scale-up"},
@@ -37,7 +40,6 @@ constexpr Note kInstead[] = {
     {"auth-url", "not yet (planned: external authentication)"},
     {"auth-tls-secret", "not yet (planned: client certificates)"},
     {"custom-http-errors", "not yet (planned: error pages)"},
-    {"default-backend", "not yet (planned: error pages)"},
     {"proxy-buffering", "responses always stream"},
     {"proxy-request-buffering", "request bodies always stream to the backend"},
     {"proxy-http-version", "HTTP/1.1 to HTTP/1 backends always (or H2C/GRPC backend-protocol)"},

@@ -100,6 +100,14 @@ std::set<std::string> services_named(const objects::Ingress& ingress) {
   for (const auto& rule : ingress.spec.rules) {
     for (const auto& path : rule.paths) add(path.backend);
   }
+  // The default-backend annotation (either spelling: naming too many only costs a rebuild).
+  for (const char* key :
+       {"tidegate.io/default-backend", "nginx.ingress.kubernetes.io/default-backend"}) {
+    auto it = ingress.metadata.annotations.find(key);
+    if (it != ingress.metadata.annotations.end() && !it->second.empty()) {
+      out.insert(object_key(ingress.metadata.namespace_, it->second));
+    }
+  }
   return out;
 }
 
@@ -192,6 +200,10 @@ bool Store::secret_named(const std::string& namespace_, const std::string& secre
 
 bool Store::service_referenced(const std::string& namespace_, const std::string& service) const {
   if (service.empty()) return false;
+  if (!options_.default_backend_service.empty() &&
+      options_.default_backend_service == object_key(namespace_, service)) {
+    return true;
+  }
   return any_in(services_by_ingress_ref_, object_key(namespace_, service),
                 [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
 }

@@ -21,6 +21,8 @@ inline constexpr std::string_view kDefaultControllerName = "tidegate.io/ingress-
 struct ClassOptions {
   std::string ingress_class{kDefaultIngressClass};
   std::string controller_name{kDefaultControllerName};
+  // --default-backend-service "namespace/name": that Service (and its slices) always matter.
+  std::string default_backend_service = {};
 };
 
 enum class IngressSelection {

@@ -40,6 +40,7 @@ struct Claim {
   model::RoutePolicy policy = {};
   std::optional<model::Canary> canary = {};  // canary->upstream set
   std::string canary_ingress = {};           // the canary Ingress that set it
+  std::string fallback_upstream = {};        // default-backend (Route::fallback_upstream)
 };
 
 // Two paths that match the same requests are one route. Ingress v1 ignores a Prefix path's
@@ -88,6 +89,7 @@ struct IngressContext {
   bool protocol_from_annotation = false;  // backend-protocol is set (a Service's appProtocol
                                           // does not override it)
   std::string substitution;               // model::Substitution::name, empty for none
+  std::string fallback_upstream;          // default-backend, or --default-backend-service
 };
 
 // HTTPS upstreams are other upstreams than the plain ones of the same Service port: an Ingress
@@ -98,6 +100,14 @@ constexpr std::string_view kHttp2Suffix = "+h2";
 
 // A Service port's appProtocol that means HTTP/2 with prior knowledge: the Kubernetes standard
 // name (KEP-3726), its short form, and "grpc" (gRPC is HTTP/2). Other values change nothing.
+// A Service name as Kubernetes allows it (an RFC 1035 label: lower-case letters, digits, '-').
+bool is_service_name(std::string_view name) {
+  if (name.empty() || name.size() > 63 || name.front() == '-' || name.back() == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
 bool app_protocol_is_h2c(std::string_view app_protocol) {
   return app_protocol == "kubernetes.io/h2c" || app_protocol == "h2c" || app_protocol == "grpc";
 }
@@ -108,6 +118,7 @@ class Translator {
       : store_(store), options_(options) {}
 
   TranslateResult run() {
+    resolve_default_backend_service();
     for (const Ingress* ingress : select_ingresses()) add_ingress(*ingress);
     // Canaries attach to main routes, so they come after every main Ingress (oldest first).
     for (const auto& canary : canaries_) add_canary(canary);
@@ -345,6 +356,7 @@ class Translator {
       return;
     }
     ctx.substitution = add_substitution(ingress, object);
+    ctx.fallback_upstream = fallback_upstream(ctx);
 
     if (ingress.spec.default_backend) add_default_backend(ctx);
 
@@ -674,8 +686,9 @@ class Translator {
     auto key = std::make_pair(conflict_key(text, match), match);
     auto it = routes.find(key);
     if (it == routes.end()) {
-      routes.emplace(std::move(key),
-                     Claim{*upstream, ctx.name, text, ctx.substitution, ctx.policy.route});
+      Claim claim{*upstream, ctx.name, text, ctx.substitution, ctx.policy.route};
+      claim.fallback_upstream = ctx.fallback_upstream;
+      routes.emplace(std::move(key), std::move(claim));
       return;
     }
     // The same backend twice (two Ingresses, or two rules for one host) is not a conflict, unless
@@ -683,7 +696,10 @@ class Translator {
     std::string same = it->second.path == text ? "" : " (as " + quote(it->second.path) + ")";
     if (it->second.upstream == *upstream) {
       const bool same_subst = same_substitution(it->second.substitution, ctx.substitution);
-      if (same_subst && it->second.policy == ctx.policy.route) return;
+      if (same_subst && it->second.policy == ctx.policy.route &&
+          it->second.fallback_upstream == ctx.fallback_upstream) {
+        return;
+      }
       report(object, Severity::kError,
              where + ": host " + quote(host) + " " + model::to_string(match) + " path " +
                  quote(text) + " is already routed" + same + " to " + it->second.upstream +
@@ -789,6 +805,77 @@ class Translator {
     return out + "\"";
   }
 
+  // A Service's first port, as the backend ingress-nginx's default-backend annotation and flag
+  // mean; nullopt with *error when there is no such Service or it has no port.
+  std::optional<objects::IngressBackend> first_port_backend(const std::string& ns,
+                                                            const std::string& name,
+                                                            std::string* error) const {
+    auto svc = store_.services().find(store::object_key(ns, name));
+    if (svc == store_.services().end()) {
+      *error = "service " + quote(name) + " not found in namespace " + quote(ns);
+      return std::nullopt;
+    }
+    if (svc->second.spec.ports.empty()) {
+      *error = "service " + svc->first + " has no ports";
+      return std::nullopt;
+    }
+    objects::IngressBackend backend;
+    backend.service = objects::IngressServiceBackend{name, {}};
+    backend.service->port.number = svc->second.spec.ports.front().port;
+    return backend;
+  }
+
+  // --default-backend-service: its upstream (plain HTTP, default policy), for the default route
+  // and as every route's fallback.
+  void resolve_default_backend_service() {
+    const std::string& key = options_.default_backend_service;
+    if (key.empty()) return;
+    const auto slash = key.find('/');
+    flag_ingress_.metadata.namespace_ = key.substr(0, slash);
+    flag_ingress_.metadata.name = key.substr(slash + 1);
+    IngressContext ctx;
+    ctx.ingress = &flag_ingress_;
+    ctx.name = "--default-backend-service";
+    ctx.object = "Service " + key;
+    std::string error;
+    auto backend =
+        first_port_backend(flag_ingress_.metadata.namespace_, flag_ingress_.metadata.name, &error);
+    auto upstream = backend ? resolve(ctx, *backend, &error) : std::nullopt;
+    if (!upstream) {
+      report(ctx.object, Severity::kError,
+             "--default-backend-service: " + error +
+                 "; requests no route takes get 404 and routes without endpoints 503");
+      return;
+    }
+    flag_upstream_ = *upstream;
+  }
+
+  // The default-backend annotation: a Service of the Ingress's namespace (its first port) that
+  // serves the Ingress's routes while their backend has no endpoints; else the controller's.
+  std::string fallback_upstream(const IngressContext& ctx) {
+    auto found =
+        find_annotation(ctx.ingress->metadata.annotations, "default-backend", annotation_options());
+    if (!found) return flag_upstream_;
+    const std::string name(text::trim_ows(found->value));
+    std::string error;
+    if (!is_service_name(name)) {
+      error = "not a Service name";
+    } else if (auto backend = first_port_backend(ctx.ingress->metadata.namespace_, name, &error)) {
+      // Plain HTTP with the default upstream policy: an error-page server, not the application
+      // (the Ingress's backend-protocol and balancing are the application's).
+      IngressContext plain;
+      plain.ingress = ctx.ingress;
+      plain.name = ctx.name;
+      plain.object = ctx.object;
+      if (auto upstream = resolve(plain, *backend, &error)) return *upstream;
+    }
+    report(ctx.object, Severity::kError,
+           "annotation " + found->key + ": invalid value " + quote(found->value) + ": " + error +
+               "; ignored" +
+               (flag_upstream_.empty() ? "" : " (--default-backend-service applies)"));
+    return flag_upstream_;
+  }
+
   void add_default_backend(const IngressContext& ctx) {
     std::string error;
     auto upstream = resolve(ctx, *ctx.ingress->spec.default_backend, &error);
@@ -798,6 +885,7 @@ class Translator {
     }
     if (!default_claim_) {
       default_claim_ = Claim{*upstream, ctx.name, "/", ctx.substitution, ctx.policy.route};
+      default_claim_->fallback_upstream = ctx.fallback_upstream;
       return;
     }
     const bool same_upstream = default_claim_->upstream == *upstream;
@@ -962,8 +1050,10 @@ class Translator {
                                         (has_tls(host) && !no_redirect_hosts_.contains(host)));
       for (auto& [key, claim] : claims) {
         vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
-                                         claim.substitution, claim.policy, claim.canary});
+                                         claim.substitution, claim.policy, claim.canary,
+                                         claim.fallback_upstream});
         referenced.insert(claim.upstream);
+        if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
         if (claim.canary) referenced.insert(claim.canary->upstream);
         use_substitution(claim.substitution);
       }
@@ -980,8 +1070,17 @@ class Translator {
                                           default_claim_->ingress,
                                           default_claim_->substitution,
                                           default_claim_->policy};
+      config.default_route->fallback_upstream = default_claim_->fallback_upstream;
       referenced.insert(default_claim_->upstream);
+      if (!default_claim_->fallback_upstream.empty()) {
+        referenced.insert(default_claim_->fallback_upstream);
+      }
       use_substitution(default_claim_->substitution);
+    } else if (!flag_upstream_.empty()) {
+      // --default-backend-service takes what no route takes (an Ingress's defaultBackend wins).
+      config.default_route =
+          model::Route{"/", model::PathMatch::kPrefix, flag_upstream_, "--default-backend-service"};
+      referenced.insert(flag_upstream_);
     }
     for (const auto& name : referenced) {
       const UpstreamClaim& claim = upstream_claims_.at(name);
@@ -1028,6 +1127,8 @@ class Translator {
   std::map<std::string, model::Certificate> certificates_;
   std::set<std::string> no_redirect_hosts_;
   std::set<std::string> force_redirect_hosts_;  // force-ssl-redirect
+  objects::Ingress flag_ingress_;               // stands for --default-backend-service's Service
+  std::string flag_upstream_;                   // its upstream; empty: none
   struct HostClaim {
     std::string target;  // the host it redirects to, or is an alias of
     std::string ingress;

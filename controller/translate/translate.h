@@ -23,6 +23,10 @@ struct TranslateOptions {
   bool nginx_annotations = false;
   // Compress responses of Ingresses without enable-compression (--enable-compression).
   bool compression_default = false;
+  // --default-backend-service "namespace/name": requests no route takes go to this Service's
+  // first port (unless an Ingress's spec.defaultBackend takes them), and routes whose backend has
+  // no endpoints fall back to it (unless their Ingress names its own default-backend).
+  std::string default_backend_service = {};
 };
 
 enum class Severity {

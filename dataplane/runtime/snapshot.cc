@@ -302,10 +302,16 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   for (const auto& [host, vh] : routing->config.virtual_hosts) {
     if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
     if (!vh.redirect_to.empty()) routing->host_redirects.emplace(host, vh.redirect_to);
-    for (const auto& r : vh.routes) routing->referenced_upstreams.insert(r.upstream);
+    for (const auto& r : vh.routes) {
+      routing->referenced_upstreams.insert(r.upstream);
+      if (!r.fallback_upstream.empty()) routing->referenced_upstreams.insert(r.fallback_upstream);
+    }
   }
   if (routing->config.default_route) {
     routing->referenced_upstreams.insert(routing->config.default_route->upstream);
+    if (const auto& f = routing->config.default_route->fallback_upstream; !f.empty()) {
+      routing->referenced_upstreams.insert(f);
+    }
   }
   if (std::string problem = compile_substitutions(*routing, previous); !problem.empty()) {
     *error = problem;

@@ -131,6 +131,11 @@ void Exchange::route() {
   }
   if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
   upstream_ = choose_upstream();
+  if ((upstream_ == nullptr || upstream_->endpoints.empty()) &&
+      !route_->fallback_upstream.empty()) {
+    // default-backend: serves the route while its own backend has no endpoints.
+    if (const auto* f = snapshot_->upstream(route_->fallback_upstream); f != nullptr) upstream_ = f;
+  }
   if (upstream_ == nullptr || upstream_->endpoints.empty()) {
     respond(503, "no endpoints available\n", !downstream_.request_complete());
     return;

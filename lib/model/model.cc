@@ -164,6 +164,9 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
   if (!config.upstreams.contains(r.upstream)) {
     errors.push_back(where + ": unknown upstream \"" + r.upstream + "\"");
   }
+  if (!r.fallback_upstream.empty() && !config.upstreams.contains(r.fallback_upstream)) {
+    errors.push_back(where + ": unknown fallback upstream \"" + r.fallback_upstream + "\"");
+  }
   if (!r.substitution.empty() && !config.substitutions.contains(r.substitution)) {
     errors.push_back(where + ": unknown substitution \"" + r.substitution + "\"");
   }

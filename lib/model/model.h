@@ -67,6 +67,9 @@ struct Route {
   // An alternative backend from a canary Ingress for the same host and path (docs/annotations.md,
   // "Canary"): canary->upstream names an Upstream. Applied by the data plane (server/canary.h).
   std::optional<Canary> canary = {};
+  // Serves the route's requests while `upstream` has no endpoints (the default-backend
+  // annotation, or the controller's --default-backend-service); empty: none (503).
+  std::string fallback_upstream = {};
   bool operator==(const Route&) const = default;
 };
 

@@ -31,6 +31,7 @@ json to_json(const model::Route& r) {
   if (!r.substitution.empty()) j["substitution"] = r.substitution;
   if (json p = model::to_json(r.policy); !p.empty()) j["policy"] = std::move(p);
   if (r.canary) j["canary"] = model::to_json(*r.canary);
+  if (!r.fallback_upstream.empty()) j["fallback_upstream"] = r.fallback_upstream;
   return j;
 }
 
@@ -171,6 +172,7 @@ model::Route route_from(const json& j) {
   r.substitution = j.value("substitution", "");
   if (auto it = j.find("policy"); it != j.end()) r.policy = model::route_policy_from_json(*it);
   if (auto it = j.find("canary"); it != j.end()) r.canary = model::canary_from_json(*it);
+  r.fallback_upstream = j.value("fallback_upstream", std::string());
   return r;
 }
 

@@ -349,7 +349,8 @@ std::string join_documents(const std::vector<std::string>& docs) {
 store::Store load_store(const std::vector<std::string>& docs, const TranslateOptions& options) {
   auto loaded = source::load_manifest_text(join_documents(docs), "case.yaml");
   for (const auto& e : loaded.errors) ADD_FAILURE() << "fixture does not load: " << e.message;
-  return store::build_store(loaded, {options.ingress_class, options.controller_name});
+  return store::build_store(
+      loaded, {options.ingress_class, options.controller_name, options.default_backend_service});
 }
 
 struct Case {
@@ -673,6 +674,80 @@ TEST(TranslateTest, HostAnnotations) {
                     .rule("", {path("/", "Prefix", "web", "80")})}),
        config({vhost("*", {root()})}, up),
        {warning(web, "has no effect without a rule with a host")}},
+  });
+}
+
+// ---- Default backends: the default-backend annotation and --default-backend-service ----
+
+TEST(TranslateTest, DefaultBackends) {
+  const std::vector<std::string> backends = {web_service(), web_slice({{"10.0.0.1"}}),
+                                             web_service("errors"),
+                                             web_slice({{"10.0.0.9"}}, "errors")};
+  auto objects = [&](std::vector<std::string> more) {
+    std::vector<std::string> out = backends;
+    out.insert(out.end(), more.begin(), more.end());
+    return out;
+  };
+  const model::Upstream web = upstream(kWebUp, {"10.0.0.1:8080"});
+  const model::Upstream errors = upstream("default/errors:80", {"10.0.0.9:8080"});
+  auto falling_back = [](model::Route r, std::string to = "default/errors:80") {
+    r.fallback_upstream = std::move(to);
+    return r;
+  };
+  TranslateOptions flag;
+  flag.default_backend_service = "default/errors";
+  const std::string web_obj = "Ingress default/web";
+
+  run_cases({
+      {"default-backend: the Ingress's routes fall back to that Service's first port",
+       objects({ingress("web")
+                    .annotation("tidegate.io/default-backend", "errors")
+                    .rule("foo.com",
+                          {path("/", "Prefix", "web", "80"), path("/api", "Prefix", "web", "80")}),
+                ingress("other").rule("bar.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {falling_back(route("/", PathMatch::kPrefix, kWebUp)),
+                                 falling_back(route("/api", PathMatch::kPrefix, kWebUp))}),
+               vhost("bar.com", {route("/", PathMatch::kPrefix, kWebUp, "default/other")})},
+              {web, errors})},
+      {"default-backend naming a missing Service is an error and ignored",
+       objects({ingress("web")
+                    .annotation("tidegate.io/default-backend", "nope")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {web}),
+       {error(web_obj,
+              "tidegate.io/default-backend: invalid value \"nope\": service \"nope\" "
+              "not found")}},
+      {"default-backend that is not a Service name",
+       objects({ingress("web")
+                    .annotation("tidegate.io/default-backend", "errors:80")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {web}),
+       {error(web_obj, "not a Service name")}},
+      {"--default-backend-service: what no route takes, and every route's fallback",
+       objects({ingress("web").rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {falling_back(route("/", PathMatch::kPrefix, kWebUp))})},
+              {web, errors},
+              route("/", PathMatch::kPrefix, "default/errors:80", "--default-backend-service")),
+       {},
+       flag},
+      {"an Ingress's defaultBackend wins over the flag; its default-backend over the flag's",
+       objects({ingress("web")
+                    .annotation("tidegate.io/default-backend", "web")
+                    .default_backend("web", "80")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {falling_back(route("/", PathMatch::kPrefix, kWebUp), kWebUp)})},
+              {web}, falling_back(route("/", PathMatch::kPrefix, kWebUp), kWebUp)),
+       {},
+       flag},
+      {"--default-backend-service naming a missing Service: reported, nothing falls back",
+       objects({ingress("web").rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {web}),
+       {error("Service default/gone", "--default-backend-service: service \"gone\" not found")},
+       [] {
+         TranslateOptions o;
+         o.default_backend_service = "default/gone";
+         return o;
+       }()},
   });
 }
 
