@@ -1,8 +1,8 @@
 """The rest of ingress-nginx's common annotations (issue 20), end to end: denylist-source-range
 (and allowlist-source-range, the newer nginx spelling of the allow list), limit-rpm,
 proxy-next-upstream-timeout, session-cookie-domain/-expires with affinity-mode,
-canary-by-header-pattern, and default backends (the default-backend annotation and the
-controller's --default-backend-service)."""
+canary-by-header-pattern, default backends (the default-backend annotation and the controller's
+--default-backend-service) and custom-http-errors."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import email.utils
 import re
 import time
 
-from harness import (endpoint_slice, ingress, path, request, rule, service, service_with_backend,
-                     wait_until)
+from harness import (endpoint_slice, h2_request, header_values, ingress, path, request, rule,
+                     service, service_with_backend, wait_until)
 from test_balancing import Pods, deploy
 
 HOST = "common.example.com"
@@ -171,3 +171,51 @@ def test_default_backend_service_and_annotation(stack_factory):
     wait_until(lambda: backend(f"plain.{HOST}") == (200, "app"), 10, "app endpoints")
     assert backend(f"own.{HOST}") == (200, "app")
     assert backend("unknown.example.com") == (200, "errors")
+
+
+def test_custom_http_errors_are_served_by_the_default_backend(stack):
+    app, pages = stack.backend("app"), stack.backend("pages")
+    app.answer_with(404)
+    stack.manifests.write(
+        "errs.yaml", *service_with_backend("svc-app", app),
+        *service_with_backend("svc-pages", pages),
+        ingress("errs", [rule(f"errs.{HOST}", path("/", "svc-app"))],
+                annotations={"tidegate.io/default-backend": "svc-pages",
+                             "tidegate.io/custom-http-errors": "404,503"}),
+        ingress("plain", [rule(f"plain.{HOST}", path("/", "svc-app"))]))
+    wait_until(lambda: request(stack.port, "GET", "/", f"errs.{HOST}").status == 200, 10,
+               "error pages")
+    before = app.count
+    for send in (request, h2_request):
+        r = send(stack.port, "POST", "/some/path?q=1", f"errs.{HOST}",
+                 headers={"Accept": "application/json"}, body=b"x" * 1000)
+        # The page server's answer (its status, here 200) replaces the backend's 404.
+        assert r.status == 200 and r.header("X-Backend") == "pages", (send, r.status, r.body)
+        seen = r.json()
+        assert seen["method"] == "GET" and seen["path"] == "/some/path?q=1"
+        assert header_values(seen, "X-Code") == ["404"]
+        assert header_values(seen, "X-Format") == ["application/json"]
+        assert header_values(seen, "X-Original-URI") == ["/some/path?q=1"]
+        assert header_values(seen, "X-Namespace") == ["default"]
+        assert header_values(seen, "X-Ingress-Name") == ["errs"]
+        assert header_values(seen, "X-Service-Name") == ["svc-app"]
+        assert header_values(seen, "X-Service-Port") == ["80"]
+        assert header_values(seen, "Content-Length") in ([], ["0"])
+    assert app.count == before + 2  # the backend was asked; its answer was replaced
+    # A status not listed passes as it is; so does every status of an Ingress without the list.
+    app.answer_with(500)
+    r = request(stack.port, "GET", "/", f"errs.{HOST}")
+    assert r.status == 500 and r.header("X-Backend") == "app"
+    app.answer_with(404)
+    r = request(stack.port, "GET", "/", f"plain.{HOST}")
+    assert r.status == 404 and r.header("X-Backend") == "app"
+    # The page server's own error is the answer (never asked again: no loop).
+    pages.answer_with(503)
+    app.answer_with(503)
+    r = request(stack.port, "GET", "/", f"errs.{HOST}")
+    assert r.status == 503 and r.header("X-Backend") == "pages"
+    # HEAD stays HEAD.
+    pages.answer_with(None)
+    app.answer_with(404)
+    r = request(stack.port, "HEAD", "/h", f"errs.{HOST}")
+    assert r.status == 200 and r.header("X-Backend") == "pages" and r.body == b""

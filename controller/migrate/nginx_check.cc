@@ -27,8 +27,10 @@ constexpr Note kPartly[] = {
     {"upstream-hash-by", "the nginx variables docs/annotations.md lists, not every variable"},
     {"limit-whitelist", "read as limit-allowlist"},
     {"default-backend",
-     "serves the Ingress's routes while their Service has no endpoints (its first port); error "
-     "pages from it (custom-http-errors) are not yet supported"},
+     "the Service's first port; it serves the routes while their Service has no endpoints, and "
+     "custom-http-errors pages"},
+    {"custom-http-errors",
+     "for the backend's answers; the proxy's own 502/504/413/429 are not replaced"},
     {"affinity-mode",
      "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
      "to new endpoints on scale-up"},
@@ -39,7 +41,6 @@ constexpr Note kInstead[] = {
     {"ssl-passthrough", "not yet (planned)"},
     {"auth-url", "not yet (planned: external authentication)"},
     {"auth-tls-secret", "not yet (planned: client certificates)"},
-    {"custom-http-errors", "not yet (planned: error pages)"},
     {"proxy-buffering", "responses always stream"},
     {"proxy-request-buffering", "request bodies always stream to the backend"},
     {"proxy-http-version", "HTTP/1.1 to HTTP/1 backends always (or H2C/GRPC backend-protocol)"},

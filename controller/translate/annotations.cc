@@ -65,6 +65,7 @@ const std::vector<Spelling>& spellings() {
       {"limit-connections", {"limit-connections"}},
       {"limit-allowlist", {"limit-allowlist", "limit-whitelist"}},
       {"limit-status-code", {}},
+      {"custom-http-errors", {"custom-http-errors"}},
       {"auth-type", {"auth-type"}},
       {"auth-secret", {"auth-secret"}},
       {"auth-secret-type", {"auth-secret-type"}},
@@ -132,6 +133,7 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "limit-connections",
                                             "limit-allowlist",
                                             "limit-status-code",
+                                            "custom-http-errors",
                                             "auth-type",
                                             "auth-secret",
                                             "auth-secret-type",
@@ -188,6 +190,7 @@ AnnotationResult Parser::run() {
     parse_source_ranges();
     parse_deny_ranges();
     parse_rate_limits();
+    parse_error_pages();
     parse_auth();
     parse_compression();
   } else {

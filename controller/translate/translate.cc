@@ -357,6 +357,15 @@ class Translator {
     }
     ctx.substitution = add_substitution(ingress, object);
     ctx.fallback_upstream = fallback_upstream(ctx);
+    if (!ctx.policy.route.error_codes.empty() && ctx.fallback_upstream.empty()) {
+      auto found =
+          find_annotation(ingress.metadata.annotations, "custom-http-errors", annotation_options());
+      report(object, Severity::kWarning,
+             "annotation " + (found ? found->key : std::string("custom-http-errors")) +
+                 " has no effect without default-backend or the controller's "
+                 "--default-backend-service; ignored");
+      ctx.policy.route.error_codes.clear();
+    }
 
     if (ingress.spec.default_backend) add_default_backend(ctx);
 

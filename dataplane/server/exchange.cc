@@ -68,6 +68,8 @@ void Exchange::reset() {
   upstream_ = nullptr;
   attempts_ = 0;
   retry_deadline_.reset();
+  error_page_ = false;
+  original_target_.clear();
   request_body_started_ = false;
   duplex_ = false;
   response_pump_started_ = false;
@@ -130,6 +132,7 @@ void Exchange::route() {
     return;
   }
   if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
+  if (!route_->policy.error_codes.empty()) original_target_ = std::string(req.target());
   upstream_ = choose_upstream();
   if ((upstream_ == nullptr || upstream_->endpoints.empty()) &&
       !route_->fallback_upstream.empty()) {
@@ -496,6 +499,62 @@ bool Exchange::retry_on_status(unsigned status) {
   return true;
 }
 
+bool Exchange::serve_error_page(unsigned status) {
+  const auto& codes = policy().error_codes;
+  if (error_page_ || duplex_ || upgrade_ || grpc_ || !downstream_.request_complete() ||
+      !std::binary_search(codes.begin(), codes.end(), status)) {
+    return false;
+  }
+  const runtime::UpstreamState* pages = snapshot_->upstream(route_->fallback_upstream);
+  if (pages == nullptr || pages->endpoints.empty()) return false;
+  TG_DEBUG("http", "upstream " << up_.endpoint() << " answered " << status
+                               << ", asking the default backend for its page");
+  end_attempt(false);
+  up_.release(worker_.pool(), worker_.snapshot().get());
+  error_page_ = true;
+  // As ingress-nginx asks its default backend: GET (HEAD stays HEAD), no body, and what the
+  // page needs to know.
+  auto& req = downstream_.request();
+  if (req.method() != http::verb::head) req.method(http::verb::get);
+  req.erase(http::field::content_length);
+  req.erase(http::field::transfer_encoding);
+  req.set("X-Code", std::to_string(status));
+  const std::string accept(req[http::field::accept]);
+  req.set("X-Format", accept.empty() ? std::string_view("text/html") : std::string_view(accept));
+  req.set("X-Original-URI", original_target_);
+  const std::string_view ingress = route_->ingress;
+  const auto slash = ingress.find('/');
+  if (slash != std::string_view::npos) {
+    req.set("X-Namespace", ingress.substr(0, slash));
+    req.set("X-Ingress-Name", ingress.substr(slash + 1));
+  }
+  // Upstream names are "namespace/service:port" (+h2, +https).
+  std::string_view service = route_->upstream;
+  service = service.substr(service.find('/') + 1);
+  const auto colon = service.find(':');
+  if (colon != std::string_view::npos) {
+    std::string_view port = service.substr(colon + 1);
+    port = port.substr(0, port.find('+'));
+    req.set("X-Service-Name", service.substr(0, colon));
+    req.set("X-Service-Port", port);
+  }
+  head_request_ = req.method() == http::verb::head;
+  request_body_started_ = false;
+  body_bytes_in_buffer_ = 0;
+  body_replayable_ = true;
+  attempts_ = 0;
+  retry_deadline_.reset();
+  upstream_ = pages;
+  start_balancing();
+  const uint32_t index = pick_endpoint();
+  if (index == kNoEndpoint) {
+    respond(503, "no endpoints available\n", false);
+    return true;
+  }
+  connect_endpoint(index);
+  return true;
+}
+
 void Exchange::upstream_failed(error_code ec, const char* stage) {
   const bool reused = up_.retry_safe();
   auto endpoint = up_.endpoint();
@@ -704,6 +763,7 @@ void Exchange::on_response_header(error_code ec) {
     attempt_latency_ = std::chrono::steady_clock::now() - attempt_started_;
   }
   if (status >= 502 && status <= 504 && retry_on_status(status)) return;
+  if (status >= 400 && !policy().error_codes.empty() && serve_error_page(status)) return;
   if (status < 100 || status >= 200 || status == 101) {
     status_sent_ = status;
     upstream_endpoint_ = up_.endpoint();

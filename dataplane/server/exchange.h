@@ -99,6 +99,10 @@ class Exchange {
   static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
 
   void redirect_to_https(const RequestTarget& target);
+  // custom-http-errors: the backend answered `status`, one of the route's error codes; the
+  // answer is discarded and the route's fallback upstream asked for the page instead. False when
+  // that cannot be (no fallback endpoints, a page already being served, a streaming exchange).
+  bool serve_error_page(unsigned status);
   // from-to-www-redirect: 308 to the same scheme on `host`, keeping the client's port.
   void redirect_to_host(const RequestTarget& target, std::string_view host);
   // The matched route's policy (defaults without a route), applied before the upstream: source
@@ -201,6 +205,10 @@ class Exchange {
   // The scheme the client used: TLS to us, or (from a trusted proxy) its X-Forwarded-Proto.
   // Decides ssl-redirect and HSTS, and is what X-Forwarded-Proto says upstream.
   bool client_https_ = false;
+  // custom-http-errors: the request target as the client sent it (X-Original-URI), kept only on
+  // routes with error codes; and whether the current attempt asks for an error page.
+  std::string original_target_;
+  bool error_page_ = false;
   // Load balancing of this exchange. balancer_ is upstream_'s Balancer of this worker, kept
   // alive by snapshot_ (or, in a tunnel, by tunnel_balancer_) until end_attempt().
   balancer::Balancer* balancer_ = nullptr;

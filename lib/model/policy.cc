@@ -756,6 +756,17 @@ std::vector<std::string> validate(const RoutePolicy& p) {
                        " is out of range 0-" + std::to_string(Hsts::kMaxMaxAgeSeconds));
   }
   if (p.source_ranges) check_cidrs(p.source_ranges->cidrs, "source range", problems);
+  if (p.error_codes.size() > RoutePolicy::kMaxErrorCodes) {
+    problems.push_back("more than 64 error codes");
+  }
+  for (size_t i = 0; i < p.error_codes.size(); ++i) {
+    if (p.error_codes[i] < 400 || p.error_codes[i] > 599) {
+      problems.push_back("error code " + std::to_string(p.error_codes[i]) + " is not 400-599");
+    }
+    if (i > 0 && p.error_codes[i] <= p.error_codes[i - 1]) {
+      problems.push_back("error codes are not sorted and unique");
+    }
+  }
   if (p.deny_ranges) {
     if (p.deny_ranges->cidrs.empty()) problems.push_back("deny ranges are empty");
     check_cidrs(p.deny_ranges->cidrs, "deny range", problems);
@@ -986,6 +997,7 @@ json to_json(const RoutePolicy& p) {
   }
   if (p.source_ranges) j["source_ranges"] = p.source_ranges->cidrs;
   if (p.deny_ranges) j["deny_ranges"] = p.deny_ranges->cidrs;
+  if (!p.error_codes.empty()) j["error_codes"] = p.error_codes;
   if (p.basic_auth) j["basic_auth"] = to_json(*p.basic_auth);
   if (p.compression) j["compression"] = to_json(*p.compression);
   if (p.rate_limits != d.rate_limits) {
@@ -1079,6 +1091,15 @@ RoutePolicy route_policy_from_json(const json& j) {
     SourceRanges ranges;
     r.strings("source_ranges", ranges.cidrs);
     p.source_ranges = std::move(ranges);
+  }
+  if (const json* v = r.find("error_codes")) {
+    if (!v->is_array()) r.fail("error_codes", "must be an array");
+    for (const auto& code : *v) {
+      if (!code.is_number_unsigned() || code.get<uint64_t>() > 999) {
+        r.fail("error_codes", "must hold status codes");
+      }
+      p.error_codes.push_back(code.get<uint16_t>());
+    }
   }
   if (r.find("deny_ranges")) {
     SourceRanges ranges;

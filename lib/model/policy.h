@@ -193,6 +193,7 @@ struct RoutePolicy {
   static constexpr std::chrono::milliseconds kMaxTimeout{24LL * 3600 * 1000};
   static constexpr uint32_t kMaxNextUpstreamTries = 20;
   static constexpr uint64_t kMaxBodyBytes = uint64_t{1} << 40;  // 1 TiB
+  static constexpr size_t kMaxErrorCodes = 64;
 
   // The same defaults as dataplane/server/limits.h.
   std::chrono::milliseconds connect_timeout{5'000};
@@ -225,6 +226,9 @@ struct RoutePolicy {
   // source_ranges is asked (an address in both is denied, as nginx's deny before allow).
   std::optional<SourceRanges> deny_ranges;
   RateLimits rate_limits;
+  // custom-http-errors: backend answers with these statuses (400-599, sorted, unique) are
+  // replaced by what the route's fallback upstream (Route::fallback_upstream) answers.
+  std::vector<uint16_t> error_codes;
   std::optional<BasicAuth> basic_auth;     // auth-type: basic (lib/model/auth.h)
   std::optional<Compression> compression;  // enable-compression (lib/model/compression.h)
   bool operator==(const RoutePolicy&) const = default;

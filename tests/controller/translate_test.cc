@@ -739,6 +739,23 @@ TEST(TranslateTest, DefaultBackends) {
               {web}, falling_back(route("/", PathMatch::kPrefix, kWebUp), kWebUp)),
        {},
        flag},
+      {"custom-http-errors with the Ingress's default-backend",
+       objects({ingress("web")
+                    .annotation("tidegate.io/default-backend", "errors")
+                    .annotation("tidegate.io/custom-http-errors", "404,503")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {[&] {
+                       model::Route r = falling_back(route("/", PathMatch::kPrefix, kWebUp));
+                       r.policy.error_codes = {404, 503};
+                       return r;
+                     }()})},
+              {web, errors})},
+      {"custom-http-errors without a default backend has no effect",
+       objects({ingress("web")
+                    .annotation("tidegate.io/custom-http-errors", "404")
+                    .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
+       config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {web}),
+       {warning(web_obj, "tidegate.io/custom-http-errors has no effect without default-backend")}},
       {"--default-backend-service naming a missing Service: reported, nothing falls back",
        objects({ingress("web").rule("foo.com", {path("/", "Prefix", "web", "80")})}),
        config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {web}),

@@ -162,6 +162,7 @@ RoutePolicy full_route_policy() {
   p.rate_limits.rpm = 90;
   p.deny_ranges = SourceRanges{{"10.1.0.0/16"}};
   p.next_upstream_timeout = std::chrono::milliseconds(2500);
+  p.error_codes = {404, 503};
   return p;
 }
 
@@ -234,6 +235,7 @@ TEST(PolicyJson, EachRouteFieldRoundTripsAlone) {
       {"status_code", [&](RoutePolicy& p) { p.rate_limits.status_code = 503; }},
       {"rpm", [&](RoutePolicy& p) { p.rate_limits.rpm = 30; }},
       {"deny_ranges", [&](RoutePolicy& p) { p.deny_ranges = full.deny_ranges; }},
+      {"error_codes", [&](RoutePolicy& p) { p.error_codes = full.error_codes; }},
       {"next_upstream_timeout",
        [&](RoutePolicy& p) { p.next_upstream_timeout = full.next_upstream_timeout; }},
   };

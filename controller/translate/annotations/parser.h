@@ -202,6 +202,8 @@ class Parser {
 
   // annotations/access.cc
   void parse_source_ranges();
+  // annotations/errors.cc
+  void parse_error_pages();
   void parse_deny_ranges();
   void parse_rate_limits();
 
