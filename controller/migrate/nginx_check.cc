@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "model/model.h"
+#include "text/text.h"
 #include "translate/annotations.h"
 
 namespace tidegate::controller::migrate {
@@ -56,6 +58,31 @@ std::string key_of(const std::string& message) {
   // "annotation nginx.ingress.kubernetes.io/x is not supported ...": no colon right after.
   if (key.find(' ') != std::string::npos) return {};
   return key;
+}
+
+// The value errors of the annotations the translator reads itself (not parse_annotations): the
+// same checks, without the objects they refer to (a default-backend's Service is not looked up).
+std::optional<std::string> translator_level_error(std::string_view name, std::string_view value) {
+  const std::string_view v = text::trim_ows(value);
+  if (name == "use-regex" || name == "ssl-redirect" || name == "force-ssl-redirect" ||
+      name == "from-to-www-redirect") {
+    if (v == "true" || v == "false") return std::nullopt;
+    return "expected \"true\" or \"false\"";
+  }
+  if (name == "server-alias") {
+    std::string_view rest = v;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string alias =
+          text::ascii_lower(std::string(text::trim_ows(rest.substr(0, comma))));
+      if (alias.empty() || alias == "*" || !model::is_valid_host(alias)) {
+        return "invalid host \"" + alias + "\" (a comma-separated list of host names)";
+      }
+      if (comma == std::string_view::npos) return std::nullopt;
+      rest = rest.substr(comma + 1);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -119,6 +146,9 @@ std::vector<IngressCheck> check_nginx_annotations(const std::vector<objects::Ing
       } else if (auto e = errors.find(key); e != errors.end()) {
         a.support = Support::kInvalid;
         a.detail = e->second;
+      } else if (auto why = translator_level_error(name, value)) {
+        a.support = Support::kInvalid;
+        a.detail = "invalid value \"" + value + "\": " + *why;
       } else {
         for (const auto& n : kPartly) {
           if (n.name == name) {

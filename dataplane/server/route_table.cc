@@ -4,6 +4,23 @@
 
 namespace tidegate::dataplane::server {
 
+namespace {
+
+// A policy's CIDR list as one set; nullopt when it is empty or an entry does not compile (the
+// controller and model::validate refuse both; each caller says what that means for it).
+std::optional<ratelimit::CidrSet> compile_cidrs(const std::vector<std::string>& cidrs) {
+  if (cidrs.empty()) return std::nullopt;
+  std::string joined;
+  for (const auto& cidr : cidrs) {
+    if (!joined.empty()) joined += ',';
+    joined += cidr;
+  }
+  std::string error;
+  return ratelimit::CidrSet::parse(joined, &error);
+}
+
+}  // namespace
+
 RouteTable::RouteTable(const router::Router& router, observability::Metrics* metrics,
                        size_t workers) {
   std::optional<observability::RouteMetricIds> ids;
@@ -16,30 +33,15 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
     }
     const model::RoutePolicy& policy = route.policy;
     if (policy.source_ranges) {
-      std::string joined;
-      for (const auto& cidr : policy.source_ranges->cidrs) {
-        if (!joined.empty()) joined += ',';
-        joined += cidr;
-      }
-      std::string error;
-      auto set = joined.empty() ? std::nullopt : ratelimit::CidrSet::parse(joined, &error);
-      // Validated by the controller and model::validate; a set that still fails to compile
+      // An empty allow list (what an invalid one became) or one that still fails to compile
       // denies everyone rather than opening the route.
+      auto set = compile_cidrs(policy.source_ranges->cidrs);
       c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
     }
     if (policy.deny_ranges) {
-      std::string joined;
-      for (const auto& cidr : policy.deny_ranges->cidrs) {
-        if (!joined.empty()) joined += ',';
-        joined += cidr;
-      }
-      std::string error;
-      auto set = ratelimit::CidrSet::parse(joined, &error);
-      if (set) {
-        c.deny_ranges = std::move(*set);
-      } else {
-        c.deny_all = true;  // validated upstream; a list that still fails denies everyone
-      }
+      // A deny list that fails to compile denies everyone too.
+      c.deny_ranges = compile_cidrs(policy.deny_ranges->cidrs);
+      c.deny_all = !c.deny_ranges;
     }
     const model::RateLimits& limits = policy.rate_limits;
     if (limits.rps) {
@@ -60,15 +62,7 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
     if (limits.connections) {
       c.connection_limiter = ratelimit::ConnectionLimiter::create(*limits.connections);
     }
-    if (!limits.allowlist.empty()) {
-      std::string joined;
-      for (const auto& cidr : limits.allowlist) {
-        if (!joined.empty()) joined += ',';
-        joined += cidr;
-      }
-      std::string error;
-      if (auto set = ratelimit::CidrSet::parse(joined, &error)) c.limit_allowlist = std::move(*set);
-    }
+    c.limit_allowlist = compile_cidrs(limits.allowlist);  // failing: nobody exempt
     if (policy.cors) c.cors.emplace(*policy.cors);
     if (policy.hsts) c.hsts = model::hsts_value(*policy.hsts);
     if (policy.basic_auth) {

@@ -2,6 +2,8 @@
 // limits (limit-rps, limit-rpm, limit-burst-multiplier, limit-connections, limit-allowlist,
 // limit-status-code).
 
+#include <tuple>
+
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate::annotations_detail {
@@ -43,20 +45,15 @@ void Parser::parse_rate_limits() {
                        "(greater than 0, at most 6000000)", &rpm_found);
   auto burst = get_decimal("limit-burst-multiplier", 1 - 1e-9,
                            model::RateLimits::kMaxBurstMultiplier, "(1-10000)", &burst_found);
-  if (rl.rps) {
+  // Each rate alone, with the default multiplier, must refill within the engine's hour.
+  for (auto [rate, found, is_rpm] :
+       {std::tuple{&rl.rps, &rps_found, false}, std::tuple{&rl.rpm, &rpm_found, true}}) {
+    if (!*rate) continue;
     model::RateLimits alone;
-    alone.rps = rl.rps;
+    (is_rpm ? alone.rpm : alone.rps) = *rate;
     if (auto why = model::check_burst_window(alone)) {
-      invalid(*rps_found, "too low: " + *why);
-      rl.rps.reset();
-    }
-  }
-  if (rl.rpm) {
-    model::RateLimits alone;
-    alone.rpm = rl.rpm;
-    if (auto why = model::check_burst_window(alone)) {
-      invalid(*rpm_found, "too low: " + *why);
-      rl.rpm.reset();
+      invalid(**found, "too low: " + *why);
+      rate->reset();
     }
   }
   if (burst) {

@@ -90,6 +90,38 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
       << report;
 }
 
+TEST(NginxCheck, AnnotationsTheTranslatorReadsItselfAreCheckedToo) {
+  const auto checks =
+      check_nginx_annotations({ingress("hosts", {{"force-ssl-redirect", "yes"},
+                                                 {"from-to-www-redirect", "true"},
+                                                 {"server-alias", "ok.example.com, bad_name"},
+                                                 {"default-backend", "error-pages"},
+                                                 {"custom-http-errors", "404,503"},
+                                                 {"affinity-mode", "balanced"}})});
+  ASSERT_EQ(checks.size(), 1u);
+  struct Want {
+    std::string name;
+    Support support;
+    std::string detail;
+  };
+  const std::vector<Want> want = {
+      {"affinity-mode", Support::kPartly, "never moves sessions"},
+      {"custom-http-errors", Support::kPartly, "the proxy's own"},
+      {"default-backend", Support::kPartly, "first port"},
+      {"force-ssl-redirect", Support::kInvalid, "expected \"true\" or \"false\""},
+      {"from-to-www-redirect", Support::kSupported, ""},
+      {"server-alias", Support::kInvalid, "invalid host \"bad_name\""},
+  };
+  ASSERT_EQ(checks[0].annotations.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& got = checks[0].annotations[i];
+    EXPECT_EQ(got.annotation, "nginx.ingress.kubernetes.io/" + want[i].name);
+    EXPECT_EQ(got.support, want[i].support) << want[i].name << ": " << got.detail;
+    EXPECT_NE(got.detail.find(want[i].detail), std::string::npos)
+        << want[i].name << ": " << got.detail;
+  }
+}
+
 TEST(NginxCheck, RewriteTargetWithoutUseRegexIsReportedAsTidegateReadsIt) {
   // ingress-nginx treats a path with rewrite-target as a regex; Tidegate needs use-regex.
   const auto checks =
