@@ -28,14 +28,21 @@ def served(stack, host: str, status: int = 200, target: str = "/") -> None:
                f"{host} to answer {status}")
 
 
-def test_force_ssl_redirect_without_tls_and_behind_a_tls_terminating_proxy(stack_factory):
-    s = trusted_stack(stack_factory)
-    b = s.backend("app")
+def forced_and_plain(stack):
+    """forced.example.com with force-ssl-redirect and plain.example.com without, on one backend;
+    returns (backend, forced Ingress, plain Ingress) once both are served."""
+    b = stack.backend("app")
     forced = ingress("forced", [rule("forced.example.com", path("/", "svc-app"))],
                      annotations={"tidegate.io/force-ssl-redirect": "true"})
     plain = ingress("plain", [rule("plain.example.com", path("/", "svc-app"))])
-    s.manifests.write("app.yaml", *service_with_backend("svc-app", b), forced, plain)
-    served(s, "plain.example.com")
+    stack.manifests.write("app.yaml", *service_with_backend("svc-app", b), forced, plain)
+    served(stack, "plain.example.com")
+    return b, forced, plain
+
+
+def test_force_ssl_redirect_without_tls_and_behind_a_tls_terminating_proxy(stack_factory):
+    s = trusted_stack(stack_factory)
+    b, forced, plain = forced_and_plain(s)
     before = b.count
     # No TLS section, yet plain HTTP is redirected (ingress-nginx's force-ssl-redirect).
     r = request(s.port, "GET", "/a/b?c=1", "forced.example.com")
@@ -60,12 +67,7 @@ def test_force_ssl_redirect_without_tls_and_behind_a_tls_terminating_proxy(stack
 
 
 def test_x_forwarded_proto_is_ours_unless_the_peer_is_trusted(stack):
-    b = stack.backend("app")
-    forced = ingress("forced", [rule("forced.example.com", path("/", "svc-app"))],
-                     annotations={"tidegate.io/force-ssl-redirect": "true"})
-    plain = ingress("plain", [rule("plain.example.com", path("/", "svc-app"))])
-    stack.manifests.write("app.yaml", *service_with_backend("svc-app", b), forced, plain)
-    served(stack, "plain.example.com")
+    forced_and_plain(stack)
     # Any client could send the header: without --trusted-proxies it changes nothing.
     r = request(stack.port, "GET", "/", "forced.example.com",
                 headers={"X-Forwarded-Proto": "https"})

@@ -6,7 +6,6 @@
 #include <sstream>
 #include <string_view>
 
-#include "model/model.h"
 #include "text/text.h"
 #include "translate/annotations.h"
 
@@ -70,16 +69,9 @@ std::optional<std::string> translator_level_error(std::string_view name, std::st
     return "expected \"true\" or \"false\"";
   }
   if (name == "server-alias") {
-    std::string_view rest = v;
-    while (true) {
-      const size_t comma = rest.find(',');
-      const std::string alias =
-          text::ascii_lower(std::string(text::trim_ows(rest.substr(0, comma))));
-      if (alias.empty() || alias == "*" || !model::is_valid_host(alias)) {
-        return "invalid host \"" + alias + "\" (a comma-separated list of host names)";
-      }
-      if (comma == std::string_view::npos) return std::nullopt;
-      rest = rest.substr(comma + 1);
+    std::string error;
+    if (!translate::parse_server_aliases(v, &error)) {
+      return error + " (a comma-separated list of host names)";
     }
   }
   return std::nullopt;

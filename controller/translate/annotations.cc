@@ -268,6 +268,26 @@ AnnotationResult parse_annotations(const std::map<std::string, std::string>& ann
   return Parser(annotations, context, options).run();
 }
 
+std::optional<std::vector<std::string>> parse_server_aliases(std::string_view value,
+                                                             std::string* error) {
+  std::vector<std::string> aliases;
+  for (std::string& alias : annotations_detail::split_commas(value)) {
+    for (char& c : alias) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    if (alias.empty() || alias == "*" || !model::is_valid_host(alias)) {
+      *error = "invalid host " + annotations_detail::quote(alias);
+      return std::nullopt;
+    }
+    aliases.push_back(std::move(alias));
+  }
+  if (aliases.size() > 64) {
+    *error = "more than 64 aliases";
+    return std::nullopt;
+  }
+  return aliases;
+}
+
 std::optional<std::chrono::milliseconds> parse_nginx_duration(std::string_view text) {
   if (all_digits(text)) {
     if (text.size() > 9) return std::nullopt;

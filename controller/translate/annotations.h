@@ -87,6 +87,12 @@ std::optional<FoundAnnotation> find_annotation(
     const std::map<std::string, std::string>& annotations, std::string_view name,
     const AnnotationOptions& options);
 
+// server-alias's value (read by the translator; the migration check checks it too): host names,
+// exact or "*.suffix", comma-separated, lower-cased, at most 64. nullopt with *error (what is
+// wrong) when one is not a host name.
+std::optional<std::vector<std::string>> parse_server_aliases(std::string_view value,
+                                                             std::string* error);
+
 // nginx duration syntax: "60" (seconds), "500ms", "30s", "5m", "1h", "1d", or units combined in
 // decreasing order ("1m30s"). nullopt on anything else (or overflow).
 std::optional<std::chrono::milliseconds> parse_nginx_duration(std::string_view text);

@@ -422,26 +422,9 @@ class Translator {
     }
     if (auto found =
             find_annotation(ingress.metadata.annotations, "server-alias", annotation_options())) {
-      std::vector<std::string> aliases;
       std::string problem;
-      std::string_view rest = found->value;
-      while (!rest.empty() || aliases.empty()) {
-        const size_t comma = rest.find(',');
-        const std::string alias =
-            text::ascii_lower(std::string(text::trim_ows(rest.substr(0, comma))));
-        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-        if (alias.empty() || alias == "*" || !model::is_valid_host(alias)) {
-          problem = "invalid host " + quote(alias);
-          break;
-        }
-        aliases.push_back(alias);
-        if (aliases.size() > 64) {
-          problem = "more than 64 aliases";
-          break;
-        }
-        if (comma == std::string_view::npos) break;
-      }
-      if (!problem.empty()) {
+      const auto aliases = parse_server_aliases(found->value, &problem);
+      if (!aliases) {
         report(object, Severity::kError,
                "annotation " + found->key + ": invalid value " + quote(found->value) + ": " +
                    problem + " (a comma-separated list of host names); ignored");
@@ -454,7 +437,7 @@ class Translator {
                  "annotation " + found->key + ": the aliases name the first rule host, " +
                      hosts.front() + ", not the others");
         }
-        for (const auto& alias : aliases) {
+        for (const auto& alias : *aliases) {
           if (alias == hosts.front()) continue;
           auto [it, added] = alias_claims_.emplace(alias, HostClaim{hosts.front(), name, object});
           if (!added && it->second.target != hosts.front()) {

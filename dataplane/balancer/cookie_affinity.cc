@@ -4,20 +4,10 @@
 #include <ctime>
 
 #include "balancer/request_view.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::balancer {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // RFC 9110 token characters (RFC 6265 cookie-name is a token).
 bool is_token_char(char c) {
@@ -28,9 +18,9 @@ bool is_token_char(char c) {
 }  // namespace
 
 std::optional<SameSite> same_site_from_string(std::string_view s) {
-  if (iequals(s, "lax")) return SameSite::kLax;
-  if (iequals(s, "strict")) return SameSite::kStrict;
-  if (iequals(s, "none")) return SameSite::kNone;
+  if (text::iequals_ascii(s, "lax")) return SameSite::kLax;
+  if (text::iequals_ascii(s, "strict")) return SameSite::kStrict;
+  if (text::iequals_ascii(s, "none")) return SameSite::kNone;
   return std::nullopt;
 }
 
