@@ -601,6 +601,21 @@ class _BackendHandler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"x" * int(q.get("size", "1000")))
             self.close_connection = True
+        elif respond == "auth":
+            # An authentication service (auth-url): decides by the Authorization header.
+            token = self.headers.get("Authorization", "")
+            if token == "Bearer good":
+                extra = {"X-User": "ann", "X-Email": "ann@example.com"}
+                if q.get("cookie"):
+                    extra["Set-Cookie"] = "sso=refreshed; Path=/"
+                self._send(200, b"", "text/plain", extra)
+            elif token == "Bearer forbidden":
+                self._send(403, b"forbidden by auth\n", "text/plain")
+            elif token == "Bearer broken":
+                self._send(502, b"auth is broken\n", "text/plain")
+            else:
+                self._send(401, b"who are you\n", "text/plain",
+                           {"WWW-Authenticate": 'Bearer realm="sso"'})
         elif respond == "hsts":
             # A backend that sets its own Strict-Transport-Security.
             self._send(200, b"hsts\n", "text/plain", {"Strict-Transport-Security": "max-age=5"})

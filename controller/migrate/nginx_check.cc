@@ -32,6 +32,11 @@ constexpr Note kPartly[] = {
      "custom-http-errors pages"},
     {"custom-http-errors",
      "for the backend's answers; the proxy's own 502/504/413/429 are not replaced"},
+    {"auth-url",
+     "the host must be a Service of the cluster (name.namespace.svc...), not an outside name; "
+     "variables in its path from the list docs/annotations.md gives"},
+    {"auth-cache-key", "the variables docs/annotations.md lists, not every nginx variable"},
+    {"auth-signin", "the variables docs/annotations.md lists, not every nginx variable"},
     {"affinity-mode",
      "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
      "to new endpoints on scale-up"},
@@ -40,7 +45,6 @@ constexpr Note kPartly[] = {
 // Not supported, with what to use instead when there is something.
 constexpr Note kInstead[] = {
     {"ssl-passthrough", "not yet (planned)"},
-    {"auth-url", "not yet (planned: external authentication)"},
     {"auth-tls-secret", "not yet (planned: client certificates)"},
     {"proxy-buffering", "responses always stream"},
     {"proxy-request-buffering", "request bodies always stream to the backend"},

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "annotations/substitution.h"
+#include "model/external_auth.h"
+#include "text/text.h"
 
 namespace tidegate::controller::store {
 
@@ -106,6 +108,17 @@ std::set<std::string> services_named(const objects::Ingress& ingress) {
     auto it = ingress.metadata.annotations.find(key);
     if (it != ingress.metadata.annotations.end() && !it->second.empty()) {
       out.insert(object_key(ingress.metadata.namespace_, it->second));
+    }
+  }
+  // The Service an auth-url names (any namespace).
+  for (const char* key : {"tidegate.io/auth-url", "nginx.ingress.kubernetes.io/auth-url"}) {
+    auto it = ingress.metadata.annotations.find(key);
+    if (it == ingress.metadata.annotations.end()) continue;
+    std::string error;
+    if (auto url = model::parse_auth_url(text::trim_ows(it->second), &error)) {
+      if (auto service = model::service_of_auth_host(url->host, ingress.metadata.namespace_)) {
+        out.insert(*service);
+      }
     }
   }
   return out;

@@ -70,6 +70,15 @@ const std::vector<Spelling>& spellings() {
       {"auth-secret", {"auth-secret"}},
       {"auth-secret-type", {"auth-secret-type"}},
       {"auth-realm", {"auth-realm"}},
+      {"auth-url", {"auth-url"}},
+      {"auth-method", {"auth-method"}},
+      {"auth-signin", {"auth-signin"}},
+      {"auth-signin-redirect-param", {"auth-signin-redirect-param"}},
+      {"auth-response-headers", {"auth-response-headers"}},
+      {"auth-request-redirect", {"auth-request-redirect"}},
+      {"auth-cache-key", {"auth-cache-key"}},
+      {"auth-cache-duration", {"auth-cache-duration"}},
+      {"auth-always-set-cookie", {"auth-always-set-cookie"}},
       {"enable-compression", {}},
       {"compression-min-length", {}},
       {"compression-types", {}},
@@ -138,6 +147,15 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "auth-secret",
                                             "auth-secret-type",
                                             "auth-realm",
+                                            "auth-url",
+                                            "auth-method",
+                                            "auth-signin",
+                                            "auth-signin-redirect-param",
+                                            "auth-response-headers",
+                                            "auth-request-redirect",
+                                            "auth-cache-key",
+                                            "auth-cache-duration",
+                                            "auth-always-set-cookie",
                                             "enable-compression",
                                             "compression-min-length",
                                             "compression-types"};
@@ -192,6 +210,7 @@ AnnotationResult Parser::run() {
     parse_rate_limits();
     parse_error_pages();
     parse_auth();
+    parse_external_auth();
     parse_compression();
   } else {
     for (std::string_view name : kRouteLevel) {

@@ -348,6 +348,7 @@ class Translator {
     ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
     if (ctx.policy.route.basic_auth)
       resolve_basic_auth(ingress, object, *ctx.policy.route.basic_auth);
+    if (ctx.policy.route.external_auth) resolve_external_auth(ctx, *ctx.policy.route.external_auth);
     ctx.protocol_from_annotation =
         find_annotation(ingress.metadata.annotations, "backend-protocol", annotation_options())
             .has_value();
@@ -892,9 +893,43 @@ class Translator {
                " (the older one wins); ignored");
   }
 
-  // The upstream name for a backend, or nullopt with *error set.
+  // auth-url: the upstream of the Service its host names (the URL's port), plain HTTP or HTTPS
+  // as the URL says, with the default upstream policy (the Ingress's backend annotations are
+  // its application's). Unusable: reported, and the route fails closed (no upstream).
+  void resolve_external_auth(const IngressContext& ctx, model::ExternalAuth& auth) {
+    if (auth.url.empty()) return;  // the parser reported it
+    std::string error;
+    auto url = model::parse_auth_url(auth.url, &error);
+    const std::string ns = ctx.ingress->metadata.namespace_;
+    auto service = url ? model::service_of_auth_host(url->host, ns) : std::nullopt;
+    if (service) {
+      IngressContext plain;
+      plain.ingress = ctx.ingress;
+      plain.name = ctx.name;
+      plain.object = ctx.object;
+      plain.tls.https = url->https;
+      plain.tls.server_name = url->host;
+      objects::IngressBackend backend;
+      const auto slash = service->find('/');
+      backend.service = objects::IngressServiceBackend{service->substr(slash + 1), {}};
+      backend.service->port.number = url->port;
+      if (auto upstream = resolve(plain, backend, &error, service->substr(0, slash))) {
+        auth.upstream = *upstream;
+        return;
+      }
+    }
+    auto found =
+        find_annotation(ctx.ingress->metadata.annotations, "auth-url", annotation_options());
+    report(ctx.object, Severity::kError,
+           "annotation " + (found ? found->key : std::string("auth-url")) + ": " + error +
+               "; the route refuses every request (503) until it is fixed");
+  }
+
+  // The upstream name for a backend, or nullopt with *error set. The Service is looked up in
+  // the Ingress's namespace unless `service_namespace` names another (auth-url).
   std::optional<std::string> resolve(const IngressContext& ctx,
-                                     const objects::IngressBackend& backend, std::string* error) {
+                                     const objects::IngressBackend& backend, std::string* error,
+                                     const std::string& service_namespace = {}) {
     const Ingress& ingress = *ctx.ingress;
     const BackendTls& tls = ctx.tls;
     if (!backend.service) {
@@ -903,7 +938,8 @@ class Translator {
       return std::nullopt;
     }
     const auto& ref = *backend.service;
-    const std::string& ns = ingress.metadata.namespace_;
+    const std::string& ns =
+        service_namespace.empty() ? ingress.metadata.namespace_ : service_namespace;
     auto svc = store_.services().find(store::object_key(ns, ref.name));
     if (svc == store_.services().end()) {
       *error = "service " + quote(ref.name) + " not found in namespace " + quote(ns);
@@ -1046,6 +1082,9 @@ class Translator {
                                          claim.fallback_upstream});
         referenced.insert(claim.upstream);
         if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
+        if (claim.policy.external_auth && !claim.policy.external_auth->upstream.empty()) {
+          referenced.insert(claim.policy.external_auth->upstream);
+        }
         if (claim.canary) referenced.insert(claim.canary->upstream);
         use_substitution(claim.substitution);
       }
@@ -1064,6 +1103,10 @@ class Translator {
                                           default_claim_->policy};
       config.default_route->fallback_upstream = default_claim_->fallback_upstream;
       referenced.insert(default_claim_->upstream);
+      if (const auto& auth = default_claim_->policy.external_auth;
+          auth && !auth->upstream.empty()) {
+        referenced.insert(auth->upstream);
+      }
       if (!default_claim_->fallback_upstream.empty()) {
         referenced.insert(default_claim_->fallback_upstream);
       }

@@ -56,7 +56,7 @@ struct Folded {
       return n;
     }
   } request_duration, upstream_duration, upstream_connect;
-  uint64_t bytes_in = 0, bytes_out = 0, rate_limited = 0;
+  uint64_t bytes_in = 0, bytes_out = 0, rate_limited = 0, auth_errors = 0;
   uint64_t substitution_bytes_in = 0, substitution_bytes_out = 0, substitution_skipped = 0;
   uint64_t substitution_responses = 0, substitution_replacements = 0,
            substitution_forced_releases = 0, substitution_rules_skipped = 0,
@@ -77,6 +77,7 @@ struct Folded {
     bytes_in += s.bytes_in.get();
     bytes_out += s.bytes_out.get();
     rate_limited += s.rate_limited.get();
+    auth_errors += s.auth_errors.get();
     substitution_bytes_in += s.substitution_bytes_in.get();
     substitution_bytes_out += s.substitution_bytes_out.get();
     substitution_skipped += s.substitution_skipped_by_memo.get();
@@ -222,6 +223,10 @@ void WorkerMetrics::record_rate_limited(LabelSetId labels) noexcept {
   route(labels).rate_limited.add(1);
 }
 
+void WorkerMetrics::record_auth_error(LabelSetId labels) noexcept {
+  route(labels).auth_errors.add(1);
+}
+
 void WorkerMetrics::record_substitution(const SubstitutionObservation& o) noexcept {
   RouteSlots& s = route(o.labels);
   s.substitution_responses.add(o.responses);
@@ -334,6 +339,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
              "Response bytes written to clients (headers and body).", MetricType::Counter);
   auto rate_limited = family("tidegate_rate_limited_requests_total",
                              "Requests refused by a rate limit.", MetricType::Counter);
+  auto auth_errors = family("tidegate_external_auth_errors_total",
+                            "Requests refused because the authentication service (auth-url) "
+                            "failed or is not configured.",
+                            MetricType::Counter);
   auto subst_in = family("tidegate_substitution_input_bytes_total",
                          "Response body bytes fed to body substitution.", MetricType::Counter);
   auto subst_out =
@@ -403,6 +412,9 @@ std::vector<MetricFamily> Metrics::Collect() const {
     if (f.rate_limited > 0) {
       rate_limited.metric.push_back(counter(route, static_cast<double>(f.rate_limited)));
     }
+    if (f.auth_errors > 0) {
+      auth_errors.metric.push_back(counter(route, static_cast<double>(f.auth_errors)));
+    }
     if (f.any_substitution() > 0) {
       auto add = [&route](MetricFamily& family, uint64_t v) {
         family.metric.push_back(counter(route, static_cast<double>(v)));
@@ -438,8 +450,8 @@ std::vector<MetricFamily> Metrics::Collect() const {
   std::vector<MetricFamily> out;
   for (auto* f :
        {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in, &bytes_out,
-        &rate_limited, &subst_responses, &subst_in, &subst_out, &subst_replacements, &subst_forced,
-        &subst_skipped, &subst_rules_skipped, &subst_compressed, &subst_abandoned}) {
+        &rate_limited, &auth_errors, &subst_responses, &subst_in, &subst_out, &subst_replacements,
+        &subst_forced, &subst_skipped, &subst_rules_skipped, &subst_compressed, &subst_abandoned}) {
     out.push_back(std::move(*f));
   }
   auto one = [&out](std::string name, std::string help, MetricType type, double value) {

@@ -118,6 +118,7 @@ struct RouteSlots {
   Slot bytes_in;
   Slot bytes_out;
   Slot rate_limited;
+  Slot auth_errors;
   Slot substitution_bytes_in;
   Slot substitution_bytes_out;
   Slot substitution_skipped_by_memo;
@@ -171,6 +172,8 @@ class WorkerMetrics {
   // One per upstream connection established (a retry that connects again records again).
   void record_upstream_connect(LabelSetId labels, std::chrono::nanoseconds took) noexcept;
   void record_rate_limited(LabelSetId labels) noexcept;
+  // auth-url: the authentication service failed (no answer, an unusable one, not configured).
+  void record_auth_error(LabelSetId labels) noexcept;
   void record_substitution(const SubstitutionObservation& s) noexcept;
 
   void connection_opened() noexcept {

@@ -51,7 +51,10 @@ Exchange::Exchange(Worker& worker, Downstream& downstream)
   filters_.add(&compression_);
 }
 
-Exchange::~Exchange() { end_attempt(false); }
+Exchange::~Exchange() {
+  end_attempt(false);
+  end_auth_attempt(false);
+}
 
 void Exchange::reset() {
   cancelled_ = false;
@@ -61,6 +64,14 @@ void Exchange::reset() {
   grpc_code_.reset();
   grpc_status_sent_ = -1;
   up_.reset();
+  end_auth_attempt(false);
+  auth_up_.connection().reset();
+  auth_up_.reset();
+  auth_request_.reset();
+  auth_upstream_ = nullptr;
+  auth_ = nullptr;
+  auth_cookies_.clear();
+  local_fields_.clear();
   fields_arena_.release();
   local_response_.reset();
   end_attempt(false);
@@ -132,6 +143,16 @@ void Exchange::route() {
     return;
   }
   if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
+  if (route_->policy.external_auth) {
+    start_external_auth();
+    return;
+  }
+  proceed_to_backend();
+}
+
+void Exchange::proceed_to_backend() {
+  auto& req = downstream_.request();
+  RequestTarget target = split_target(req.target(), req[http::field::host]);
   if (!route_->policy.error_codes.empty()) original_target_ = std::string(req.target());
   upstream_ = choose_upstream();
   if ((upstream_ == nullptr || upstream_->endpoints.empty()) &&
@@ -814,6 +835,9 @@ void Exchange::on_response_header(error_code ec) {
   add_cors_fields(res);
   add_hsts(res);
   add_affinity_cookie(res);
+  if (!auth_cookies_.empty() && (status < 400 || policy().external_auth->always_set_cookie)) {
+    for (const auto& cookie : auth_cookies_) res.insert(http::field::set_cookie, cookie);
+  }
   if (!body.expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: the head goes alone.
     response_started_ = true;
@@ -971,6 +995,7 @@ void Exchange::respond(unsigned status, std::string_view text, bool close,
   res.set(http::field::content_type, "text/plain; charset=utf-8");
   res.set(http::field::server, "tidegate");
   if (challenge_ != nullptr && status == 401) res.set(http::field::www_authenticate, *challenge_);
+  for (const auto& [name, value] : local_fields_) res.insert(name, value);
   add_cors_fields(res);  // a browser then sees the proxy's error instead of a CORS failure
   add_hsts(res);         // and the host stays HTTPS-only whatever the answer (nginx's "always")
   res.body().assign(text.data(), text.size());
@@ -1148,6 +1173,8 @@ observability::LabelSetId Exchange::labels() const {
 void Exchange::end() {
   cancelled_ = true;
   end_attempt(false);
+  end_auth_attempt(false);
+  auth_up_.connection().reset();
   tunnel_balancer_.reset();
   end_observation();  // an exchange cut short is still recorded
 }
@@ -1155,6 +1182,8 @@ void Exchange::end() {
 void Exchange::end_and_release() {
   cancelled_ = true;
   end_attempt(false);
+  end_auth_attempt(false);
+  auth_up_.connection().reset();
   end_observation();
   snapshot_.reset();
   up_.drop();  // an upstream connection, if one was in use, is not needed any more

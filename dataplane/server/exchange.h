@@ -31,6 +31,7 @@
 #include "server/compression_filter.h"
 #include "server/cors.h"
 #include "server/downstream.h"
+#include "server/external_auth.h"
 #include "server/grpc.h"
 #include "server/headers.h"
 #include "server/limits.h"
@@ -111,6 +112,24 @@ class Exchange {
   bool apply_route_policy(const RequestTarget& target);
   void prepare_upstream_request();
   void rewrite_upstream_request(const RequestTarget& target);
+  // What follows the route's policies: the backend chosen, the request prepared, the first
+  // attempt. After the external authentication when the route has one.
+  void proceed_to_backend();
+
+  // --- auth-url (server/exchange_auth.cc): the request to the authentication service, on its
+  // own upstream connection, before any byte of the request goes to the backend. 2xx lets the
+  // request go on (proceed_to_backend); 401, 403 and every failure answer it.
+  void start_external_auth();
+  void auth_connect(uint32_t index);
+  void auth_send();
+  void auth_on_header(error_code ec);
+  void auth_drain_body();
+  void auth_failed(error_code ec, const char* stage, bool nothing_sent);
+  void end_auth_attempt(bool failed);
+  // The answer (fresh or from the cache) applied: the request goes on, or is answered.
+  void apply_auth_answer(const AuthAnswer& answer);
+  void auth_error(unsigned status, std::string_view text);
+  TemplateRequest template_request() const;
   // The client address of this request: the peer, or through --trusted-proxies.
   void resolve_client();
   // Load balancing (docs/proxy.md, "Choosing an endpoint"): start_balancing() reads what the
@@ -262,6 +281,25 @@ class Exchange {
   std::string cors_origin_;
   // limit-connections: held for the exchange (released when it is recorded as ended).
   std::optional<ratelimit::ConnectionLimiter::Lease> connection_lease_;
+
+  // auth-url: the call to the authentication service (exchange_auth.cc).
+  const runtime::UpstreamState* auth_upstream_ = nullptr;
+  const CompiledExternalAuth* auth_ = nullptr;
+  upstream::Http1Upstream auth_up_;
+  std::optional<upstream::Http1Upstream::Request> auth_request_;
+  balancer::Balancer* auth_balancer_ = nullptr;
+  balancer::Tried auth_tried_;
+  uint32_t auth_endpoint_ = kNoEndpoint;
+  unsigned auth_attempts_ = 0;
+  bool auth_attempt_open_ = false;
+  std::size_t auth_body_bytes_ = 0;
+  AuthAnswer auth_answer_;
+  std::string auth_cache_key_;
+  // Set-Cookie values of the service's 2xx answer: added to the client's response (2xx/3xx, or
+  // any with auth-always-set-cookie); and the fields of an answer of the proxy's own that the
+  // service's answer gives (WWW-Authenticate of a 401, its cookies with always-set-cookie).
+  std::vector<std::string> auth_cookies_;
+  std::vector<std::pair<std::string, std::string>> local_fields_;
 
   // The response body filters: substitution first (docs/substitutions.md, "In the proxy").
   SubstitutionFilter substitution_;

@@ -69,6 +69,10 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       c.basic_auth =
           std::make_unique<BasicAuthCheck>(*policy.basic_auth, std::max<size_t>(workers, 1));
     }
+    if (policy.external_auth) {
+      c.external_auth = std::make_unique<CompiledExternalAuth>(*policy.external_auth,
+                                                               std::max<size_t>(workers, 1));
+    }
     if (route.canary && !route.canary->header_pattern.empty()) {
       re2::RE2::Options options;
       options.set_log_errors(false);

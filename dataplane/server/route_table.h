@@ -21,6 +21,7 @@
 #include "router/router.h"
 #include "server/basic_auth.h"
 #include "server/cors.h"
+#include "server/external_auth.h"
 
 namespace tidegate::dataplane::server {
 
@@ -47,6 +48,8 @@ struct CompiledRoute {
   std::optional<CompiledCors> cors;
   // auth-type: basic (its per-worker caches indexed by worker id).
   std::unique_ptr<BasicAuthCheck> basic_auth;
+  // auth-url: the auth request's parts and the cache of answers (per worker).
+  std::unique_ptr<CompiledExternalAuth> external_auth;
   // hsts: the Strict-Transport-Security value for the route's HTTPS responses; empty: none.
   std::string hsts;
   // A route with a canary: each worker's count of requests the weight decided (indexed by

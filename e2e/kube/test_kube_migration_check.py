@@ -16,7 +16,7 @@ def test_check_nginx_annotations_reads_the_cluster(cluster, namespace):
                      annotations={"nginx.ingress.kubernetes.io/proxy-body-size": "8m",
                                   "nginx.ingress.kubernetes.io/server-snippet": "return 200;",
                                   "nginx.ingress.kubernetes.io/limit-rps": "ten",
-                                  "nginx.ingress.kubernetes.io/auth-url": "http://a/"}),
+                                  "nginx.ingress.kubernetes.io/auth-tls-secret": "ns/ca"}),
         kube_ingress("plain", namespace, "plain.example", "web"))
     binary = os.path.join(os.environ["TIDEGATE_BIN_DIR"], "tidegate-controller")
     out = subprocess.run([binary, "--check-nginx-annotations", "--kubeconfig",
@@ -25,7 +25,7 @@ def test_check_nginx_annotations_reads_the_cluster(cluster, namespace):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"Ingress {namespace}/shop", out.stdout
-    assert lines[1].startswith("  unsupported auth-url: ignored"), out.stdout
+    assert lines[1].startswith("  unsupported auth-tls-secret: ignored"), out.stdout
     assert lines[2].startswith("  invalid     limit-rps: invalid value \"ten\""), out.stdout
     assert lines[3] == "  supported   proxy-body-size", out.stdout
     assert lines[4] == ("  refused     server-snippet: nginx configuration text is never "

@@ -744,6 +744,9 @@ std::vector<std::string> validate(const RoutePolicy& p) {
       problems.push_back("cors max_age " + std::to_string(c.max_age_seconds) + " is out of range");
     }
   }
+  if (p.external_auth) {
+    for (auto& problem : validate(*p.external_auth)) problems.push_back(std::move(problem));
+  }
   if (p.basic_auth) {
     for (auto& problem : validate(*p.basic_auth)) problems.push_back(std::move(problem));
   }
@@ -999,6 +1002,7 @@ json to_json(const RoutePolicy& p) {
   if (p.deny_ranges) j["deny_ranges"] = p.deny_ranges->cidrs;
   if (!p.error_codes.empty()) j["error_codes"] = p.error_codes;
   if (p.basic_auth) j["basic_auth"] = to_json(*p.basic_auth);
+  if (p.external_auth) j["external_auth"] = to_json(*p.external_auth);
   if (p.compression) j["compression"] = to_json(*p.compression);
   if (p.rate_limits != d.rate_limits) {
     const RateLimits& r = p.rate_limits;
@@ -1086,6 +1090,7 @@ RoutePolicy route_policy_from_json(const json& j) {
     p.hsts = h;
   }
   if (const json* v = r.find("basic_auth")) p.basic_auth = basic_auth_from_json(*v);
+  if (const json* v = r.find("external_auth")) p.external_auth = external_auth_from_json(*v);
   if (const json* v = r.find("compression")) p.compression = compression_from_json(*v);
   if (r.find("source_ranges")) {
     SourceRanges ranges;

@@ -32,6 +32,7 @@
 
 #include "model/auth.h"
 #include "model/compression.h"
+#include "model/external_auth.h"
 
 namespace tidegate::model {
 
@@ -229,8 +230,9 @@ struct RoutePolicy {
   // custom-http-errors: backend answers with these statuses (400-599, sorted, unique) are
   // replaced by what the route's fallback upstream (Route::fallback_upstream) answers.
   std::vector<uint16_t> error_codes;
-  std::optional<BasicAuth> basic_auth;     // auth-type: basic (lib/model/auth.h)
-  std::optional<Compression> compression;  // enable-compression (lib/model/compression.h)
+  std::optional<BasicAuth> basic_auth;             // auth-type: basic (lib/model/auth.h)
+  std::optional<Compression> compression;          // enable-compression (lib/model/compression.h)
+  std::optional<ExternalAuth> external_auth = {};  // auth-url (lib/model/external_auth.h)
   bool operator==(const RoutePolicy&) const = default;
 };
 

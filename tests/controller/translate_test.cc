@@ -768,6 +768,58 @@ TEST(TranslateTest, DefaultBackends) {
   });
 }
 
+// auth-url: the URL's host names a Service (any namespace), its port a port of the Service.
+TEST(TranslateTest, ExternalAuth) {
+  const std::vector<std::string> backends = {
+      web_service(),
+      web_slice({{"10.0.0.1"}}),
+      web_service("oauth", "auth"),
+      web_slice({{"10.0.0.7"}}, "oauth", "auth"),
+      service("authz", {{"https", 443, "8443"}}),
+      slice("authz-abc", "authz", {{"10.0.0.8"}}, {{"https", 8443}})};
+  auto objects = [&](std::string url) {
+    std::vector<std::string> out = backends;
+    out.push_back(ingress("web")
+                      .annotation("tidegate.io/auth-url", url)
+                      .rule("foo.com", {path("/", "Prefix", "web", "80")}));
+    return out;
+  };
+  const model::Upstream web = upstream(kWebUp, {"10.0.0.1:8080"});
+  auto authed = [](std::string url, std::string up) {
+    model::Route r = route("/", PathMatch::kPrefix, kWebUp);
+    model::ExternalAuth a;
+    a.url = std::move(url);
+    a.upstream = std::move(up);
+    r.policy.external_auth = a;
+    return r;
+  };
+  model::Upstream authz = upstream("default/authz:443+https", {"10.0.0.8:8443"});
+  authz.tls.enabled = true;
+  authz.tls.server_name = "authz.default.svc";
+  const std::string web_obj = "Ingress default/web";
+  const std::string oauth_url = "http://oauth.auth.svc.cluster.local/oauth2/auth";
+  run_cases({
+      {"a Service of another namespace, by its cluster name", objects(oauth_url),
+       config({vhost("foo.com", {authed(oauth_url, "auth/oauth:80")})},
+              {web, upstream("auth/oauth:80", {"10.0.0.7:8080"})})},
+      {"https to a Service of the Ingress's namespace: the URL's host is the TLS name",
+       objects("https://authz.default.svc:443/check"),
+       config({vhost("foo.com",
+                     {authed("https://authz.default.svc:443/check", "default/authz:443+https")})},
+              {web, authz})},
+      {"a missing Service: reported, the route fails closed",
+       objects("http://nope/check"),
+       config({vhost("foo.com", {authed("http://nope/check", "")})}, {web}),
+       {error(web_obj,
+              "tidegate.io/auth-url: service \"nope\" not found in namespace "
+              "\"default\"; the route refuses every request (503)")}},
+      {"a port the Service does not have",
+       objects("http://oauth.auth:8080/"),
+       config({vhost("foo.com", {authed("http://oauth.auth:8080/", "")})}, {web}),
+       {error(web_obj, "service auth/oauth has no port 8080")}},
+  });
+}
+
 // ---- Paths ----
 
 TEST(TranslateTest, Paths) {
@@ -2017,6 +2069,17 @@ TEST(TranslateStoreTest, InsertAndRemoveSayWhetherTheObjectMatters) {
   EXPECT_TRUE(s.remove(Kind::kEndpointSlice, "default", "web-abc"));
   EXPECT_TRUE(s.remove(Kind::kIngress, "default", "web"));
   EXPECT_FALSE(s.remove(Kind::kService, "default", "web")) << "no longer referenced";
+}
+
+TEST(TranslateStoreTest, TheServiceAnAuthUrlNamesMatters) {
+  store::Store s;
+  EXPECT_TRUE(s.insert(
+      parse(ingress("web")
+                .annotation("tidegate.io/auth-url", "http://oauth.sso.svc.cluster.local/check")
+                .rule("foo.com", {path("/", "Prefix", "web", "80")}))));
+  EXPECT_TRUE(s.insert(parse(web_service("oauth", "sso")))) << "named by the auth-url";
+  EXPECT_TRUE(s.insert(parse(web_slice({{"10.0.0.7"}}, "oauth", "sso"))));
+  EXPECT_FALSE(s.insert(parse(web_service("oauth", "default")))) << "another namespace's";
 }
 
 TEST(TranslateStoreTest, SecretsNamedByProxySslSecretMatter) {

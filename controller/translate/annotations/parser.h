@@ -209,6 +209,8 @@ class Parser {
 
   // annotations/auth.cc
   void parse_auth();
+  // auth-url and its refinements (external authentication).
+  void parse_external_auth();
 
   // annotations/compression.cc
   void parse_compression();

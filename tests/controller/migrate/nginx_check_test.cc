@@ -35,6 +35,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                       {"limit-rps", "ten"},
                       {"server-snippet", "return 200;"},
                       {"auth-url", "http://auth/"},
+                      {"auth-tls-secret", "shop/ca"},
                       {"x-made-up", "1"},
                       {"limit-whitelist", "10.0.0.0/8"},
                       {"limit-connections", "5"}}),
@@ -59,8 +60,9 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
   };
   const std::vector<Want> web = {
       {"auth-secret", Support::kSupported, ""},
+      {"auth-tls-secret", Support::kUnsupported, "planned: client certificates"},
       {"auth-type", Support::kSupported, ""},
-      {"auth-url", Support::kUnsupported, "planned: external authentication"},
+      {"auth-url", Support::kPartly, "a Service of the cluster"},
       {"custom-headers", Support::kInvalid, "ConfigMap references are not supported"},
       {"limit-connections", Support::kSupported, ""},
       {"limit-rps", Support::kInvalid, "expected a decimal number"},
@@ -84,7 +86,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                         "interpreted\n"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 1 partly, 2 invalid, 2 "
+  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 2 partly, 2 invalid, 2 "
                         "unsupported, 1 refused\n"),
             std::string::npos)
       << report;

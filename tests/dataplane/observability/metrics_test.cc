@@ -53,7 +53,7 @@ model::Route route(std::string path, std::string upstream, std::string ingress) 
 }
 
 // docs/observability.md states the memory per label set.
-static_assert(sizeof(RouteSlots) == 888);
+static_assert(sizeof(RouteSlots) == 896);
 
 TEST(MetricsTest, LabelsComeFromTheRouteAndVirtualHost) {
   auto l = route_labels("foo.com", route("/", "shop/web-svc:8080", "shop/web"));
