@@ -35,14 +35,6 @@ std::string_view request_field(const void* context, std::string_view name) {
 // nearest to us) are read.
 constexpr size_t kMaxForwardedForLines = 16;
 
-std::string_view host_without_port(std::string_view host) {
-  if (!host.empty() && host.front() == '[') {
-    auto close = host.find(']');
-    return close == std::string_view::npos ? host : host.substr(0, close + 1);
-  }
-  auto colon = host.find(':');
-  return colon == std::string_view::npos ? host : host.substr(0, colon);
-}
 }  // namespace
 
 Exchange::Exchange(Worker& worker, Downstream& downstream)

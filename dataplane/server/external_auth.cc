@@ -10,15 +10,6 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string_view host_without_port(std::string_view host) {
-  if (host.starts_with('[')) {
-    auto close = host.find(']');
-    return close == std::string_view::npos ? host : host.substr(0, close + 1);
-  }
-  auto colon = host.find(':');
-  return colon == std::string_view::npos ? host : host.substr(0, colon);
-}
-
 // The value of `name` in a "k=v; k2=v2" Cookie header or a "k=v&k2=v2" query; "" when absent.
 std::string_view find_pair(std::string_view list, char separator, std::string_view name) {
   while (!list.empty()) {

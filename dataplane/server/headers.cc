@@ -108,6 +108,15 @@ bool is_http_parse_error(const boost::system::error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
+std::string_view host_without_port(std::string_view host) {
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  auto colon = host.find(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
 RequestTarget split_target(std::string_view target, std::string_view host_header) {
   RequestTarget t{host_header, target, target};
   if (!target.empty() && target.front() != '/') {

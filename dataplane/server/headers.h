@@ -58,5 +58,7 @@ struct RequestTarget {
 };
 // Origin-form ("/a?b") uses the Host header; absolute-form ("http://h/a") uses its own authority.
 RequestTarget split_target(std::string_view target, std::string_view host_header);
+// A Host value without its port ("[::1]:80" -> "[::1]", "a.example:8080" -> "a.example").
+std::string_view host_without_port(std::string_view host);
 
 }  // namespace tidegate::dataplane::server
