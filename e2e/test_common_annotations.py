@@ -219,3 +219,34 @@ def test_custom_http_errors_are_served_by_the_default_backend(stack):
     app.answer_with(404)
     r = request(stack.port, "HEAD", "/h", f"errs.{HOST}")
     assert r.status == 200 and r.header("X-Backend") == "pages" and r.body == b""
+
+
+def test_custom_http_errors_replace_the_proxys_own_502_and_504(stack):
+    app, slow, pages = stack.backend("app"), stack.backend("slow"), stack.backend("pages")
+    slow.slow_down(2.0)
+    stack.manifests.write(
+        "errs.yaml", *service_with_backend("svc-app", app),
+        *service_with_backend("svc-slow", slow), *service_with_backend("svc-pages", pages),
+        ingress("errs", [rule(f"errs.{HOST}", path("/", "svc-app")),
+                         rule(f"slow.{HOST}", path("/", "svc-slow"))],
+                annotations={"tidegate.io/default-backend": "svc-pages",
+                             "tidegate.io/custom-http-errors": "502,504",
+                             "tidegate.io/proxy-read-timeout": "300ms"}),
+        ingress("plain", [rule(f"plain.{HOST}", path("/", "svc-app"))]))
+    wait_until(lambda: request(stack.port, "GET", "/", f"errs.{HOST}").status == 200, 10,
+               "the route")
+    # The backend times out: the page server answers instead of the proxy's 504.
+    for send in (request, h2_request):
+        r = send(stack.port, "GET", "/t", f"slow.{HOST}")
+        assert r.status == 200 and r.header("X-Backend") == "pages", (send, r.status, r.body)
+        assert header_values(r.json(), "X-Code") == ["504"]
+    # The backend is gone (connection refused): the page server answers instead of the 502.
+    app.stop()
+    for send in (request, h2_request):
+        r = send(stack.port, "GET", "/down?x=1", f"errs.{HOST}")
+        assert r.status == 200 and r.header("X-Backend") == "pages", (send, r.status, r.body)
+        seen = r.json()
+        assert header_values(seen, "X-Code") == ["502"]
+        assert header_values(seen, "X-Original-URI") == ["/down?x=1"]
+    # Without the list the proxy's own answer stands.
+    assert request(stack.port, "GET", "/", f"plain.{HOST}").status == 502

@@ -31,7 +31,9 @@ constexpr Note kPartly[] = {
      "the Service's first port; it serves the routes while their Service has no endpoints, and "
      "custom-http-errors pages"},
     {"custom-http-errors",
-     "for the backend's answers; the proxy's own 502/504/413/429 are not replaced"},
+     "for the backend's answers and the proxy's own 502/504 (a backend that fails or times out); "
+     "the proxy's 413/429 and answers to a request whose body is still arriving are not "
+     "replaced"},
     {"auth-url",
      "the host must be a Service of the cluster (name.namespace.svc...), not an outside name; "
      "variables in its path from the list docs/annotations.md gives"},

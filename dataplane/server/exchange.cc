@@ -600,6 +600,8 @@ void Exchange::upstream_failed(error_code ec, const char* stage) {
     return;
   }
   TG_WARN("http", "upstream " << endpoint << " " << stage << " failed: " << ec.message());
+  // custom-http-errors also covers the proxy's own 502 and 504, as nginx's error_page does.
+  if (!policy().error_codes.empty() && serve_error_page(failure.timed_out ? 504 : 502)) return;
   if (failure.timed_out) {
     respond(504, "upstream timed out\n", true);
   } else {
@@ -768,6 +770,7 @@ void Exchange::on_response_header(error_code ec) {
     TG_WARN("http", "upstream " << up_.endpoint() << ": " << v.reason);
     end_attempt(true);
     up_.drop();
+    if (!policy().error_codes.empty() && serve_error_page(502)) return;
     respond(502, "upstream sent a malformed response\n", !downstream_.request_complete());
     return;
   }
