@@ -48,9 +48,6 @@ constexpr Note kPartly[] = {
 constexpr Note kInstead[] = {
     {"ssl-passthrough", "not yet (planned)"},
     {"auth-tls-secret", "not yet (planned: client certificates)"},
-    {"proxy-buffering", "responses always stream"},
-    {"proxy-request-buffering", "request bodies always stream to the backend"},
-    {"proxy-http-version", "HTTP/1.1 to HTTP/1 backends always (or H2C/GRPC backend-protocol)"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").
@@ -120,12 +117,14 @@ std::vector<IngressCheck> check_nginx_annotations(const std::vector<objects::Ing
       }
     }
     auto parsed = translate::parse_annotations(annotations, context, {true});
-    std::map<std::string, std::string> errors;
+    // The first error about each key, and the first warning (read, with a difference: the
+    // warning says which, e.g. proxy-buffering "on", which Tidegate does not do).
+    std::map<std::string, std::string> errors, warnings;
     for (const auto& d : parsed.diagnostics) {
-      if (d.severity != translate::Severity::kError) continue;
       std::string key = key_of(d.message);
-      if (!key.empty() && !errors.contains(key)) {
-        errors[key] = d.message.substr(std::string_view("annotation ").size() + key.size() + 2);
+      auto& into = d.severity == translate::Severity::kError ? errors : warnings;
+      if (!key.empty() && !into.contains(key)) {
+        into[key] = d.message.substr(std::string_view("annotation ").size() + key.size() + 2);
       }
     }
     for (const auto& [key, value] : annotations) {
@@ -153,6 +152,10 @@ std::vector<IngressCheck> check_nginx_annotations(const std::vector<objects::Ing
             a.support = Support::kPartly;
             a.detail = std::string(n.how);
           }
+        }
+        if (auto w = warnings.find(key); a.detail.empty() && w != warnings.end()) {
+          a.support = Support::kPartly;
+          a.detail = w->second;
         }
       }
       check.annotations.push_back(std::move(a));

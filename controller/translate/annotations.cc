@@ -35,6 +35,10 @@ const std::vector<Spelling>& spellings() {
       {"proxy-next-upstream", {"proxy-next-upstream"}},
       {"proxy-next-upstream-tries", {"proxy-next-upstream-tries"}},
       {"proxy-next-upstream-timeout", {"proxy-next-upstream-timeout"}},
+      {"proxy-buffering", {"proxy-buffering"}},
+      {"proxy-request-buffering", {"proxy-request-buffering"}},
+      {"client-body-buffer-size", {"client-body-buffer-size"}},
+      {"proxy-http-version", {"proxy-http-version"}},
       {"rewrite-target", {"rewrite-target"}},
       {"app-root", {"app-root"}},
       {"permanent-redirect", {"permanent-redirect"}},
@@ -112,6 +116,10 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "proxy-next-upstream",
                                             "proxy-next-upstream-tries",
                                             "proxy-next-upstream-timeout",
+                                            "proxy-buffering",
+                                            "proxy-request-buffering",
+                                            "client-body-buffer-size",
+                                            "proxy-http-version",
                                             "rewrite-target",
                                             "app-root",
                                             "permanent-redirect",
@@ -201,6 +209,7 @@ AnnotationResult Parser::run() {
   parse_backend_protocol();
   if (!result_.policy.canary) {
     parse_timeouts_and_retries();
+    parse_buffering();
     parse_rewrites_and_redirects();
     parse_headers();
     parse_cors();

@@ -184,6 +184,9 @@ class Parser {
   // annotations/timeouts.cc
   void parse_timeouts_and_retries();
 
+  // annotations/buffering.cc: what the data plane does anyway (both bodies stream).
+  void parse_buffering();
+
   // annotations/rewrites.cc
   void parse_rewrites_and_redirects();
   // "$N" in a rewrite target must name a capture group of every path it applies to.

@@ -38,7 +38,8 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                       {"auth-tls-secret", "shop/ca"},
                       {"x-made-up", "1"},
                       {"limit-whitelist", "10.0.0.0/8"},
-                      {"limit-connections", "5"}}),
+                      {"limit-connections", "5"},
+                      {"proxy-buffering", "on"}}),
       ingress("api", {{"use-regex", "true"}, {"rewrite-target", "/$2"}}, "/api(/|$)(.*)",
               objects::PathType::kImplementationSpecific),
       ingress("plain", {}),
@@ -68,6 +69,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
       {"limit-rps", Support::kInvalid, "expected a decimal number"},
       {"limit-whitelist", Support::kPartly, "read as limit-allowlist"},
       {"proxy-body-size", Support::kSupported, ""},
+      {"proxy-buffering", Support::kPartly, "responses always stream to the client"},
       {"server-snippet", Support::kNeverInterpreted, "never interpreted"},
       {"ssl-redirect", Support::kSupported, ""},
       {"x-made-up", Support::kUnsupported, "ignored"},
@@ -86,7 +88,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                         "interpreted\n"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 2 partly, 2 invalid, 2 "
+  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 3 partly, 2 invalid, 2 "
                         "unsupported, 1 refused\n"),
             std::string::npos)
       << report;

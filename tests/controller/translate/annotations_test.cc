@@ -71,12 +71,12 @@ std::vector<Case> core_cases() {
        AnnotationOptions{true}},
       {"aliases on: unsupported nginx annotations are reported, snippets as never interpreted",
        A({{"nginx.ingress.kubernetes.io/configuration-snippet", "more_set_headers x;"},
-          {"nginx.ingress.kubernetes.io/proxy-buffering", "on"},
+          {"nginx.ingress.kubernetes.io/proxy-buffer-size", "8k"},
           {"nginx.ingress.kubernetes.io/ssl-redirect", "false"}}),
        {},
        {W("annotation nginx.ingress.kubernetes.io/configuration-snippet: nginx configuration "
           "text is never interpreted by Tidegate; ignored"),
-        W("annotation nginx.ingress.kubernetes.io/proxy-buffering is not supported by "
+        W("annotation nginx.ingress.kubernetes.io/proxy-buffer-size is not supported by "
           "Tidegate; ignored")},
        plain_paths(),
        AnnotationOptions{true}},
@@ -95,7 +95,7 @@ std::vector<annotation_table::Case> annotation_table::all_cases() {
   std::vector<Case> all = core_cases();
   for (auto* family :
        {backend_cases, timeouts_cases, rewrites_cases, headers_cases, access_cases, canary_cases,
-        auth_cases, external_auth_cases, compression_cases, errors_cases}) {
+        auth_cases, external_auth_cases, buffering_cases, compression_cases, errors_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }

@@ -92,6 +92,7 @@ std::vector<Case> access_cases();
 std::vector<Case> canary_cases();
 std::vector<Case> auth_cases();
 std::vector<Case> external_auth_cases();
+std::vector<Case> buffering_cases();
 std::vector<Case> compression_cases();
 std::vector<Case> errors_cases();
 // Every case of every family, and those of annotations_test.cc.
