@@ -84,3 +84,35 @@ def test_what_is_left_alone(zipped):
     r = zipped.get("/packed.html", host=HOST, headers=ask)
     assert r.header("Content-Encoding") == "gzip"
     assert gzip.decompress(r.body) == PAGE  # passed through once, not twice
+
+
+def test_compression_alone_frames_the_body_and_keeps_the_connection(stack):
+    # Without a substitution before it, the compressor is what takes Content-Length away: the
+    # body must go chunked to HTTP/1.1 clients (else it could only end with the connection).
+    site = Site()
+    site.page("/page.html", PAGE)
+    try:
+        stack.manifests.write(
+            "site.yaml", *backend_objects("site", site.host, site.port),
+            ingress("zip", [rule(HOST, path("/", "site"))],
+                    annotations={"tidegate.io/enable-compression": "true"}))
+        wait_until(lambda: stack.get("/page.html", host=HOST).status == 200, 10, "the route")
+        if harness.PROTOCOL == "http2":
+            r = stack.get("/page.html", host=HOST, headers={"Accept-Encoding": "gzip"})
+            assert r.header("Content-Encoding") == "gzip" and gzip.decompress(r.body) == PAGE
+            return
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=5)
+        try:
+            for _ in range(3):  # one connection: each body ends by its framing
+                conn.request("GET", "/page.html",
+                             headers={"Host": HOST, "Accept-Encoding": "gzip"})
+                res = conn.getresponse()
+                assert res.getheader("Transfer-Encoding") == "chunked"
+                assert res.getheader("Content-Length") is None
+                assert gzip.decompress(res.read()) == PAGE
+                assert not res.will_close
+        finally:
+            conn.close()
+    finally:
+        site.stop()

@@ -129,7 +129,11 @@ bool CompressionFilter::on_headers(http::response_header<Fields>& head,
   }
   if (wanted_ == ContentCoding::kNone) return false;
   head.set(http::field::content_encoding, to_string(wanted_));
+  // The compressed length is unknown until the end: chunked to HTTP/1.1 clients (HTTP/2 frames
+  // its own; compression never runs for HTTP/1.0 clients).
   head.erase(http::field::content_length);
+  head.erase(http::field::transfer_encoding);
+  if (context.client_version == 11) head.set(http::field::transfer_encoding, "chunked");
   // The compressed body is another representation: a strong validator would claim byte
   // equality with the identity one.
   if (auto etag = head[http::field::etag]; !etag.empty() && !etag.starts_with("W/")) {
