@@ -48,6 +48,11 @@ class CompressionFilter final : public ResponseFilter {
   bool process() override;
   std::string& output() override { return out_; }
   bool done() const override { return finished_; }
+  // This response is being compressed (on_headers took it).
+  bool compressing() const { return active_ != ContentCoding::kNone; }
+  // A compressed body is written in pieces of at least this much (the end excepted): deflate
+  // emits a few KiB per 16 KiB read, and a write per read cost a syscall each.
+  static constexpr std::size_t kMinWriteBytes = 16 * 1024;
   void on_end() override;
   void reset() override;
 

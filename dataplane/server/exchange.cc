@@ -941,7 +941,10 @@ void Exchange::on_response_body_sent(error_code ec, std::size_t n) {
 void Exchange::pump_filters() {
   if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   const bool more = filters_.process();
-  if (!filters_.output().empty() || filters_.done()) {
+  const std::size_t pending = filters_.output().size();
+  // A compressed body is gathered into larger writes (CompressionFilter::kMinWriteBytes).
+  const bool gather = compression_.compressing() && pending < CompressionFilter::kMinWriteBytes;
+  if ((pending != 0 && !gather) || filters_.done()) {
     write_filtered(more);
     return;
   }
