@@ -233,6 +233,8 @@ int main(int argc, char** argv) {
   }
   SSL_CTX_set_tlsext_servername_callback(default_ctx.get(),
                                          dataplane::server::Worker::on_server_name);
+  SSL_CTX_set_client_hello_cb(default_ctx.get(), dataplane::server::Worker::on_client_hello,
+                              nullptr);
   asio::ssl::context tls_context(default_ctx.release());  // takes ownership
 
   asio::io_context control_io{1};

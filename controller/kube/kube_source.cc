@@ -65,7 +65,7 @@ bool KubeSource::secret_referenced(const std::string& namespace_, const std::str
 
 namespace {
 
-// "ns/secret" for each Secret an Ingress names (spec.tls, proxy-ssl-secret).
+// "ns/secret" for each Secret an Ingress names (spec.tls and the Secrets of annotations).
 std::set<std::string> tls_secrets_of(const objects::Ingress* ingress) {
   if (ingress == nullptr) return {};
   return store::secrets_named(*ingress);

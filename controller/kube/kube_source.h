@@ -4,7 +4,8 @@
 // build function reads it under the same mutex (translation is fast compared with the batching
 // hold-off, and this keeps the store itself single-threaded code).
 //
-// Secrets: only those an Ingress names (spec.tls, proxy-ssl-secret) are kept; the rest are dropped
+// Secrets: only those an Ingress names (spec.tls, proxy-ssl-secret, auth-secret,
+// auth-tls-secret) are kept; the rest are dropped
 // on arrival, and one that becomes referenced later is fetched by name.
 //
 // SubstitutionRuleSets: all are kept (they are small, and an Ingress may start naming one at any

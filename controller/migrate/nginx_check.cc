@@ -39,6 +39,10 @@ constexpr Note kPartly[] = {
      "variables in its path from the list docs/annotations.md gives"},
     {"auth-cache-key", "the variables docs/annotations.md lists, not every nginx variable"},
     {"auth-signin", "the variables docs/annotations.md lists, not every nginx variable"},
+    {"auth-tls-secret",
+     "the Secret must be in the Ingress's namespace; a host whose Secret cannot be used refuses "
+     "every request (503) instead of going unchecked; plain-HTTP requests are refused with "
+     "verify-client on"},
     {"affinity-mode",
      "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
      "to new endpoints on scale-up"},
@@ -47,7 +51,6 @@ constexpr Note kPartly[] = {
 // Not supported, with what to use instead when there is something.
 constexpr Note kInstead[] = {
     {"ssl-passthrough", "not yet (planned)"},
-    {"auth-tls-secret", "not yet (planned: client certificates)"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").

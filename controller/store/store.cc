@@ -142,21 +142,25 @@ std::set<std::string> secrets_named(const objects::Ingress& ingress) {
   for (const auto& tls : ingress.spec.tls) {
     if (!tls.secret_name.empty()) out.insert(object_key(ns, tls.secret_name));
   }
-  // proxy-ssl-secret: "name" or "namespace/name" in the Ingress's own namespace (the translator
-  // refuses others). Both spellings count whether or not --nginx-annotations is on: keeping one
-  // Secret too many costs memory, missing one would make the backend's verification fail.
+  // proxy-ssl-secret (the backends' CA), auth-secret (basic authentication's users) and
+  // auth-tls-secret (the client certificates' CA): "name" or "namespace/name" in the Ingress's
+  // own namespace (the translator refuses others). Both spellings count whether or not
+  // --nginx-annotations is on: keeping one Secret too many costs memory, missing one would make
+  // the check it serves fail.
   for (std::string_view prefix : {"tidegate.io/", "nginx.ingress.kubernetes.io/"}) {
-    auto it = ingress.metadata.annotations.find(std::string(prefix) + "proxy-ssl-secret");
-    if (it == ingress.metadata.annotations.end()) continue;
-    std::string_view ref = it->second;
-    while (!ref.empty() && (ref.front() == ' ' || ref.front() == '\t')) ref.remove_prefix(1);
-    while (!ref.empty() && (ref.back() == ' ' || ref.back() == '\t')) ref.remove_suffix(1);
-    if (ref.empty()) continue;
-    auto slash = ref.find('/');
-    if (slash == std::string_view::npos) {
-      out.insert(object_key(ns, ref));
-    } else if (ref.substr(0, slash) == ns && slash + 1 < ref.size()) {
-      out.insert(object_key(ns, ref.substr(slash + 1)));
+    for (std::string_view annotation : {"proxy-ssl-secret", "auth-secret", "auth-tls-secret"}) {
+      auto it = ingress.metadata.annotations.find(std::string(prefix) + std::string(annotation));
+      if (it == ingress.metadata.annotations.end()) continue;
+      std::string_view ref = it->second;
+      while (!ref.empty() && (ref.front() == ' ' || ref.front() == '\t')) ref.remove_prefix(1);
+      while (!ref.empty() && (ref.back() == ' ' || ref.back() == '\t')) ref.remove_suffix(1);
+      if (ref.empty()) continue;
+      auto slash = ref.find('/');
+      if (slash == std::string_view::npos) {
+        out.insert(object_key(ns, ref));
+      } else if (ref.substr(0, slash) == ns && slash + 1 < ref.size()) {
+        out.insert(object_key(ns, ref.substr(slash + 1)));
+      }
     }
   }
   return out;

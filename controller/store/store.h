@@ -143,8 +143,9 @@ class Store {
   Changes changes_;
 };
 
-// "ns/name" of every Secret an Ingress names: its spec.tls Secrets and its proxy-ssl-secret
-// (tidegate.io/ or nginx.ingress.kubernetes.io/, same namespace only). Only these are kept.
+// "ns/name" of every Secret an Ingress names: its spec.tls Secrets and its proxy-ssl-secret,
+// auth-secret and auth-tls-secret (tidegate.io/ or nginx.ingress.kubernetes.io/, same namespace
+// only). Only these are kept.
 std::set<std::string> secrets_named(const objects::Ingress& ingress);
 
 // "ns/name" of the SubstitutionRuleSet an Ingress names (tidegate.io/substitution-rule-set, the

@@ -83,6 +83,12 @@ const std::vector<Spelling>& spellings() {
       {"auth-cache-key", {"auth-cache-key"}},
       {"auth-cache-duration", {"auth-cache-duration"}},
       {"auth-always-set-cookie", {"auth-always-set-cookie"}},
+      {"auth-tls-secret", {"auth-tls-secret"}},
+      {"auth-tls-verify-client", {"auth-tls-verify-client"}},
+      {"auth-tls-verify-depth", {"auth-tls-verify-depth"}},
+      {"auth-tls-pass-certificate-to-upstream", {"auth-tls-pass-certificate-to-upstream"}},
+      {"auth-tls-error-page", {"auth-tls-error-page"}},
+      {"auth-tls-match-cn", {"auth-tls-match-cn"}},
       {"enable-compression", {}},
       {"compression-min-length", {}},
       {"compression-types", {}},
@@ -164,6 +170,12 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "auth-cache-key",
                                             "auth-cache-duration",
                                             "auth-always-set-cookie",
+                                            "auth-tls-secret",
+                                            "auth-tls-verify-client",
+                                            "auth-tls-verify-depth",
+                                            "auth-tls-pass-certificate-to-upstream",
+                                            "auth-tls-error-page",
+                                            "auth-tls-match-cn",
                                             "enable-compression",
                                             "compression-min-length",
                                             "compression-types"};
@@ -220,6 +232,7 @@ AnnotationResult Parser::run() {
     parse_error_pages();
     parse_auth();
     parse_external_auth();
+    parse_client_auth();
     parse_compression();
   } else {
     for (std::string_view name : kRouteLevel) {

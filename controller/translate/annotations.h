@@ -57,6 +57,10 @@ struct IngressPolicy {
   // Set when canary: "true": this Ingress's routes are alternatives of the main routes for the
   // same host and path (Canary::upstream is left empty for the translator to fill).
   std::optional<model::Canary> canary;
+  // auth-tls-secret and its refinements: client certificates on every rule host of the
+  // Ingress. `secret` is set, `ca_pem` is left for the translator to read from the Secret; an
+  // unusable setup keeps `ca_pem` empty (the hosts then refuse every request: fail closed).
+  std::optional<model::ClientAuth> client_auth;
   bool operator==(const IngressPolicy&) const = default;
 };
 

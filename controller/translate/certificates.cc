@@ -67,4 +67,21 @@ std::string check_ca_bundle(const std::string& ca_pem) {
   return {};
 }
 
+std::string check_crl_bundle(const std::string& crl_pem) {
+  ERR_clear_error();
+  auto bio = memory_bio(crl_pem);
+  int count = 0;
+  while (X509_CRL* crl = PEM_read_bio_X509_CRL(bio.get(), nullptr, nullptr, nullptr)) {
+    X509_CRL_free(crl);
+    ++count;
+  }
+  unsigned long err = ERR_peek_last_error();
+  ERR_clear_error();
+  const bool clean_end =
+      err == 0 || (ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE);
+  if (count == 0) return "ca.crl holds no PEM CRL";
+  if (!clean_end) return "ca.crl: a CRL after the first one does not parse";
+  return {};
+}
+
 }  // namespace tidegate::controller::translate

@@ -16,4 +16,8 @@ std::string check_certificate_pair(const std::string& cert_pem, const std::strin
 // (NACKs) a bundle without a certificate, so the controller must not send one.
 std::string check_ca_bundle(const std::string& ca_pem);
 
+// The problem with a CRL bundle (a Secret's ca.crl for tidegate.io/auth-tls-secret), or "" when
+// it holds at least one PEM CRL and every CRL in it parses.
+std::string check_crl_bundle(const std::string& crl_pem);
+
 }  // namespace tidegate::controller::translate

@@ -377,6 +377,76 @@ class Translator {
 
     add_tls(ingress, object);
     add_host_annotations(ingress, object);
+    if (ctx.policy.client_auth) add_client_auth(ctx);
+  }
+
+  // auth-tls-secret: the CA bundle read from the Secret, the settings claimed for each rule
+  // host of the Ingress (the oldest Ingress's settings win a host). A setup that cannot be used
+  // keeps ca_pem empty: the hosts refuse every request instead of going unchecked.
+  void add_client_auth(IngressContext& ctx) {
+    const Ingress& ingress = *ctx.ingress;
+    model::ClientAuth auth = *ctx.policy.client_auth;
+    auto annotation =
+        find_annotation(ingress.metadata.annotations, "auth-tls-secret", annotation_options());
+    const std::string key = annotation ? annotation->key : "tidegate.io/auth-tls-secret";
+    const std::string consequence =
+        "; the Ingress's hosts refuse every request (503) until it is fixed, rather than "
+        "serving clients without the certificate check";
+    if (!auth.secret.empty() && auth.ca_pem.empty()) {
+      auto secret = store_.secrets().find(auth.secret);
+      std::string problem;
+      if (secret == store_.secrets().end()) {
+        problem = "Secret " + auth.secret + " not found";
+      } else if (auto ca = secret->second.data.find("ca.crt"); ca == secret->second.data.end()) {
+        problem = "Secret " + auth.secret + " has no ca.crt";
+      } else if (std::string why = check_ca_bundle(ca->second); !why.empty()) {
+        problem = "Secret " + auth.secret + " " + why;
+      } else if (auto crl = secret->second.data.find("ca.crl");
+                 crl != secret->second.data.end() && !crl->second.empty()) {
+        if (std::string bad = check_crl_bundle(crl->second); !bad.empty()) {
+          problem = "Secret " + auth.secret + " " + bad;
+        } else {
+          auth.ca_pem = ca->second;
+          auth.crl_pem = crl->second;
+        }
+      } else {
+        auth.ca_pem = ca->second;
+      }
+      if (!problem.empty())
+        report(ctx.object, Severity::kError, "annotation " + key + ": " + problem + consequence);
+    }
+    if (auth.ca_pem.size() + auth.crl_pem.size() > model::ClientAuth::kMaxCaBytes) {
+      report(
+          ctx.object, Severity::kError,
+          "annotation " + key + ": Secret " + auth.secret + " is larger than 1 MiB" + consequence);
+      auth.ca_pem.clear();
+      auth.crl_pem.clear();
+    }
+    bool hostless = false;
+    std::set<std::string> hosts;
+    for (const auto& rule : ingress.spec.rules) {
+      if (rule.host.empty()) {
+        hostless = true;
+        continue;
+      }
+      hosts.insert(text::ascii_lower(rule.host));
+    }
+    if (hostless) {
+      report(ctx.object, Severity::kWarning,
+             "annotation " + key +
+                 ": rules without a host get no client certificate check (a client names the "
+                 "host it wants certificates checked for through SNI)");
+    }
+    for (const auto& host : hosts) {
+      if (!model::is_valid_host(host)) continue;  // reported with the rule
+      auto [it, inserted] = client_auth_claims_.emplace(host, ClientAuthClaim{auth, ctx.name});
+      if (!inserted && it->second.auth != auth) {
+        report(ctx.object, Severity::kError,
+               "annotation " + key + ": host " + host +
+                   " already has other client certificate settings from the older Ingress " +
+                   it->second.ingress + "; this Ingress's are not used for it");
+      }
+    }
   }
 
   // "true"/"false" of a host-level annotation; anything else is reported and ignored.
@@ -1046,6 +1116,17 @@ class Translator {
           config.tls_hosts.emplace(alias, model::TlsHost{alias, *certificate});
         }
       }
+      // An alias is checked for client certificates as its host is: never a way around them.
+      if (auto target = client_auth_claims_.find(claim.target);
+          target != client_auth_claims_.end()) {
+        auto [it, inserted] = config.tls_hosts.emplace(alias, model::TlsHost{alias, ""});
+        if (inserted) {
+          if (const std::string* certificate = certificate_of(claim.target)) {
+            it->second.certificate = *certificate;
+          }
+        }
+        it->second.client_auth = target->second.auth;
+      }
     }
   }
 
@@ -1072,10 +1153,21 @@ class Translator {
     for (const auto& [host, claim] : tls_claims_) {
       config.tls_hosts.emplace(host, model::TlsHost{host, claim.certificate});
     }
+    // Client certificates go on the host's own TLS entry; a host without one gets an entry with
+    // the certificate that covers it (a wildcard's, or the default certificate).
+    for (const auto& [host, claim] : client_auth_claims_) {
+      auto [it, inserted] = config.tls_hosts.emplace(host, model::TlsHost{host, ""});
+      if (inserted) {
+        if (const std::string* certificate = certificate_of(host))
+          it->second.certificate = *certificate;
+      }
+      it->second.client_auth = claim.auth;
+    }
     for (auto& [host, claims] : hosts_) {
       model::VirtualHost vh{host, {}};
       vh.ssl_redirect = host != "*" && (force_redirect_hosts_.contains(host) ||
-                                        (has_tls(host) && !no_redirect_hosts_.contains(host)));
+                                        ((has_tls(host) || client_auth_claims_.contains(host)) &&
+                                         !no_redirect_hosts_.contains(host)));
       for (auto& [key, claim] : claims) {
         vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
                                          claim.substitution, claim.policy, claim.canary,
@@ -1159,6 +1251,11 @@ class Translator {
     std::string ingress;
   };
   std::map<std::string, TlsClaim> tls_claims_;
+  struct ClientAuthClaim {
+    model::ClientAuth auth;
+    std::string ingress;
+  };
+  std::map<std::string, ClientAuthClaim> client_auth_claims_;  // auth-tls-*: host -> claim
   std::map<std::string, model::Certificate> certificates_;
   std::set<std::string> no_redirect_hosts_;
   std::set<std::string> force_redirect_hosts_;  // force-ssl-redirect

@@ -296,8 +296,22 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   auto routing = std::make_shared<Routing>();
   routing->config = std::move(config);
   for (const auto& [host, th] : routing->config.tls_hosts) {
-    const auto& cert = routing->config.certificates.at(th.certificate);  // validated above
-    routing->tls_hosts.emplace(host, TlsEntry{&cert, tls::fingerprint(cert)});
+    TlsEntry entry;
+    if (!th.certificate.empty()) {
+      const auto& cert = routing->config.certificates.at(th.certificate);  // validated above
+      entry.certificate = &cert;
+      entry.fingerprint = tls::fingerprint(cert);
+    }
+    if (th.client_auth) {
+      std::string problem;
+      entry.client_auth = tls::CompiledClientAuth::build(*th.client_auth, &problem);
+      if (!entry.client_auth) {
+        *error = "TLS host " + host + ": " + problem;
+        return nullptr;
+      }
+      routing->client_auth = true;
+    }
+    routing->tls_hosts.emplace(host, std::move(entry));
   }
   for (const auto& [host, vh] : routing->config.virtual_hosts) {
     if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);

@@ -22,6 +22,7 @@
 #include "filters/substitution/stream.h"
 #include "model/model.h"
 #include "router/router.h"
+#include "tls/client_auth.h"
 
 namespace tidegate::dataplane::runtime {
 
@@ -76,8 +77,12 @@ struct StringHash {
 };
 
 struct TlsEntry {
-  const model::Certificate* certificate = nullptr;  // points into Routing::config
+  // Points into Routing::config; null: the default certificate (a host with client
+  // certificates but no certificate of its own).
+  const model::Certificate* certificate = nullptr;
   uint64_t fingerprint = 0;
+  // Client certificates asked for on this name (auth-tls-*); null: none.
+  std::shared_ptr<const tls::CompiledClientAuth> client_auth;
 };
 
 // A body substitution (model::Substitution) compiled once per snapshot; see
@@ -110,6 +115,8 @@ struct Routing {
   std::unique_ptr<const router::Router> router;  // points into `config`
   // TLS server name (exact or "*.suffix") -> certificate.
   std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>> tls_hosts;
+  // Some TLS host asks for client certificates: requests look their host's entry up.
+  bool client_auth = false;
   // Hosts whose plain-HTTP requests are redirected to HTTPS.
   std::unordered_set<std::string, StringHash, std::equal_to<>> ssl_redirect_hosts;
   // Hosts whose every request is redirected to another host (VirtualHost::redirect_to).

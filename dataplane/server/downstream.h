@@ -22,6 +22,7 @@
 #include "ratelimit/ip_address.h"
 #include "runtime/io_types.h"
 #include "server/headers.h"
+#include "tls/client_auth.h"
 
 namespace tidegate::dataplane::server {
 
@@ -52,6 +53,9 @@ class Downstream {
   virtual const std::optional<ratelimit::IpAddress>& peer_ip() const = 0;
   // The client's HTTP version (11 for HTTP/1.1).
   virtual unsigned http_version() const = 0;
+  // A TLS connection's client certificate (what its handshake asked for and got); null on a
+  // plain connection.
+  virtual tls::PeerCertificate* peer_certificate() = 0;
 
   // --- The request
   // The request head, edited in place into what goes upstream.

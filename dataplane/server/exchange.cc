@@ -84,6 +84,8 @@ void Exchange::reset() {
   filters_.reset();
   cors_ = nullptr;
   cors_origin_.clear();
+  client_auth_ = nullptr;
+  client_verdict_ = nullptr;
 }
 
 void Exchange::begin(std::size_t header_bytes) {
@@ -129,6 +131,7 @@ void Exchange::route() {
       return;
     }
   }
+  if (snapshot_->routing->client_auth && !check_client_certificate(target)) return;
   route_ = match.route;
   if (route_ == nullptr) {
     respond(404, "no route\n", !downstream_.request_complete());
@@ -384,6 +387,7 @@ void Exchange::prepare_upstream_request() {
   // sub_filter setups clear it the same way).
   if (substitution_.configured()) req.erase(http::field::accept_encoding);
   add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
+  if (client_auth_ != nullptr) add_client_certificate_fields(req);
   ensure_request_id(req, worker_);
   // x-forwarded-prefix: the path prefix the client saw, for backends behind a rewrite.
   if (const auto& prefix = policy().forwarded_prefix; !prefix.empty()) {

@@ -100,6 +100,12 @@ class Exchange {
   static constexpr uint32_t kNoEndpoint = balancer::Balancer::kNone;
 
   void redirect_to_https(const RequestTarget& target);
+  // Client certificates (server/exchange_client_cert.cc): when the request's host asks for them,
+  // the connection's handshake must have run under the host's settings (else 421) and its
+  // certificate must pass them (else 400, a 302 to the error page, or 403 for match-cn). False
+  // when it answered the request. add_client_certificate_fields() tells the backend the verdict.
+  bool check_client_certificate(const RequestTarget& target);
+  void add_client_certificate_fields(RequestMessage& req) const;
   // custom-http-errors: the backend answered `status`, one of the route's error codes; the
   // answer is discarded and the route's fallback upstream asked for the page instead. False when
   // that cannot be (no fallback endpoints, a page already being served, a streaming exchange).
@@ -221,6 +227,10 @@ class Exchange {
   // The client of the current request (source ranges, rate limits, ip_hash): the peer, or the
   // address X-Forwarded-For gives when the peer is a trusted proxy.
   std::optional<ratelimit::IpAddress> client_ip_;
+  // The host's client certificate settings (alive with snapshot_) and the connection's verdict
+  // under them (alive with the connection); null: the host asks for none.
+  const tls::CompiledClientAuth* client_auth_ = nullptr;
+  const tls::PeerCertificate::Verdict* client_verdict_ = nullptr;
   // The scheme the client used: TLS to us, or (from a trusted proxy) its X-Forwarded-Proto.
   // Decides ssl-redirect and HSTS, and is what X-Forwarded-Proto says upstream.
   bool client_https_ = false;

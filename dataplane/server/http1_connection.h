@@ -59,6 +59,13 @@ class Http1Connection final : public SessionBase,
   const std::string& peer_address() const override { return peer_address_; }
   const std::optional<ratelimit::IpAddress>& peer_ip() const override { return peer_ip_; }
   unsigned http_version() const override { return client_version_; }
+  tls::PeerCertificate* peer_certificate() override {
+    if constexpr (kTls) {
+      return &client_->peer_certificate();
+    } else {
+      return nullptr;
+    }
+  }
   RequestMessage& request() override { return request_->get(); }
   bool request_complete() const override { return request_->is_done(); }
   std::optional<uint64_t> request_content_length() const override {

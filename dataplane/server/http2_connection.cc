@@ -48,6 +48,7 @@ Http2Stream::~Http2Stream() = default;
 
 runtime::Executor Http2Stream::executor() { return session_.executor(); }
 bool Http2Stream::is_tls() const { return session_.tls(); }
+tls::PeerCertificate* Http2Stream::peer_certificate() { return session_.peer_certificate(); }
 const std::string& Http2Stream::peer_address() const { return session_.peer_address(); }
 const std::optional<ratelimit::IpAddress>& Http2Stream::peer_ip() const {
   return session_.peer_ip();

@@ -50,6 +50,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   const std::string& peer_address() const override;
   const std::optional<ratelimit::IpAddress>& peer_ip() const override;
   unsigned http_version() const override { return 20; }
+  tls::PeerCertificate* peer_certificate() override;
   RequestMessage& request() override { return request_; }
   bool request_complete() const override { return end_stream_ && in_.size() == in_used_; }
   std::optional<uint64_t> request_content_length() const override { return content_length_; }
@@ -157,6 +158,7 @@ class Http2Session : public SessionBase {
   const std::optional<ratelimit::IpAddress>& peer_ip() const { return peer_ip_; }
   bool tls() const { return tls_; }
   virtual runtime::Executor executor() = 0;
+  virtual tls::PeerCertificate* peer_certificate() = 0;
   nghttp2_session* native() { return session_; }
   // Writes what nghttp2 has queued (unless a write is under way; then after it).
   void flush();
@@ -244,6 +246,13 @@ class Http2Connection final : public Http2Session,
   ~Http2Connection() override;
   void start(std::string_view received);
   runtime::Executor executor() override { return lowest().get_executor(); }
+  tls::PeerCertificate* peer_certificate() override {
+    if constexpr (kTls) {
+      return &client_->peer_certificate();
+    } else {
+      return nullptr;
+    }
+  }
 
  private:
   runtime::Stream& lowest() { return boost::beast::get_lowest_layer(*client_); }

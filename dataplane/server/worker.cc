@@ -170,10 +170,41 @@ int Worker::on_server_name(SSL* ssl, int*, void*) {
   }
   if (n > 0 && lower[n - 1] == '.') --n;
   const auto* entry = worker->snapshot_->find_tls(std::string_view(lower, n));
-  if (entry == nullptr) return SSL_TLSEXT_ERR_OK;  // the default certificate
+  if (entry == nullptr || entry->certificate == nullptr) return SSL_TLSEXT_ERR_OK;  // the default
   SSL_CTX* ctx = worker->certificates_.get(*entry->certificate, entry->fingerprint);
-  if (ctx != nullptr) SSL_set_SSL_CTX(ssl, ctx);
+  if (ctx == nullptr) return SSL_TLSEXT_ERR_OK;
+  SSL_set_SSL_CTX(ssl, ctx);
+  // SSL_set_SSL_CTX replaces the connection's certificate settings, the verify store with them.
+  auto* peer =
+      static_cast<tls::PeerCertificate*>(SSL_get_ex_data(ssl, tls::peer_certificate_ex_index()));
+  if (peer != nullptr && peer->asked_under() != nullptr) peer->asked_under()->restore_store(ssl);
   return SSL_TLSEXT_ERR_OK;
+}
+
+int Worker::on_client_hello(SSL* ssl, int*, void*) {
+  // Before session resumption is decided, so that the session-id context it sets keeps a
+  // session of another host (or of no client certificate) from resuming (tls/client_auth.h).
+  auto* worker = static_cast<Worker*>(SSL_get_ex_data(ssl, ssl_ex_index()));
+  if (worker == nullptr || !worker->snapshot_ || !worker->snapshot_->routing->client_auth) {
+    return SSL_CLIENT_HELLO_SUCCESS;
+  }
+  auto* peer =
+      static_cast<tls::PeerCertificate*>(SSL_get_ex_data(ssl, tls::peer_certificate_ex_index()));
+  const unsigned char* data = nullptr;
+  size_t size = 0;
+  if (peer == nullptr ||
+      SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &data, &size) != 1) {
+    return SSL_CLIENT_HELLO_SUCCESS;
+  }
+  std::string host;
+  if (!tls::sni_from_extension(data, size, &host)) return SSL_CLIENT_HELLO_SUCCESS;
+  const auto* entry = worker->snapshot_->find_tls(host);
+  if (entry == nullptr || !entry->client_auth || entry->client_auth->broken()) {
+    return SSL_CLIENT_HELLO_SUCCESS;
+  }
+  entry->client_auth->ask_for_certificate(ssl);
+  peer->asked(entry->client_auth);
+  return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 void Worker::waiting_for_request(SessionBase* s) {

@@ -122,6 +122,9 @@ class Worker {
   static int ssl_ex_index();
   // The SNI callback installed on the default context (see main.cc).
   static int on_server_name(SSL* ssl, int* alert, void* arg);
+  // The client-hello callback installed on the default context (see main.cc): asks for a client
+  // certificate when the SNI names a host with client certificates (tls/client_auth.h).
+  static int on_client_hello(SSL* ssl, int* alert, void* arg);
 
   // Any thread: counters.
   std::atomic<uint64_t> active_connections{0};

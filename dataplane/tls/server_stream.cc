@@ -18,7 +18,10 @@ boost::system::error_code ssl_error() {
 }  // namespace
 
 ServerStream::ServerStream(runtime::Stream&& next, SSL_CTX* ctx)
-    : next_(std::move(next)), ssl_(SSL_new(ctx)), in_(new char[kInitialInputBytes]) {
+    : next_(std::move(next)),
+      ssl_(SSL_new(ctx)),
+      peer_certificate_(ssl_),
+      in_(new char[kInitialInputBytes]) {
   if (ssl_ == nullptr) {
     throw boost::system::system_error(ssl_error(), "SSL_new");
   }
@@ -31,6 +34,8 @@ ServerStream::ServerStream(runtime::Stream&& next, SSL_CTX* ctx)
   BIO_set_init(bio, 1);
   SSL_set_bio(ssl_, bio, bio);  // the SSL object owns the BIO
   SSL_set_accept_state(ssl_);
+  // The client-hello callback records here whether a client certificate was asked for.
+  SSL_set_ex_data(ssl_, peer_certificate_ex_index(), &peer_certificate_);
 }
 
 ServerStream::~ServerStream() { SSL_free(ssl_); }

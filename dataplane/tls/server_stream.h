@@ -39,6 +39,7 @@
 #include <boost/asio/write.hpp>
 
 #include "runtime/io_types.h"
+#include "tls/client_auth.h"
 
 namespace tidegate::dataplane::tls {
 
@@ -65,6 +66,8 @@ class ServerStream {
   ServerStream& operator=(const ServerStream&) = delete;
 
   SSL* native_handle() { return ssl_; }
+  // Client certificates: what the handshake asked for and, once it is done, what it got.
+  PeerCertificate& peer_certificate() { return peer_certificate_; }
   executor_type get_executor() { return next_.get_executor(); }
   next_layer_type& next_layer() { return next_; }
   const next_layer_type& next_layer() const { return next_; }
@@ -148,6 +151,7 @@ class ServerStream {
 
   next_layer_type next_;
   SSL* ssl_ = nullptr;
+  PeerCertificate peer_certificate_;
   std::unique_ptr<char[]> in_;
   size_t in_capacity_ = kInitialInputBytes;
   bool grow_input_ = false;

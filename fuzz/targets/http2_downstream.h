@@ -52,6 +52,7 @@ class MemorySession final : public Http2Session,
   bool feed(std::string_view bytes) { return on_received(bytes.data(), bytes.size()); }
   void end() { close_now(); }
   dataplane::runtime::Executor executor() override { return worker_.io().get_executor(); }
+  dataplane::tls::PeerCertificate* peer_certificate() override { return nullptr; }  // plain
 
   std::string written;
   bool socket_closed = false;

@@ -218,8 +218,13 @@ std::vector<std::string> validate(const Config& config) {
       errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
     if (th.host == "*" || !is_valid_host(th.host))
       errors.push_back("invalid TLS host \"" + th.host + "\"");
-    if (!config.certificates.contains(th.certificate)) {
+    if (th.certificate.empty() ? !th.client_auth : !config.certificates.contains(th.certificate)) {
       errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
+    }
+    if (th.client_auth) {
+      for (auto& problem : validate(*th.client_auth)) {
+        errors.push_back("TLS host " + th.host + ": " + std::move(problem));
+      }
     }
   }
   for (const auto& [key, sub] : config.substitutions) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/client_auth.h"
 #include "model/policy.h"
 #include "substitution/rule.h"
 
@@ -101,7 +102,9 @@ struct Certificate {
 // Ingress spec.tls[].hosts. Names without an entry get the default certificate.
 struct TlsHost {
   std::string host;
-  std::string certificate;  // Certificate::name
+  std::string certificate;  // Certificate::name; empty: the default certificate
+  // Client certificates asked for and checked on connections to this name (auth-tls-*).
+  std::optional<ClientAuth> client_auth = {};
   bool operator==(const TlsHost&) const = default;
 };
 

@@ -62,7 +62,9 @@ json to_json(const model::Certificate& c) {
 }
 
 json to_json(const model::TlsHost& t) {
-  return json{{"host", t.host}, {"certificate", t.certificate}};
+  json j{{"host", t.host}, {"certificate", t.certificate}};
+  if (t.client_auth) j["client_auth"] = to_json(*t.client_auth);
+  return j;
 }
 
 json to_json(const model::Config& c) {
@@ -198,7 +200,11 @@ model::VirtualHost vhost_from(const json& j) {
 }
 
 model::TlsHost tls_host_from(const json& j) {
-  return model::TlsHost{j.at("host").get<std::string>(), j.at("certificate").get<std::string>()};
+  model::TlsHost t{j.at("host").get<std::string>(), j.at("certificate").get<std::string>()};
+  if (auto it = j.find("client_auth"); it != j.end()) {
+    t.client_auth = model::client_auth_from_json(*it);
+  }
+  return t;
 }
 
 model::Certificate certificate_from(const json& j) {

@@ -135,7 +135,7 @@ class IngressYaml {
     }
     if (!tls_.empty()) o << "  tls:\n";
     for (const auto& [host, secret] : tls_) {
-      o << "  - hosts: [" << host << "]\n    secretName: " << secret << "\n";
+      o << "  - hosts: [" << maybe_quote(host) << "]\n    secretName: " << secret << "\n";
     }
     return o.str();
   }
@@ -1434,6 +1434,113 @@ TEST(TranslateTest, BasicAuth) {
        with_auth({}),
        {error(object, "line 1: the hash of \"alice\""),
         error(object, "Secret default/users has no usable user")}},
+  });
+}
+
+// Client certificates (auth-tls-*): the Secret's ca.crt on each rule host's TLS entry; a setup
+// that cannot be used keeps the entry with an empty bundle (the data plane refuses every request).
+TEST(TranslateTest, ClientAuth) {
+  const std::string svc = web_service();
+  const std::string eps = web_slice({{"10.0.0.1"}});
+  const std::string ca = opaque_secret("client-ca", {{"ca.crt", kTestCaPem}});
+  const std::string web = "Ingress default/web";
+  auto mtls_ingress = [](std::string name, std::string host,
+                         std::map<std::string, std::string> annotations) {
+    IngressYaml y = ingress(std::move(name));
+    for (const auto& [k, v] : annotations) y.annotation("tidegate.io/" + k, v);
+    return y.rule(std::move(host), {path("/", "Prefix", "web", "80")});
+  };
+  auto client_auth = [](std::string ca_pem = kTestCaPem) {
+    model::ClientAuth a;
+    a.secret = "default/client-ca";
+    a.ca_pem = std::move(ca_pem);
+    return a;
+  };
+  auto redirecting = [](std::string host, std::string ingress = "default/web") {
+    auto vh = vhost(std::move(host), {route("/", PathMatch::kPrefix, kWebUp, std::move(ingress))});
+    vh.ssl_redirect = true;
+    return vh;
+  };
+  const std::vector<model::Upstream> up = {upstream(kWebUp, {"10.0.0.1:8080"})};
+  auto with_hosts = [](model::Config c, std::vector<model::TlsHost> hosts, bool cert = false) {
+    if (cert) {
+      c.certificates.emplace("default/main-tls",
+                             model::Certificate{"default/main-tls", kHostCertPem, kHostKeyPem});
+    }
+    for (auto& h : hosts) c.tls_hosts.emplace(h.host, h);
+    return c;
+  };
+  const std::map<std::string, std::string> secret = {{"auth-tls-secret", "client-ca"}};
+  run_cases({
+      {"on a host with its own certificate; plain HTTP redirected",
+       {std::string(mtls_ingress("web", "foo.com", secret).tls("foo.com", "main-tls")),
+        host_tls_secret("main-tls"), ca, svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "default/main-tls", client_auth()}}, true)},
+      {"a host without a TLS section gets the default certificate and is redirected too",
+       {std::string(mtls_ingress("web", "foo.com", secret)), ca, svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth()}})},
+      {"ssl-redirect false keeps plain HTTP (the data plane refuses it with verify on)",
+       {std::string(mtls_ingress("web", "foo.com",
+                                 {{"auth-tls-secret", "client-ca"}, {"ssl-redirect", "false"}})),
+        ca, svc, eps},
+       with_hosts(config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, up),
+                  {model::TlsHost{"foo.com", "", client_auth()}})},
+      {"a host under a wildcard certificate keeps that certificate",
+       {std::string(mtls_ingress("web", "a.foo.com", secret).tls("*.foo.com", "main-tls")),
+        host_tls_secret("main-tls"), ca, svc, eps},
+       with_hosts(config({redirecting("a.foo.com")}, up),
+                  {model::TlsHost{"*.foo.com", "default/main-tls"},
+                   model::TlsHost{"a.foo.com", "default/main-tls", client_auth()}},
+                  true)},
+      {"an alias is checked as its host",
+       {std::string(mtls_ingress("web", "foo.com",
+                                 {{"auth-tls-secret", "client-ca"}, {"server-alias", "bar.com"}})),
+        ca, svc, eps},
+       with_hosts(config({redirecting("foo.com"), redirecting("bar.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth()},
+                   model::TlsHost{"bar.com", "", client_auth()}})},
+      {"the Secret is missing: closed (empty bundle), reported",
+       {std::string(mtls_ingress("web", "foo.com", secret)), svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth("")}}),
+       {error(web,
+              "annotation tidegate.io/auth-tls-secret: Secret default/client-ca not found; "
+              "the Ingress's hosts refuse every request (503)")}},
+      {"no ca.crt, or one that does not parse: closed",
+       {std::string(mtls_ingress("web", "foo.com", secret)),
+        opaque_secret("client-ca", {{"ca.crt", "not a certificate"}}), svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth("")}}),
+       {error(web, "Secret default/client-ca ca.crt holds no PEM certificate")}},
+      {"a ca.crl that does not parse: closed",
+       {std::string(mtls_ingress("web", "foo.com", secret)),
+        opaque_secret("client-ca", {{"ca.crt", kTestCaPem}, {"ca.crl", "junk"}}), svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth("")}}),
+       {error(web, "Secret default/client-ca ca.crl holds no PEM CRL")}},
+      {"two Ingresses with other settings for one host: the older wins",
+       {std::string(mtls_ingress("web", "foo.com", secret).created("2026-01-01T00:00:00Z")),
+        std::string(
+            mtls_ingress("other", "foo.com",
+                         {{"auth-tls-secret", "client-ca"}, {"auth-tls-verify-client", "optional"}})
+                .created("2026-02-01T00:00:00Z")),
+        ca, svc, eps},
+       with_hosts(config({redirecting("foo.com")}, up),
+                  {model::TlsHost{"foo.com", "", client_auth()}}),
+       {error("Ingress default/other",
+              "host foo.com already has other client certificate settings from the older "
+              "Ingress default/web")}},
+      {"a rule without a host is not covered, and says so",
+       {std::string(
+            mtls_ingress("web", "foo.com", secret).rule("", {path("/any", "Prefix", "web", "80")})),
+        ca, svc, eps},
+       with_hosts(
+           config({redirecting("foo.com"), vhost("*", {route("/any", PathMatch::kPrefix, kWebUp)})},
+                  up),
+           {model::TlsHost{"foo.com", "", client_auth()}}),
+       {warning(web, "rules without a host get no client certificate check")}},
   });
 }
 

@@ -354,6 +354,29 @@ TEST(ValidateTest, Table) {
       {"TLS host with an unknown certificate",
        with(valid_config(), [](Config& c) { c.tls_hosts["foo.com"].certificate = "default/gone"; }),
        {"TLS host foo.com: unknown certificate \"default/gone\""}},
+      {"TLS host without a certificate needs client certificates",
+       with(valid_config(), [](Config& c) { c.tls_hosts["foo.com"].certificate = ""; }),
+       {"TLS host foo.com: unknown certificate \"\""}},
+      {"TLS host with client certificates and the default certificate",
+       with(valid_config(),
+            [](Config& c) {
+              c.tls_hosts["foo.com"].certificate = "";
+              c.tls_hosts["foo.com"].client_auth = model::ClientAuth{};
+              c.tls_hosts["foo.com"].client_auth->ca_pem = "pem";
+            }),
+       {}},
+      {"client certificate settings out of range",
+       with(valid_config(),
+            [](Config& c) {
+              model::ClientAuth a;
+              a.verify_depth = 0;
+              a.error_page = "//evil.com";
+              a.match_cn = "(";
+              c.tls_hosts["foo.com"].client_auth = a;
+            }),
+       {"TLS host foo.com: client_auth verify_depth out of range (1-16)",
+        "TLS host foo.com: client_auth error_page is a scheme-relative URL (\"//host\")",
+        "TLS host foo.com: client_auth match_cn: missing ): ("}},
       {"TLS host without a virtual host is fine",
        with(valid_config(),
             [](Config& c) {

@@ -442,6 +442,37 @@ TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
   EXPECT_NE(error.find("load_balance"), std::string::npos) << error;
 }
 
+TEST(ProtocolDecodeTest, ClientCertificatesOnTheWire) {
+  model::Config c;
+  c.tls_hosts["a.com"] = {"a.com", ""};
+  EXPECT_EQ(config_to_json(c).find("client_auth"), std::string::npos);
+  model::ClientAuth auth;
+  auth.verify = model::ClientVerify::kOptionalNoCa;
+  auth.ca_pem = "-----BEGIN CERTIFICATE-----\n";
+  auth.crl_pem = "-----BEGIN X509 CRL-----\n";
+  auth.secret = "default/client-ca";
+  auth.verify_depth = 4;
+  auth.pass_certificate = true;
+  auth.error_page = "/cert";
+  auth.match_cn = "CN=a";
+  c.tls_hosts["a.com"].client_auth = auth;
+  std::string error;
+  auto back = config_from_json(config_to_json(c), &error);
+  ASSERT_TRUE(back.has_value()) << error;
+  EXPECT_EQ(*back, c);
+  // Unknown fields and modes are refused, not half-applied.
+  for (const char* bad :
+       {R"({"virtual_hosts":[],"upstreams":[],"tls_hosts":[{"host":"a.com","certificate":"",)"
+        R"("client_auth":{"verify":"on","ca_pem":"x","secret":"s","crl":"x"}}]})",
+        R"({"virtual_hosts":[],"upstreams":[],"tls_hosts":[{"host":"a.com","certificate":"",)"
+        R"("client_auth":{"verify":"sometimes","ca_pem":"x","secret":"s"}}]})",
+        R"({"virtual_hosts":[],"upstreams":[],"tls_hosts":[{"host":"a.com","certificate":"",)"
+        R"("client_auth":{"verify":"on","ca_pem":"x","secret":"s","verify_depth":99}}]})"}) {
+    EXPECT_EQ(config_from_json(bad, &error), std::nullopt) << bad;
+    EXPECT_NE(error.find("client_auth"), std::string::npos) << error;
+  }
+}
+
 TEST(ProtocolDecodeTest, SubstitutionsOnTheWire) {
   // The documented shape (docs/control-protocol.md): flags may be left out, the rest is required.
   auto snap = decode_json(R"({"type":"snapshot","version":1,"config":{

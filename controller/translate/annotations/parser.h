@@ -215,6 +215,9 @@ class Parser {
   // auth-url and its refinements (external authentication).
   void parse_external_auth();
 
+  // annotations/client_auth.cc: auth-tls-* (client certificates of the Ingress's hosts).
+  void parse_client_auth();
+
   // annotations/compression.cc
   void parse_compression();
 

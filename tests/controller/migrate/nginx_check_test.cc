@@ -36,6 +36,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                       {"server-snippet", "return 200;"},
                       {"auth-url", "http://auth/"},
                       {"auth-tls-secret", "shop/ca"},
+                      {"ssl-passthrough", "true"},
                       {"x-made-up", "1"},
                       {"limit-whitelist", "10.0.0.0/8"},
                       {"limit-connections", "5"},
@@ -61,7 +62,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
   };
   const std::vector<Want> web = {
       {"auth-secret", Support::kSupported, ""},
-      {"auth-tls-secret", Support::kUnsupported, "planned: client certificates"},
+      {"auth-tls-secret", Support::kPartly, "the Secret must be in the Ingress's namespace"},
       {"auth-type", Support::kSupported, ""},
       {"auth-url", Support::kPartly, "a Service of the cluster"},
       {"custom-headers", Support::kInvalid, "ConfigMap references are not supported"},
@@ -71,6 +72,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
       {"proxy-body-size", Support::kSupported, ""},
       {"proxy-buffering", Support::kPartly, "responses always stream to the client"},
       {"server-snippet", Support::kNeverInterpreted, "never interpreted"},
+      {"ssl-passthrough", Support::kUnsupported, "planned"},
       {"ssl-redirect", Support::kSupported, ""},
       {"x-made-up", Support::kUnsupported, "ignored"},
   };
@@ -88,7 +90,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                         "interpreted\n"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 3 partly, 2 invalid, 2 "
+  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 4 partly, 2 invalid, 2 "
                         "unsupported, 1 refused\n"),
             std::string::npos)
       << report;

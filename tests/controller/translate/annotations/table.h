@@ -68,6 +68,7 @@ inline void run(const Case& c) {
   EXPECT_EQ(got.policy.upstream, want.upstream) << model::to_json(got.policy.upstream).dump();
   EXPECT_EQ(got.policy.route, want.route) << model::to_json(got.policy.route).dump();
   EXPECT_EQ(got.policy.canary, want.canary);
+  EXPECT_EQ(got.policy.client_auth, want.client_auth);
   ASSERT_EQ(got.diagnostics.size(), c.diagnostics.size()) << dump(got.diagnostics);
   for (size_t i = 0; i < c.diagnostics.size(); ++i) {
     const auto& d = got.diagnostics[i];
@@ -80,6 +81,9 @@ inline void run(const Case& c) {
   EXPECT_TRUE(model::validate(got.policy.upstream).empty());
   if (got.policy.canary) {
     EXPECT_TRUE(model::validate(*got.policy.canary, false).empty());
+  }
+  if (got.policy.client_auth) {
+    EXPECT_TRUE(model::validate(*got.policy.client_auth).empty());
   }
 }
 
@@ -95,6 +99,7 @@ std::vector<Case> external_auth_cases();
 std::vector<Case> buffering_cases();
 std::vector<Case> compression_cases();
 std::vector<Case> errors_cases();
+std::vector<Case> client_auth_cases();
 // Every case of every family, and those of annotations_test.cc.
 std::vector<Case> all_cases();
 
