@@ -381,5 +381,24 @@ TEST(StoreIndexTest, ResourceVersionAloneDoesNotMatter) {
   EXPECT_TRUE(s.insert(in)) << "it left our class";
 }
 
+// The Secrets the annotations name are kept too (the Kubernetes source drops every other
+// Secret): the backends' CA, basic authentication's users, the client certificates' CA; only in
+// the Ingress's own namespace, in both spellings.
+TEST(SecretsNamed, SpecTlsAndTheAnnotationsThatNameSecrets) {
+  objects::Ingress ing;
+  ing.metadata.namespace_ = "shop";
+  ing.metadata.name = "web";
+  ing.spec.tls.push_back({{"a.com"}, "site-tls"});
+  ing.metadata.annotations = {
+      {"tidegate.io/proxy-ssl-secret", "backend-ca"},
+      {"nginx.ingress.kubernetes.io/auth-secret", "shop/users"},
+      {"tidegate.io/auth-tls-secret", " client-ca "},
+      {"nginx.ingress.kubernetes.io/auth-tls-secret", "other/client-ca"},
+      {"tidegate.io/auth-realm", "not-a-secret"},
+  };
+  EXPECT_EQ(secrets_named(ing), (std::set<std::string>{"shop/site-tls", "shop/backend-ca",
+                                                       "shop/users", "shop/client-ca"}));
+}
+
 }  // namespace
 }  // namespace tidegate::controller::store
