@@ -6,75 +6,12 @@ loopback. A verification that cannot be done fails closed (503), a failed one an
 from __future__ import annotations
 
 import base64
-import ssl
-import threading
 from types import SimpleNamespace
 
 import pytest
 
-from harness import (Backend, CertAuthority, RawConnection, _BackendHandler, _BackendServer,
-                     endpoint_slice, ingress, path, rule, service, service_with_backend,
-                     wait_until)
-
-
-class _TlsHandler(_BackendHandler):
-    """The harness's recording backend, behind a TLS handshake done in the handler's thread."""
-
-    def setup(self):
-        srv = self.server
-        try:
-            self.request.do_handshake()
-        except (ssl.SSLError, OSError) as e:
-            with srv.lock:
-                srv.handshake_errors.append(str(e))
-            raise
-        with srv.lock:
-            srv.handshakes += 1
-        super().setup()
-
-
-class TlsBackend(Backend):
-    """A Backend speaking HTTPS with `cert`; records the SNI of every handshake."""
-
-    def __init__(self, name: str, cert_file, key_file, host: str = "127.0.0.1", port: int = 0):
-        self.name = name
-        self.server = _BackendServer((host, port), name, True)
-        self.server.RequestHandlerClass = _TlsHandler
-        self.server.handshakes = 0
-        self.server.handshake_errors = []
-        self.server.handle_error = lambda request, address: None  # failed handshakes are expected
-        self.sni: list[str | None] = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert_file, key_file)
-
-        def on_sni(sock, server_name, context):
-            with self.server.lock:
-                self.sni.append(server_name)
-        ctx.sni_callback = on_sni
-        # The handshake happens in the handler's thread (_TlsHandler.setup), not in accept().
-        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True,
-                                             do_handshake_on_connect=False)
-        self.host, self.port = self.server.server_address[:2]
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, name=f"backend-{name}",
-                                       daemon=True)
-        self.thread.start()
-        self.stopped = False
-
-    @property
-    def handshakes(self) -> int:
-        with self.server.lock:
-            return self.server.handshakes
-
-    @property
-    def handshake_errors(self) -> list[str]:
-        with self.server.lock:
-            return list(self.server.handshake_errors)
-
-    @property
-    def server_names(self) -> list[str | None]:
-        with self.server.lock:
-            return list(self.sni)
+from harness import (CertAuthority, RawConnection, TlsBackend, endpoint_slice, ingress, path,
+                     rule, service, service_with_backend, wait_until)
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,9 @@ constexpr Note kPartly[] = {
      "the Secret must be in the Ingress's namespace; a host whose Secret cannot be used refuses "
      "every request (503) instead of going unchecked; plain-HTTP requests are refused with "
      "verify-client on"},
+    {"ssl-passthrough",
+     "per exact rule host, to the backend of the Ingress's \"/\" path, on the HTTPS port; plain "
+     "HTTP to the host is routed as usual"},
     {"affinity-mode",
      "both modes keep a session on its endpoint while it lives; balanced never moves sessions "
      "to new endpoints on scale-up"},
@@ -50,7 +53,7 @@ constexpr Note kPartly[] = {
 
 // Not supported, with what to use instead when there is something.
 constexpr Note kInstead[] = {
-    {"ssl-passthrough", "not yet (planned)"},
+    {"service-upstream", "not yet (planned: the Service's ClusterIP instead of its endpoints)"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").
@@ -70,7 +73,7 @@ std::string key_of(const std::string& message) {
 std::optional<std::string> translator_level_error(std::string_view name, std::string_view value) {
   const std::string_view v = text::trim_ows(value);
   if (name == "use-regex" || name == "ssl-redirect" || name == "force-ssl-redirect" ||
-      name == "from-to-www-redirect") {
+      name == "from-to-www-redirect" || name == "ssl-passthrough") {
     if (v == "true" || v == "false") return std::nullopt;
     return "expected \"true\" or \"false\"";
   }

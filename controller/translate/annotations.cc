@@ -110,9 +110,9 @@ constexpr std::string_view kSnippets[] = {"configuration-snippet", "server-snipp
                                           "modsecurity-snippet",   "location-snippet"};
 
 // Read by the translator itself (translate.cc), not here; never reported as unsupported.
-constexpr std::string_view kParsedElsewhere[] = {"use-regex",          "ssl-redirect",
-                                                 "force-ssl-redirect", "from-to-www-redirect",
-                                                 "server-alias",       "default-backend"};
+constexpr std::string_view kParsedElsewhere[] = {
+    "use-regex",    "ssl-redirect",    "force-ssl-redirect", "from-to-www-redirect",
+    "server-alias", "default-backend", "ssl-passthrough"};
 
 // Route-level annotations: ignored on a canary Ingress.
 constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",

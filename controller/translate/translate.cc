@@ -378,6 +378,42 @@ class Translator {
     add_tls(ingress, object);
     add_host_annotations(ingress, object);
     if (ctx.policy.client_auth) add_client_auth(ctx);
+    add_passthrough(ingress, object);
+  }
+
+  // ssl-passthrough: each exact rule host's TLS connections go as they are to the backend of
+  // this Ingress's "/" path (assemble() finds it once the routes are settled); the oldest
+  // Ingress wins a host.
+  void add_passthrough(const Ingress& ingress, const std::string& object) {
+    auto flag = host_flag(ingress, object, "ssl-passthrough");
+    if (!flag || !*flag) return;
+    auto found =
+        find_annotation(ingress.metadata.annotations, "ssl-passthrough", annotation_options());
+    for (const auto& rule : ingress.spec.rules) {
+      if (rule.host.empty()) {
+        report(object, Severity::kWarning,
+               "annotation " + found->key +
+                   ": a rule without a host cannot be passed through (the host is the SNI the "
+                   "client sends); its paths are served as usual");
+        continue;
+      }
+      const std::string host = text::ascii_lower(rule.host);
+      if (host.front() == '*' || !model::is_valid_host(host)) {
+        report(object, Severity::kError,
+               "annotation " + found->key + ": " + host +
+                   " is not an exact host name; its connections are terminated as usual");
+        continue;
+      }
+      // `target` keeps the annotation's key for the messages of assemble().
+      auto [it, inserted] =
+          passthrough_claims_.emplace(host, HostClaim{found->key, name_of(ingress), object});
+      if (!inserted && it->second.ingress != name_of(ingress)) {
+        report(object, Severity::kError,
+               "annotation " + found->key + ": host " + host +
+                   " is already passed through by the older Ingress " + it->second.ingress +
+                   "; not for this Ingress");
+      }
+    }
   }
 
   // auth-tls-secret: the CA bundle read from the Secret, the settings claimed for each rule
@@ -1130,6 +1166,38 @@ class Translator {
     }
   }
 
+  // ssl-passthrough: the host's TLS entry names the upstream of its "/" path instead of a
+  // certificate (and client certificates, which need termination, do not apply).
+  void add_passthrough_hosts(model::Config& config) {
+    for (const auto& [host, claim] : passthrough_claims_) {
+      const model::Route* root = nullptr;
+      if (auto vh = config.virtual_hosts.find(host); vh != config.virtual_hosts.end()) {
+        for (const auto& r : vh->second.routes) {
+          if (r.path == "/" && r.match != model::PathMatch::kRegex && r.ingress == claim.ingress) {
+            root = &r;
+          }
+        }
+      }
+      if (root == nullptr) {
+        report(claim.object, Severity::kError,
+               "annotation " + claim.target + ": host " + host +
+                   " has no path \"/\" of this Ingress (its backend receives the connections); "
+                   "its connections are terminated as usual");
+        continue;
+      }
+      auto [it, inserted] = config.tls_hosts.emplace(host, model::TlsHost{host, ""});
+      if (!inserted) {
+        report(claim.object, Severity::kWarning,
+               "annotation " + claim.target + ": host " + host +
+                   " is passed through: its TLS certificate" +
+                   (it->second.client_auth ? std::string(" and client certificate settings are")
+                                           : std::string(" is")) +
+                   " not used");
+      }
+      it->second = model::TlsHost{host, "", std::nullopt, root->upstream};
+    }
+  }
+
   // from-to-www-redirect: the other name of each host redirects to it, unless it is a host of its
   // own (as ingress-nginx, which skips the redirect then).
   void add_www_redirects(model::Config& config) {
@@ -1185,6 +1253,7 @@ class Translator {
     }
     add_www_redirects(config);
     add_aliases(config);
+    add_passthrough_hosts(config);
     config.certificates = std::move(certificates_);
     if (default_claim_) {
       config.default_route = model::Route{"/",
@@ -1266,8 +1335,9 @@ class Translator {
     std::string ingress;
     std::string object;
   };
-  std::map<std::string, HostClaim> www_claims_;    // from-to-www-redirect: from -> claim
-  std::map<std::string, HostClaim> alias_claims_;  // server-alias: alias -> claim
+  std::map<std::string, HostClaim> www_claims_;          // from-to-www-redirect: from -> claim
+  std::map<std::string, HostClaim> alias_claims_;        // server-alias: alias -> claim
+  std::map<std::string, HostClaim> passthrough_claims_;  // ssl-passthrough: host -> claim
 };
 
 }  // namespace

@@ -297,6 +297,11 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   routing->config = std::move(config);
   for (const auto& [host, th] : routing->config.tls_hosts) {
     TlsEntry entry;
+    if (!th.passthrough_upstream.empty()) {
+      entry.passthrough_upstream = &th.passthrough_upstream;
+      routing->passthrough = true;
+      routing->referenced_upstreams.insert(th.passthrough_upstream);
+    }
     if (!th.certificate.empty()) {
       const auto& cert = routing->config.certificates.at(th.certificate);  // validated above
       entry.certificate = &cert;

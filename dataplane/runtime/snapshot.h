@@ -83,6 +83,8 @@ struct TlsEntry {
   uint64_t fingerprint = 0;
   // Client certificates asked for on this name (auth-tls-*); null: none.
   std::shared_ptr<const tls::CompiledClientAuth> client_auth;
+  // ssl-passthrough: the upstream its TLS connections are relayed to; null: terminated here.
+  const std::string* passthrough_upstream = nullptr;  // points into Routing::config
 };
 
 // A body substitution (model::Substitution) compiled once per snapshot; see
@@ -117,6 +119,8 @@ struct Routing {
   std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>> tls_hosts;
   // Some TLS host asks for client certificates: requests look their host's entry up.
   bool client_auth = false;
+  // Some TLS host is passed through: new TLS connections read the ClientHello's SNI first.
+  bool passthrough = false;
   // Hosts whose plain-HTTP requests are redirected to HTTPS.
   std::unordered_set<std::string, StringHash, std::equal_to<>> ssl_redirect_hosts;
   // Hosts whose every request is redirected to another host (VirtualHost::redirect_to).

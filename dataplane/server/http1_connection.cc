@@ -1,5 +1,8 @@
 #include "server/http1_connection.h"
 
+#include "server/passthrough.h"
+#include "tls/client_hello.h"
+
 #include <chrono>
 
 #include <boost/asio/write.hpp>
@@ -50,11 +53,62 @@ void Http1Connection<S>::start() {
     // The SNI callback finds the worker (and through it the current snapshot) here.
     SSL_set_ex_data(client_->native_handle(), Worker::ssl_ex_index(), &worker_);
     lowest().expires_after(worker_.limits().tls_handshake_timeout);
+    const auto& snapshot = worker_.snapshot();
+    if (snapshot && snapshot->routing->passthrough) {
+      read_client_hello();
+      return;
+    }
+    start_handshake();
+  } else {
+    do_read_header();
+  }
+}
+
+template <class S>
+void Http1Connection<S>::start_handshake() {
+  if constexpr (kTls) {
     client_->async_handshake(
         asio::ssl::stream_base::server,
         [self = this->shared_from_this()](error_code ec) { self->on_handshake(ec); });
-  } else {
-    do_read_header();
+  }
+}
+
+template <class S>
+void Http1Connection<S>::read_client_hello() {
+  if constexpr (kTls) {
+    // ssl-passthrough: the ClientHello's SNI decides before OpenSSL sees a byte (the bytes stay
+    // in the TLS stream's input for the handshake, or go to the backend as they are).
+    const std::string_view received = client_->raw_input();
+    const tls::ClientHelloInfo hello = tls::scan_client_hello(received);
+    if (hello.state == tls::HelloScan::kIncomplete && received.size() < tls::kMaxClientHelloBytes) {
+      lowest().async_read_some(client_->raw_input_space(),
+                               [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                                 if (ec) return self->close_client();
+                                 self->client_->raw_input_arrived(n);
+                                 self->read_client_hello();
+                               });
+      return;
+    }
+    const auto& snapshot = worker_.snapshot();
+    const runtime::TlsEntry* entry = nullptr;
+    if (hello.state == tls::HelloScan::kComplete && !hello.sni.empty() && snapshot) {
+      entry = snapshot->find_tls(hello.sni);
+    }
+    if (entry == nullptr || entry->passthrough_upstream == nullptr) {
+      start_handshake();
+      return;
+    }
+    const runtime::UpstreamState* upstream = snapshot->upstream(*entry->passthrough_upstream);
+    std::vector<runtime::Endpoint> endpoints;
+    if (upstream != nullptr) endpoints = upstream->endpoints;
+    // The passthrough relay takes the socket and this connection's place in the worker.
+    handed_over_ = true;
+    state_ = State::kClosed;
+    worker_.not_waiting(this);
+    std::make_shared<PassthroughConnection>(worker_, std::move(lowest()), std::string(received),
+                                            std::move(endpoints), peer_address_,
+                                            *entry->passthrough_upstream)
+        ->start();
   }
 }
 

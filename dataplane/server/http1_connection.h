@@ -116,6 +116,10 @@ class Http1Connection final : public SessionBase,
   // The first bytes on the plain port may be HTTP/2's preface (Limits::http2.prior_knowledge):
   // true when they are (handed over, or more bytes are being read to tell).
   bool detect_preface();
+  void start_handshake();
+  // ssl-passthrough hosts exist: reads until the ClientHello is whole, then either relays the
+  // connection to the host's backend (server/passthrough.h) or starts the handshake with it.
+  void read_client_hello();
   void on_handshake(error_code ec);
   // Waits for the next request: its first byte within the keep-alive timeout (on a new
   // connection, the header timeout), then the whole head within the header timeout

@@ -99,6 +99,10 @@ struct Limits {
   // A tunnel (after 101 Switching Protocols) closes after this long without a byte either way
   // (nginx's proxy_read_timeout default; per-Ingress values arrive with the timeout annotations).
   std::chrono::milliseconds tunnel_idle_timeout{60'000};
+  // A passed-through TLS connection (ssl-passthrough) closes after this long without a byte
+  // either way (HAProxy's tcp-mode client/server timeouts play this part; nginx's stream proxy
+  // says 10 minutes).
+  std::chrono::milliseconds passthrough_idle_timeout{600'000};
   // Lingering close after an error answer that leaves a request body unread (nginx's
   // lingering_time and lingering_timeout): unread bytes are read and dropped until the client
   // closes, for at most kLingerTime in all and kLingerTimeout without a byte.

@@ -66,6 +66,14 @@ class ServerStream {
   ServerStream& operator=(const ServerStream&) = delete;
 
   SSL* native_handle() { return ssl_; }
+  // Before the handshake, bytes read from the socket by the caller (ssl-passthrough reads the
+  // ClientHello itself, tls/client_hello.h): room for them, their arrival, and all that arrived
+  // so far. The handshake then starts with them, as if OpenSSL had read them.
+  boost::asio::mutable_buffer raw_input_space() { return input_space(); }
+  void raw_input_arrived(size_t n) { input_arrived(n); }
+  std::string_view raw_input() const {
+    return std::string_view(in_.get() + in_begin_, in_end_ - in_begin_);
+  }
   // Client certificates: what the handshake asked for and, once it is done, what it got.
   PeerCertificate& peer_certificate() { return peer_certificate_; }
   executor_type get_executor() { return next_.get_executor(); }

@@ -218,6 +218,20 @@ std::vector<std::string> validate(const Config& config) {
       errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
     if (th.host == "*" || !is_valid_host(th.host))
       errors.push_back("invalid TLS host \"" + th.host + "\"");
+    if (!th.passthrough_upstream.empty()) {
+      if (!th.certificate.empty() || th.client_auth) {
+        errors.push_back("TLS host " + th.host +
+                         ": a passthrough host has no certificate and no client certificates");
+      }
+      if (!config.upstreams.contains(th.passthrough_upstream)) {
+        errors.push_back("TLS host " + th.host + ": unknown passthrough upstream \"" +
+                         th.passthrough_upstream + "\"");
+      }
+      if (!th.host.empty() && th.host.front() == '*') {
+        errors.push_back("TLS host " + th.host + ": a passthrough host is an exact name");
+      }
+      continue;
+    }
     if (th.certificate.empty() ? !th.client_auth : !config.certificates.contains(th.certificate)) {
       errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
     }

@@ -105,6 +105,9 @@ struct TlsHost {
   std::string certificate;  // Certificate::name; empty: the default certificate
   // Client certificates asked for and checked on connections to this name (auth-tls-*).
   std::optional<ClientAuth> client_auth = {};
+  // ssl-passthrough: TLS connections naming this host (SNI) are not terminated but relayed as
+  // they are to an endpoint of this Upstream (its name). Set: no certificate, no client_auth.
+  std::string passthrough_upstream = {};
   bool operator==(const TlsHost&) const = default;
 };
 

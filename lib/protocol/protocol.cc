@@ -64,6 +64,7 @@ json to_json(const model::Certificate& c) {
 json to_json(const model::TlsHost& t) {
   json j{{"host", t.host}, {"certificate", t.certificate}};
   if (t.client_auth) j["client_auth"] = to_json(*t.client_auth);
+  if (!t.passthrough_upstream.empty()) j["passthrough_upstream"] = t.passthrough_upstream;
   return j;
 }
 
@@ -204,6 +205,7 @@ model::TlsHost tls_host_from(const json& j) {
   if (auto it = j.find("client_auth"); it != j.end()) {
     t.client_auth = model::client_auth_from_json(*it);
   }
+  t.passthrough_upstream = j.value("passthrough_upstream", std::string());
   return t;
 }
 

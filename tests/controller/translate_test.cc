@@ -1544,6 +1544,79 @@ TEST(TranslateTest, ClientAuth) {
   });
 }
 
+// ssl-passthrough: each exact rule host's TLS entry names the upstream of the Ingress's "/" path.
+TEST(TranslateTest, Passthrough) {
+  const std::string svc = web_service();
+  const std::string eps = web_slice({{"10.0.0.1"}});
+  const std::string web = "Ingress default/web";
+  const std::string kPt = "tidegate.io/ssl-passthrough";
+  const std::vector<model::Upstream> up = {upstream(kWebUp, {"10.0.0.1:8080"})};
+  auto passed = [](model::Config c, std::vector<std::string> hosts) {
+    for (auto& h : hosts) c.tls_hosts[h] = model::TlsHost{h, "", std::nullopt, kWebUp};
+    return c;
+  };
+  auto root = [](std::string host, std::string ingress = "default/web") {
+    return vhost(std::move(host), {route("/", PathMatch::kPrefix, kWebUp, std::move(ingress))});
+  };
+  run_cases({
+      {"a host's TLS connections go to its \"/\" backend; plain HTTP is routed as usual",
+       {std::string(ingress("web")
+                        .annotation(kPt, "true")
+                        .rule("pt.com", {path("/", "Prefix", "web", "80")})
+                        .rule("other.com", {path("/", "Prefix", "web", "80")})),
+        svc, eps},
+       passed(config({root("pt.com"), root("other.com")}, up), {"pt.com", "other.com"})},
+      {"its spec.tls certificate is not used, and that is said",
+       {std::string(ingress("web")
+                        .annotation(kPt, "true")
+                        .rule("pt.com", {path("/", "Prefix", "web", "80")})
+                        .tls("pt.com", "main-tls")),
+        host_tls_secret("main-tls"), svc, eps},
+       [&] {
+         auto c = passed(config({root("pt.com")}, up), {"pt.com"});
+         c.virtual_hosts["pt.com"].ssl_redirect = true;
+         c.certificates.emplace("default/main-tls",
+                                model::Certificate{"default/main-tls", kHostCertPem, kHostKeyPem});
+         return c;
+       }(),
+       {warning(web,
+                "ssl-passthrough: host pt.com is passed through: its TLS certificate is not "
+                "used")}},
+      {"no \"/\" path, a wildcard host, a rule without a host",
+       {std::string(ingress("web")
+                        .annotation(kPt, "true")
+                        .rule("api.com", {path("/api", "Prefix", "web", "80")})
+                        .rule("*.wild.com", {path("/", "Prefix", "web", "80")})
+                        .rule("", {path("/any", "Prefix", "web", "80")})),
+        svc, eps},
+       config({vhost("api.com", {route("/api", PathMatch::kPrefix, kWebUp)}), root("*.wild.com"),
+               vhost("*", {route("/any", PathMatch::kPrefix, kWebUp)})},
+              up),
+       {error(web, "*.wild.com is not an exact host name"),
+        warning(web, "a rule without a host cannot be passed through"),
+        error(web, "host api.com has no path \"/\" of this Ingress")}},
+      {"an invalid value passes nothing through",
+       {std::string(ingress("web").annotation(kPt, "on").rule("pt.com",
+                                                              {path("/", "Prefix", "web", "80")})),
+        svc, eps},
+       config({root("pt.com")}, up),
+       {error(web, "tidegate.io/ssl-passthrough: invalid value \"on\"")}},
+      {"two Ingresses: the older passes the host through to its own backend",
+       {std::string(ingress("web")
+                        .created("2026-01-01T00:00:00Z")
+                        .annotation(kPt, "true")
+                        .rule("pt.com", {path("/", "Prefix", "web", "80")})),
+        std::string(ingress("other")
+                        .created("2026-02-01T00:00:00Z")
+                        .annotation(kPt, "true")
+                        .rule("pt.com", {path("/", "Prefix", "web", "80")})),
+        svc, eps},
+       passed(config({root("pt.com")}, up), {"pt.com"}),
+       {error("Ingress default/other",
+              "host pt.com is already passed through by the older Ingress default/web")}},
+  });
+}
+
 // HTTP/2 upstreams: backend-protocol H2C, GRPC, GRPCS, and a Service port's appProtocol. They
 // are other upstreams than the HTTP/1.1 ones of the same port ("+h2"), like HTTPS ones.
 TEST(TranslateTest, Http2Backends) {

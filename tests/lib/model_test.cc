@@ -377,6 +377,23 @@ TEST(ValidateTest, Table) {
        {"TLS host foo.com: client_auth verify_depth out of range (1-16)",
         "TLS host foo.com: client_auth error_page is a scheme-relative URL (\"//host\")",
         "TLS host foo.com: client_auth match_cn: missing ): ("}},
+      {"a passthrough host names an upstream, nothing else",
+       with(valid_config(),
+            [](Config& c) {
+              c.tls_hosts["pt.com"] = tls_host("pt.com", "");
+              c.tls_hosts["pt.com"].passthrough_upstream = c.upstreams.begin()->first;
+            }),
+       {}},
+      {"a passthrough host with a certificate, an unknown upstream, a wildcard",
+       with(valid_config(),
+            [](Config& c) {
+              c.tls_hosts["foo.com"].passthrough_upstream = "default/gone:80";
+              c.tls_hosts["*.pt.com"] = tls_host("*.pt.com", "");
+              c.tls_hosts["*.pt.com"].passthrough_upstream = c.upstreams.begin()->first;
+            }),
+       {"TLS host *.pt.com: a passthrough host is an exact name",
+        "TLS host foo.com: a passthrough host has no certificate and no client certificates",
+        "TLS host foo.com: unknown passthrough upstream \"default/gone:80\""}},
       {"TLS host without a virtual host is fine",
        with(valid_config(),
             [](Config& c) {

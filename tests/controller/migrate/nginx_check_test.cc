@@ -37,6 +37,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                       {"auth-url", "http://auth/"},
                       {"auth-tls-secret", "shop/ca"},
                       {"ssl-passthrough", "true"},
+                      {"service-upstream", "true"},
                       {"x-made-up", "1"},
                       {"limit-whitelist", "10.0.0.0/8"},
                       {"limit-connections", "5"},
@@ -72,7 +73,8 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
       {"proxy-body-size", Support::kSupported, ""},
       {"proxy-buffering", Support::kPartly, "responses always stream to the client"},
       {"server-snippet", Support::kNeverInterpreted, "never interpreted"},
-      {"ssl-passthrough", Support::kUnsupported, "planned"},
+      {"service-upstream", Support::kUnsupported, "planned"},
+      {"ssl-passthrough", Support::kPartly, "the backend of the Ingress's \"/\" path"},
       {"ssl-redirect", Support::kSupported, ""},
       {"x-made-up", Support::kUnsupported, "ignored"},
   };
@@ -90,7 +92,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
                         "interpreted\n"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 4 partly, 2 invalid, 2 "
+  EXPECT_NE(report.find("2 Ingresses with nginx annotations: 7 supported, 5 partly, 2 invalid, 2 "
                         "unsupported, 1 refused\n"),
             std::string::npos)
       << report;
