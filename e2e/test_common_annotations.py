@@ -250,3 +250,36 @@ def test_custom_http_errors_replace_the_proxys_own_502_and_504(stack):
         assert header_values(seen, "X-Original-URI") == ["/down?x=1"]
     # Without the list the proxy's own answer stands.
     assert request(stack.port, "GET", "/", f"plain.{HOST}").status == 502
+
+
+def test_service_upstream_sends_to_the_cluster_ip(stack):
+    """service-upstream: the Service's ClusterIP and port are the one endpoint (here a loopback
+    address where the "ClusterIP" backend listens), whatever the EndpointSlices name."""
+    cluster_ip, pod = stack.backend("cluster-ip"), stack.backend("pod")
+    svc = service("svc-app", port=cluster_ip.port)
+    svc["spec"]["clusterIP"] = "127.0.0.1"
+    slice_ = endpoint_slice("svc-app-1", "svc-app", ["127.0.0.1"], pod.port)
+
+    def write(value: str | None):
+        annotations = {} if value is None else {"tidegate.io/service-upstream": value}
+        stack.manifests.write("su.yaml", svc, slice_,
+                              ingress("su", [rule(f"su.{HOST}", path("/", "svc-app",
+                                                                     port=cluster_ip.port))],
+                                      annotations=annotations))
+
+    def backend() -> str | None:
+        return request(stack.port, "GET", "/?respond=name", f"su.{HOST}").body.decode()
+
+    write("true")
+    wait_until(lambda: backend() == "cluster-ip", 10, "the ClusterIP")
+    for send in (request, h2_request):
+        r = send(stack.port, "GET", "/?respond=name", f"su.{HOST}")
+        assert r.status == 200 and r.body == b"cluster-ip", (send, r.status)
+    # The slices change: the ClusterIP still serves (the fast path leaves it alone).
+    slice_ = endpoint_slice("svc-app-1", "svc-app", ["127.0.0.1", "127.0.0.2"], pod.port)
+    write("true")
+    time.sleep(0.3)
+    assert all(backend() == "cluster-ip" for _ in range(5))
+    # Without the annotation: the endpoints.
+    write(None)
+    wait_until(lambda: backend() == "pod", 10, "the endpoints")

@@ -53,7 +53,7 @@ constexpr Note kPartly[] = {
 
 // Not supported, with what to use instead when there is something.
 constexpr Note kInstead[] = {
-    {"service-upstream", "not yet (planned: the Service's ClusterIP instead of its endpoints)"},
+    {"mirror-target", "not yet (planned with Gateway API's request mirroring)"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").

@@ -450,6 +450,7 @@ Service convert_service(const YAML::Node& obj) {
   YAML::Node spec = spec_of(obj);
   const std::string sp = "spec";
   svc.spec.type = opt_string(spec, "type", sp).value_or("ClusterIP");
+  svc.spec.cluster_ip = opt_string(spec, "clusterIP", sp).value_or("");
   for_each_item(spec, "ports", sp, [&](const YAML::Node& p, const std::string& ppath) {
     expect_map(p, ppath);
     ServicePort port;

@@ -131,6 +131,7 @@ struct ServicePort {
 
 struct ServiceSpec {
   std::string type = "ClusterIP";
+  std::string cluster_ip;  // spec.clusterIP: an address, "None" (headless) or empty
   std::vector<ServicePort> ports;
   bool operator==(const ServiceSpec&) const = default;
 };

@@ -28,6 +28,7 @@ const std::vector<Spelling>& spellings() {
       {"backend-protocol", {"backend-protocol"}},
       {"proxy-ssl-secret", {"proxy-ssl-secret"}},
       {"proxy-ssl-name", {"proxy-ssl-name"}},
+      {"service-upstream", {"service-upstream"}},
       {"proxy-connect-timeout", {"proxy-connect-timeout"}},
       {"proxy-read-timeout", {"proxy-read-timeout"}},
       {"proxy-send-timeout", {"proxy-send-timeout"}},

@@ -86,6 +86,8 @@ void IncrementalTranslator::update_endpoints(const store::Store& store,
       if (service == store.services().end()) continue;
       // Left empty on purpose by the full translation (an unusable CA for an HTTPS upstream).
       if (result.fail_closed_upstreams.contains(it->first)) continue;
+      // service-upstream: the ClusterIP, whatever the slices say.
+      if (result.service_ip_upstreams.contains(it->first)) continue;
       // "ns/service:port" or, for HTTPS, "ns/service:port+https".
       std::string port_text = it->first.substr(prefix.size());
       port_text = port_text.substr(0, port_text.find('+'));

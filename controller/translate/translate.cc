@@ -4,6 +4,8 @@
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -106,6 +108,12 @@ bool is_service_name(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
   });
+}
+
+// An IPv4 or IPv6 literal (a Service's clusterIP; "None" and "" are not).
+bool is_ip_address(const std::string& text) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
 }
 
 bool app_protocol_is_h2c(std::string_view app_protocol) {
@@ -1289,7 +1297,19 @@ class Translator {
       model::Upstream upstream{name, {}, claim.tls, claim.policy};
       if (claim.fail_closed) {
         result_.fail_closed_upstreams.insert(name);
+      } else if (claim.policy.service_upstream && is_ip_address(source.service->spec.cluster_ip)) {
+        // service-upstream: one endpoint, the ClusterIP and the Service port.
+        upstream.endpoints = {model::Endpoint{source.service->spec.cluster_ip,
+                                              static_cast<uint16_t>(source.port->port)}};
+        result_.service_ip_upstreams.insert(name);
       } else {
+        if (claim.policy.service_upstream) {
+          warn_once("Ingress " + claim.ingress,
+                    "annotation service-upstream: Service " +
+                        store::object_key(source.service->metadata.namespace_,
+                                          source.service->metadata.name) +
+                        " has no cluster IP (headless or ExternalName); its endpoints are used");
+        }
         upstream.endpoints = endpoints_of(source);
       }
       config.upstreams.emplace(name, std::move(upstream));

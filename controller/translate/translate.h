@@ -51,6 +51,9 @@ struct TranslateResult {
   // the backend without the verification that was asked for). The endpoint fast path leaves them
   // empty too.
   std::set<std::string> fail_closed_upstreams;
+  // Upstreams whose one endpoint is their Service's ClusterIP (service-upstream): the endpoint
+  // fast path leaves them alone too.
+  std::set<std::string> service_ip_upstreams;
 };
 
 TranslateResult translate(const store::Store& store, const TranslateOptions& options = {});

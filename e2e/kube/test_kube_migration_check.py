@@ -16,7 +16,7 @@ def test_check_nginx_annotations_reads_the_cluster(cluster, namespace):
                      annotations={"nginx.ingress.kubernetes.io/proxy-body-size": "8m",
                                   "nginx.ingress.kubernetes.io/server-snippet": "return 200;",
                                   "nginx.ingress.kubernetes.io/limit-rps": "ten",
-                                  "nginx.ingress.kubernetes.io/service-upstream": "true",
+                                  "nginx.ingress.kubernetes.io/mirror-target": "https://m/",
                                   "nginx.ingress.kubernetes.io/ssl-passthrough": "true"}),
         kube_ingress("plain", namespace, "plain.example", "web"))
     binary = os.path.join(os.environ["TIDEGATE_BIN_DIR"], "tidegate-controller")
@@ -27,10 +27,10 @@ def test_check_nginx_annotations_reads_the_cluster(cluster, namespace):
     lines = out.stdout.splitlines()
     assert lines[0] == f"Ingress {namespace}/shop", out.stdout
     assert lines[1].startswith("  invalid     limit-rps: invalid value \"ten\""), out.stdout
-    assert lines[2] == "  supported   proxy-body-size", out.stdout
-    assert lines[3] == ("  refused     server-snippet: nginx configuration text is never "
+    assert lines[2].startswith("  unsupported mirror-target: ignored; not yet"), out.stdout
+    assert lines[3] == "  supported   proxy-body-size", out.stdout
+    assert lines[4] == ("  refused     server-snippet: nginx configuration text is never "
                         "interpreted"), out.stdout
-    assert lines[4].startswith("  unsupported service-upstream: ignored; not yet"), out.stdout
     assert lines[5].startswith("  partly      ssl-passthrough: per exact rule host"), out.stdout
     assert lines[6] == ("1 Ingresses with nginx annotations: 1 supported, 1 partly, 1 invalid, "
                         "1 unsupported, 1 refused"), out.stdout

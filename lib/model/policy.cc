@@ -893,6 +893,7 @@ json to_json(const UpstreamPolicy& p) {
   if (p.protocol != d.protocol) j["protocol"] = to_string(p.protocol);
   if (!p.tls_secret.empty()) j["tls_secret"] = p.tls_secret;
   if (!p.tls_server_name.empty()) j["tls_server_name"] = p.tls_server_name;
+  if (p.service_upstream) j["service_upstream"] = true;
   return j;
 }
 
@@ -936,6 +937,7 @@ UpstreamPolicy upstream_policy_from_json(const json& j) {
   }
   r.string("tls_secret", p.tls_secret);
   r.string("tls_server_name", p.tls_server_name);
+  r.boolean("service_upstream", p.service_upstream);
   r.finish();
   return p;
 }

@@ -98,6 +98,9 @@ struct UpstreamPolicy {
   // or an IP address, lower case). Only with a TLS protocol; empty: the translator uses
   // "<service>.<namespace>.svc".
   std::string tls_server_name;
+  // service-upstream: the Service's ClusterIP and port are the one endpoint (kube-proxy or the
+  // CNI balances); the translator then ignores the EndpointSlices.
+  bool service_upstream = false;
   bool operator==(const UpstreamPolicy&) const = default;
 };
 

@@ -1617,6 +1617,40 @@ TEST(TranslateTest, Passthrough) {
   });
 }
 
+// service-upstream: the Service's ClusterIP and port are the upstream's one endpoint.
+TEST(TranslateTest, ServiceUpstream) {
+  auto with_ip = [](std::string ip) {
+    std::string svc = web_service();
+    return svc.replace(svc.find("spec:\n") + 6, 0, "  clusterIP: " + ip + "\n");
+  };
+  const std::string eps = web_slice({{"10.0.0.1"}, {"10.0.0.2"}});
+  auto web = [](std::string value = "true") {
+    return std::string(ingress("web")
+                           .annotation("tidegate.io/service-upstream", value)
+                           .rule("foo.com", {path("/", "Prefix", "web", "80")}));
+  };
+  auto served_by = [](std::vector<std::string> endpoints, bool service_upstream = true) {
+    auto up = upstream(kWebUp, std::move(endpoints));
+    up.policy.service_upstream = service_upstream;
+    return config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {up});
+  };
+  run_cases({
+      {"the ClusterIP and the Service port, not the endpoints",
+       {web(), with_ip("10.96.0.10"), eps},
+       served_by({"10.96.0.10:80"})},
+      {"an IPv6 ClusterIP", {web(), with_ip("fd00::a"), eps}, served_by({"[fd00::a]:80"})},
+      {"a headless Service: its endpoints, and a warning",
+       {web(), with_ip("None"), eps},
+       served_by({"10.0.0.1:8080", "10.0.0.2:8080"}),
+       {warning("Ingress default/web",
+                "Service default/web has no cluster IP (headless or ExternalName); its "
+                "endpoints are used")}},
+      {"false: the endpoints",
+       {web("false"), with_ip("10.96.0.10"), eps},
+       served_by({"10.0.0.1:8080", "10.0.0.2:8080"}, false)},
+  });
+}
+
 // HTTP/2 upstreams: backend-protocol H2C, GRPC, GRPCS, and a Service port's appProtocol. They
 // are other upstreams than the HTTP/1.1 ones of the same port ("+h2"), like HTTPS ones.
 TEST(TranslateTest, Http2Backends) {

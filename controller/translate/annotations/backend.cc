@@ -111,6 +111,7 @@ void Parser::parse_backend_protocol() {
     }
   }
   parse_proxy_ssl_secret();
+  if (auto su = get_bool("service-upstream")) up.service_upstream = *su;
   if (auto n = get("proxy-ssl-name")) {
     std::string name(trim(n->value));
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -193,6 +193,18 @@ std::vector<Case> backend_cases() {
        A({{"proxy-ssl-name", "a.example.com"}}),
        {},
        {W("proxy-ssl-name: has no effect without backend-protocol: HTTPS")}},
+      {"service-upstream", A({{"service-upstream", "true"}}),
+       [](IngressPolicy& p) { p.upstream.service_upstream = true; }},
+      {"service-upstream, nginx spelling",
+       A({{"nginx.ingress.kubernetes.io/service-upstream", "true"}}),
+       [](IngressPolicy& p) { p.upstream.service_upstream = true; },
+       {},
+       plain_paths(),
+       AnnotationOptions{true}},
+      {"service-upstream not a boolean",
+       A({{"service-upstream", "yes"}}),
+       {},
+       {E("service-upstream: invalid value \"yes\": expected \"true\" or \"false\"")}},
   };
 }
 
