@@ -23,7 +23,7 @@ RUN --mount=type=cache,id=tidegate-apt-cache,target=/var/cache/apt \
  && apt-get install -y -qq --no-install-recommends \
       g++ cmake ninja-build ccache pkg-config binutils \
       libboost-dev libboost-system-dev libssl-dev libcpprest-dev libyaml-cpp-dev libre2-dev \
-      libmimalloc-dev libnghttp2-dev zlib1g-dev libbrotli-dev prometheus-cpp-dev \
+      libmimalloc-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev prometheus-cpp-dev \
       nlohmann-json3-dev >/dev/null
 
 WORKDIR /src

@@ -1,6 +1,6 @@
 """Response compression (docs/annotations.md, "Compression"): tidegate.io/enable-compression
-through the real data plane, over HTTP/1.1 and HTTP/2, decompressed by Python's gzip and by
-curl's brotli; what is left alone; substitution first, then compression."""
+through the real data plane, over HTTP/1.1 and HTTP/2, decompressed by Python's gzip, by
+curl's brotli and by the zstd tool; the BREACH mitigations; what is left alone; substitution first, then compression."""
 
 from __future__ import annotations
 
@@ -69,6 +69,53 @@ def test_brotli_preferred_and_decoded_by_curl(zipped):
          f"http://127.0.0.1:{zipped.port}/page.html"], capture_output=True, timeout=20)
     assert decoded.stdout == PAGE.replace(b"colour", b"color")
     assert len(raw) < len(decoded.stdout) / 10
+
+
+def test_zstd_when_named_and_decoded_by_the_zstd_tool(zipped):
+    r = zipped.get("/page.html", host=HOST, headers={"Accept-Encoding": "gzip, zstd"})
+    assert r.status == 200 and r.header("Content-Encoding") == "zstd"
+    decoded = subprocess.run(["zstd", "-d", "-c"], input=r.body, capture_output=True, timeout=20)
+    assert decoded.returncode == 0, decoded.stderr
+    assert decoded.stdout == PAGE.replace(b"colour", b"color")
+    assert len(r.body) < len(decoded.stdout) / 10
+    # Equal q-values: br first; "*" never means zstd.
+    assert zipped.get("/page.html", host=HOST,
+                      headers={"Accept-Encoding": "zstd, br"}).header("Content-Encoding") == "br"
+    assert zipped.get("/page.html", host=HOST,
+                      headers={"Accept-Encoding": "*, br;q=0"}).header(
+                          "Content-Encoding") == "gzip"
+
+
+def test_breach_mitigations(stack):
+    site = Site()
+    site.page("/page.html", PAGE)
+    try:
+        def write(mode: str) -> None:
+            stack.manifests.write(
+                "site.yaml", *backend_objects("site", site.host, site.port),
+                ingress("zip", [rule(HOST, path("/", "site"))],
+                        annotations={"tidegate.io/enable-compression": "true",
+                                     "tidegate.io/compression-breach-mitigation": mode}))
+
+        def get(**headers):
+            return stack.get("/page.html", host=HOST,
+                             headers={"Accept-Encoding": "gzip", **headers})
+
+        write("no-credentials")
+        wait_until(lambda: get().header("Content-Encoding") == "gzip", 10, "the route")
+        for creds in ({"Cookie": "session=1"}, {"Authorization": "Bearer x"}):
+            r = get(**creds)
+            assert r.header("Content-Encoding") is None and r.body == PAGE, creds
+        write("padding")
+        wait_until(lambda: get().header("X-Compression-Padding") is not None, 10, "padding")
+        lengths = set()
+        for _ in range(20):
+            r = get(Cookie="session=1")
+            assert r.header("Content-Encoding") == "gzip" and gzip.decompress(r.body) == PAGE
+            lengths.add(len(r.header("X-Compression-Padding")))
+        assert len(lengths) > 5, lengths
+    finally:
+        site.stop()
 
 
 def test_what_is_left_alone(zipped):

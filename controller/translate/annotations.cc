@@ -93,6 +93,7 @@ const std::vector<Spelling>& spellings() {
       {"enable-compression", {}},
       {"compression-min-length", {}},
       {"compression-types", {}},
+      {"compression-breach-mitigation", {}},
       {"canary", {"canary"}},
       {"canary-weight", {"canary-weight"}},
       {"canary-weight-total", {"canary-weight-total"}},
@@ -179,7 +180,8 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "auth-tls-match-cn",
                                             "enable-compression",
                                             "compression-min-length",
-                                            "compression-types"};
+                                            "compression-types",
+                                            "compression-breach-mitigation"};
 
 const Spelling* spelling_of(std::string_view name) {
   for (const auto& s : spellings()) {

@@ -1,7 +1,9 @@
 #include "server/compression_filter.h"
 
 #include <brotli/encode.h>
+#include <openssl/rand.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -18,9 +20,11 @@ struct CompressionFilter::Coders {
   z_stream zs{};
   bool zs_ready = false;
   BrotliEncoderState* br = nullptr;
+  ZSTD_CCtx* zstd = nullptr;
   ~Coders() {
     if (zs_ready) deflateEnd(&zs);
     if (br != nullptr) BrotliEncoderDestroyInstance(br);
+    if (zstd != nullptr) ZSTD_freeCCtx(zstd);
   }
 };
 
@@ -30,6 +34,8 @@ const char* to_string(ContentCoding c) {
       return "gzip";
     case ContentCoding::kBrotli:
       return "br";
+    case ContentCoding::kZstd:
+      return "zstd";
     case ContentCoding::kNone:
       break;
   }
@@ -67,7 +73,7 @@ int parse_q(std::string_view params) {
 }  // namespace
 
 ContentCoding negotiate_coding(std::string_view accept) {
-  int br = -1, gzip = -1, any = -1;  // -1: not named
+  int br = -1, zstd = -1, gzip = -1, any = -1;  // -1: not named
   while (!accept.empty()) {
     const size_t comma = accept.find(',');
     std::string_view item = accept.substr(0, comma);
@@ -79,25 +85,34 @@ ContentCoding negotiate_coding(std::string_view accept) {
     if (q < 0) continue;
     if (boost::beast::iequals(name, "br")) {
       br = q;
+    } else if (boost::beast::iequals(name, "zstd")) {
+      zstd = q;
     } else if (boost::beast::iequals(name, "gzip") || boost::beast::iequals(name, "x-gzip")) {
       gzip = q;
     } else if (name == "*") {
       any = q;
     }
   }
+  // "*" stands for br and gzip, not for zstd: only a client that names zstd gets it (a generic
+  // client's "*" predates it more often than not).
   if (br < 0) br = any;
   if (gzip < 0) gzip = any;
-  if (br <= 0 && gzip <= 0) return ContentCoding::kNone;
-  return br >= gzip ? ContentCoding::kBrotli : ContentCoding::kGzip;
+  if (br <= 0 && zstd <= 0 && gzip <= 0) return ContentCoding::kNone;
+  if (br >= zstd && br >= gzip) return ContentCoding::kBrotli;
+  return zstd >= gzip ? ContentCoding::kZstd : ContentCoding::kGzip;
 }
 
 CompressionFilter::CompressionFilter() : coders_(std::make_unique<Coders>()) {}
 CompressionFilter::~CompressionFilter() = default;
 
 void CompressionFilter::configure(const model::Compression* config,
-                                  std::string_view accept_encoding) {
+                                  std::string_view accept_encoding, bool credentials) {
   config_ = config;
   wanted_ = config != nullptr ? negotiate_coding(accept_encoding) : ContentCoding::kNone;
+  if (credentials && config != nullptr &&
+      config->breach == model::BreachMitigation::kNoCredentials) {
+    wanted_ = ContentCoding::kNone;  // the response still says Vary: Accept-Encoding
+  }
 }
 
 bool CompressionFilter::on_headers(http::response_header<Fields>& head,
@@ -129,6 +144,19 @@ bool CompressionFilter::on_headers(http::response_header<Fields>& head,
   }
   if (wanted_ == ContentCoding::kNone) return false;
   head.set(http::field::content_encoding, to_string(wanted_));
+  if (config_->breach == model::BreachMitigation::kPadding) {
+    // Random length and content (a CSPRNG: the length must not be predictable), letters and
+    // digits so that it is a plain field value.
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char random[257];
+    if (RAND_bytes(random, sizeof random) == 1) {
+      const size_t n = 1 + random[0];
+      std::string padding(n, 'x');
+      for (size_t i = 0; i < n; ++i) padding[i] = kAlphabet[random[1 + i] % 62];
+      head.set(kPaddingField, padding);
+    }
+  }
   // The compressed length is unknown until the end: chunked to HTTP/1.1 clients (HTTP/2 frames
   // its own; compression never runs for HTTP/1.0 clients).
   head.erase(http::field::content_length);
@@ -156,6 +184,15 @@ bool CompressionFilter::on_headers(http::response_header<Fields>& head,
       c.zs_ready = true;
     } else {
       deflateReset(&c.zs);
+    }
+  } else if (active_ == ContentCoding::kZstd) {
+    if (c.zstd == nullptr) c.zstd = ZSTD_createCCtx();
+    if (c.zstd == nullptr ||
+        ZSTD_isError(ZSTD_CCtx_reset(c.zstd, ZSTD_reset_session_and_parameters)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_compressionLevel, kZstdLevel)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(c.zstd, ZSTD_c_windowLog, kZstdWindowLog))) {
+      active_ = ContentCoding::kNone;
+      return false;
     }
   } else {
     if (c.br != nullptr) BrotliEncoderDestroyInstance(c.br);
@@ -205,6 +242,21 @@ void CompressionFilter::compress(const char* data, std::size_t n, bool finish) {
       out_.resize(at + kChunk - c.zs.avail_out);
       if (rv == Z_STREAM_END || rv == Z_STREAM_ERROR) break;
       if (c.zs.avail_out != 0 && c.zs.avail_in == 0 && !finish) break;
+    }
+    return;
+  }
+  if (active_ == ContentCoding::kZstd) {
+    ZSTD_inBuffer in{data, n, 0};
+    const ZSTD_EndDirective mode = finish ? ZSTD_e_end : ZSTD_e_continue;
+    for (;;) {
+      const std::size_t at = out_.size();
+      out_.resize(at + kChunk);
+      ZSTD_outBuffer out{out_.data() + at, kChunk, 0};
+      const std::size_t left = ZSTD_compressStream2(c.zstd, &out, &in, mode);
+      out_.resize(at + out.pos);
+      if (ZSTD_isError(left)) break;
+      // Done when the input is taken and, at the end, the frame is flushed (left == 0).
+      if (finish ? left == 0 : in.pos == in.size) break;
     }
     return;
   }

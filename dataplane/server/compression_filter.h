@@ -1,11 +1,12 @@
 #pragma once
 // Response compression as a response filter (docs/annotations.md, "Compression"): the link after
 // substitution in the exchange's filter chain (server/response_filter.h). From the route's
-// model::Compression and the request's Accept-Encoding it picks brotli or gzip, decides from the
-// response head whether the body qualifies (status, type, length, not already encoded, no
+// model::Compression and the request's Accept-Encoding it picks brotli, zstd or gzip, decides from
+// the response head whether the body qualifies (status, type, length, not already encoded, no
 // no-transform, no range), rewrites the head (Content-Encoding, no Content-Length, Vary, a weak
 // ETag) and compresses in bounded turns. Memory per response: the coder's state (zlib level 1:
-// about 270 KiB; brotli quality 4 with a 256 KiB window: about 1 MiB), the queued input (at most
+// about 270 KiB; brotli quality 4 with a 256 KiB window: about 1 MiB; zstd level 3 with the same
+// window: about 1.3 MiB), the queued input (at most
 // one relay buffer or one substitution slice) and one turn's output; the coder is kept between
 // responses and reset, not made again.
 
@@ -19,11 +20,12 @@
 
 namespace tidegate::dataplane::server {
 
-enum class ContentCoding { kNone, kGzip, kBrotli };
-const char* to_string(ContentCoding c);  // "", "gzip", "br"
+enum class ContentCoding { kNone, kGzip, kBrotli, kZstd };
+const char* to_string(ContentCoding c);  // "", "gzip", "br", "zstd"
 
 // The coding for an Accept-Encoding value (RFC 9110 section 12.5.3): the highest q-value among
-// br, gzip and "*", ties going to br; q=0 refuses a coding; none acceptable: kNone.
+// br, zstd, gzip and "*" (which stands for br and gzip, not zstd), ties going to br, then zstd;
+// q=0 refuses a coding; none acceptable: kNone.
 ContentCoding negotiate_coding(std::string_view accept_encoding);
 
 class CompressionFilter final : public ResponseFilter {
@@ -31,6 +33,11 @@ class CompressionFilter final : public ResponseFilter {
   static constexpr int kGzipLevel = 1;      // ingress-nginx's gzip-level
   static constexpr int kBrotliQuality = 4;  // Caddy's and Thruster's default for dynamic content
   static constexpr int kBrotliWindowBits = 18;
+  // zstd level 3 (its default, what Caddy uses for dynamic content) with a 256 KiB window: about
+  // 1.3 MiB of coder state, within what every browser's decoder accepts (RFC 8878: at most 8 MiB
+  // for HTTP).
+  static constexpr int kZstdLevel = 3;
+  static constexpr int kZstdWindowLog = 18;
   static constexpr std::size_t kTurnBytes = 64 * 1024;  // input compressed per turn
 
   CompressionFilter();
@@ -38,9 +45,13 @@ class CompressionFilter final : public ResponseFilter {
   CompressionFilter(const CompressionFilter&) = delete;
   CompressionFilter& operator=(const CompressionFilter&) = delete;
 
-  // Per exchange, before the request goes upstream: the route's settings (null: off) and the
-  // request's Accept-Encoding (read now; the request may lose the field on its way up).
-  void configure(const model::Compression* config, std::string_view accept_encoding);
+  // Per exchange, before the request goes upstream: the route's settings (null: off), the
+  // request's Accept-Encoding (read now; the request may lose the field on its way up) and
+  // whether it carries credentials (Cookie or Authorization: compression-breach-mitigation).
+  void configure(const model::Compression* config, std::string_view accept_encoding,
+                 bool credentials = false);
+  // compression-breach-mitigation: padding: the field that carries it, 1-256 random bytes.
+  static constexpr std::string_view kPaddingField = "X-Compression-Padding";
 
   bool on_headers(boost::beast::http::response_header<Fields>& head,
                   const ResponseFilterContext& context) override;

@@ -173,7 +173,9 @@ void Exchange::proceed_to_backend() {
   }
   // Read before the request is edited (substitution drops Accept-Encoding on the way up).
   compression_.configure(route_->policy.compression ? &*route_->policy.compression : nullptr,
-                         req[http::field::accept_encoding]);
+                         req[http::field::accept_encoding],
+                         req.find(http::field::cookie) != req.end() ||
+                             req.find(http::field::authorization) != req.end());
   start_balancing();  // before the request is edited: hash keys read it as received
   prepare_upstream_request();
   if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {

@@ -48,6 +48,25 @@ std::optional<std::string> check_media_type(std::string_view t) {
   return std::nullopt;
 }
 
+const char* to_string(BreachMitigation m) {
+  switch (m) {
+    case BreachMitigation::kNoCredentials:
+      return "no-credentials";
+    case BreachMitigation::kPadding:
+      return "padding";
+    case BreachMitigation::kOff:
+      break;
+  }
+  return "off";
+}
+
+std::optional<BreachMitigation> breach_mitigation_from_string(std::string_view s) {
+  if (s == "off") return BreachMitigation::kOff;
+  if (s == "no-credentials") return BreachMitigation::kNoCredentials;
+  if (s == "padding") return BreachMitigation::kPadding;
+  return std::nullopt;
+}
+
 std::vector<std::string> validate(const Compression& c) {
   std::vector<std::string> problems;
   if (c.min_length > Compression::kMaxMinLength) {
@@ -65,6 +84,7 @@ json to_json(const Compression& c) {
   json j = json::object();
   if (c.min_length != Compression::kDefaultMinLength) j["min_length"] = c.min_length;
   if (!c.types.empty()) j["types"] = c.types;
+  if (c.breach != BreachMitigation::kOff) j["breach"] = to_string(c.breach);
   return j;
 }
 
@@ -84,6 +104,11 @@ Compression compression_from_json(const json& j) {
         if (!t.is_string()) throw std::runtime_error("compression \"types\" must be strings");
         c.types.push_back(t.get<std::string>());
       }
+    } else if (key == "breach") {
+      auto m = v.is_string() ? breach_mitigation_from_string(v.get<std::string>()) : std::nullopt;
+      if (!m)
+        throw std::runtime_error("compression \"breach\" must be off, no-credentials or padding");
+      c.breach = *m;
     } else {
       throw std::runtime_error("compression: unknown field \"" + key + "\"");
     }

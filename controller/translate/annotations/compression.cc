@@ -1,6 +1,8 @@
-// Compression: enable-compression, compression-min-length, compression-types (Tidegate's own;
+// Compression: enable-compression, compression-min-length, compression-types,
+// compression-breach-mitigation (Tidegate's own;
 // ingress-nginx sets gzip controller-wide with use-gzip, which --enable-compression stands for).
 
+#include "text/text.h"
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate::annotations_detail {
@@ -8,7 +10,8 @@ namespace tidegate::controller::translate::annotations_detail {
 void Parser::parse_compression() {
   const bool on = get_bool("enable-compression").value_or(options_.compression_default);
   if (!on) {
-    for (std::string_view name : {"compression-min-length", "compression-types"}) {
+    for (std::string_view name :
+         {"compression-min-length", "compression-types", "compression-breach-mitigation"}) {
       if (auto a = get(name)) warn(*a, "has no effect without enable-compression; ignored");
     }
     return;
@@ -46,6 +49,16 @@ void Parser::parse_compression() {
       invalid(*a, *why, "the default list applies");
     } else {
       c.types = std::move(types);
+    }
+  }
+  if (auto a = get("compression-breach-mitigation")) {
+    const std::string v = text::ascii_lower(std::string(trim(a->value)));
+    if (auto m = model::breach_mitigation_from_string(v)) {
+      c.breach = *m;
+    } else {
+      // Refusing to compress is the reading that cannot leak.
+      invalid(*a, "expected off, no-credentials or padding", "no-credentials applies");
+      c.breach = model::BreachMitigation::kNoCredentials;
     }
   }
   result_.policy.route.compression = std::move(c);

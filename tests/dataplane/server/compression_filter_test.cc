@@ -5,8 +5,10 @@
 
 #include <brotli/decode.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <random>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -37,6 +39,13 @@ TEST(Compression, AcceptEncodingIsNegotiatedByQValues) {
       {"gzip;q=2", ContentCoding::kNone},  // malformed q: the element is skipped
       {"gzip;q=0.0001", ContentCoding::kNone},
       {" br ; q=0.9 ,gzip;q=0.95", ContentCoding::kGzip},
+      {"gzip, deflate, br, zstd", ContentCoding::kBrotli},  // equal q: br, then zstd
+      {"gzip, zstd", ContentCoding::kZstd},
+      {"ZSTD;q=0.9, gzip;q=0.8, br;q=0.5", ContentCoding::kZstd},
+      {"zstd;q=0.5, gzip", ContentCoding::kGzip},
+      {"zstd;q=0, gzip;q=0", ContentCoding::kNone},
+      {"*;q=0.5, zstd;q=0.4, br;q=0", ContentCoding::kGzip},
+      {"*, br;q=0, gzip;q=0", ContentCoding::kNone},  // "*" never means zstd
   };
   for (const auto& c : cases) EXPECT_EQ(negotiate_coding(c.accept), c.want) << c.accept;
 }
@@ -164,6 +173,23 @@ std::string gunzip(const std::string& in) {
   return out;
 }
 
+std::string unzstd(const std::string& in) {
+  ZSTD_DCtx* d = ZSTD_createDCtx();
+  ZSTD_inBuffer input{in.data(), in.size(), 0};
+  std::string out;
+  size_t rv = 1;
+  while (input.pos < input.size) {
+    char buf[16384];
+    ZSTD_outBuffer output{buf, sizeof(buf), 0};
+    rv = ZSTD_decompressStream(d, &output, &input);
+    out.append(buf, output.pos);
+    if (ZSTD_isError(rv)) break;
+  }
+  EXPECT_EQ(rv, 0u) << "the zstd frame must end";
+  ZSTD_freeDCtx(d);
+  return out;
+}
+
 std::string unbrotli(const std::string& in) {
   BrotliDecoderState* s = BrotliDecoderCreateInstance(nullptr, nullptr, nullptr);
   const uint8_t* next_in = reinterpret_cast<const uint8_t*>(in.data());
@@ -180,6 +206,47 @@ std::string unbrotli(const std::string& in) {
   EXPECT_EQ(rv, BROTLI_DECODER_RESULT_SUCCESS) << "the brotli stream must end";
   BrotliDecoderDestroyInstance(s);
   return out;
+}
+
+TEST(Compression, BreachMitigation) {
+  model::Compression no_credentials;
+  no_credentials.breach = model::BreachMitigation::kNoCredentials;
+  model::Compression padding;
+  padding.breach = model::BreachMitigation::kPadding;
+  CompressionFilter f;
+  ResponseFilterContext ctx;
+  // on_headers() of a text/html head; the head is handed to `check`.
+  auto decide = [&](const model::Compression& config, std::string_view accept, bool credentials,
+                    auto check) {
+    f.configure(&config, accept, credentials);
+    http::response_header<Fields> h;
+    h.set(http::field::content_type, "text/html");
+    const bool took = f.on_headers(h, ctx);
+    check(took, h);
+    f.on_end();
+  };
+  // no-credentials: a request with a Cookie or Authorization gets the identity body (with Vary).
+  decide(no_credentials, "gzip", true, [](bool took, auto& h) {
+    EXPECT_FALSE(took);
+    EXPECT_EQ(h[http::field::vary], "Accept-Encoding");
+  });
+  decide(no_credentials, "gzip", false, [](bool took, auto&) { EXPECT_TRUE(took); });
+  // padding: a field of random length on every compressed response, none on others.
+  std::set<size_t> lengths;
+  for (int i = 0; i < 40; ++i) {
+    decide(padding, "br", true, [&](bool took, auto& h) {
+      ASSERT_TRUE(took);
+      const auto pad = h[CompressionFilter::kPaddingField];
+      EXPECT_GE(pad.size(), 1u);
+      EXPECT_LE(pad.size(), 256u);
+      lengths.insert(pad.size());
+    });
+  }
+  EXPECT_GT(lengths.size(), 10u) << "the lengths must vary";
+  decide(padding, "identity", false, [](bool took, auto& h) {
+    EXPECT_FALSE(took);
+    EXPECT_EQ(h.find(CompressionFilter::kPaddingField), h.end());
+  });
 }
 
 TEST(Compression, OutputDecompressesToTheInputWhateverTheChunks) {
@@ -203,8 +270,9 @@ TEST(Compression, OutputDecompressesToTheInputWhateverTheChunks) {
       }
     }
     body.resize(size);
-    const bool gzip = trial % 2 == 0;
-    f.configure(&config, gzip ? "gzip" : "br");
+    static constexpr const char* kCodings[] = {"gzip", "br", "zstd"};
+    const std::string_view coding = kCodings[trial % 3];
+    f.configure(&config, coding);
     http::response_header<Fields> head;
     head.set(http::field::content_type, "text/plain");
     ResponseFilterContext ctx;
@@ -225,7 +293,11 @@ TEST(Compression, OutputDecompressesToTheInputWhateverTheChunks) {
     } while (at < body.size());
     ASSERT_TRUE(f.done()) << trial;
     f.on_end();
-    EXPECT_EQ(gzip ? gunzip(out) : unbrotli(out), body) << "trial " << trial;
+    EXPECT_EQ(coding == "gzip" ? gunzip(out)
+              : coding == "br" ? unbrotli(out)
+                               : unzstd(out),
+              body)
+        << "trial " << trial << " " << coding;
     if (!random_bytes && size > 10000) {
       EXPECT_LT(out.size(), size / 3) << "trial " << trial;
     }

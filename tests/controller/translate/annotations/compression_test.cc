@@ -1,5 +1,6 @@
 // Annotation table cases of the compression family (enable-compression, compression-min-length,
-// compression-types): controller/translate/annotations/compression.cc. Shared parts: table.h.
+// compression-types, compression-breach-mitigation):
+// controller/translate/annotations/compression.cc. Shared parts: table.h.
 
 #include "table.h"
 
@@ -38,6 +39,29 @@ std::vector<Case> compression_cases() {
        A({{"compression-types", "text/css"}}),
        {},
        {W("compression-types: has no effect without enable-compression")}},
+      {"BREACH mitigation: no compression for credentialed requests",
+       A({{"enable-compression", "true"}, {"compression-breach-mitigation", "No-Credentials"}}),
+       [](IngressPolicy& p) {
+         model::Compression c;
+         c.breach = model::BreachMitigation::kNoCredentials;
+         p.route.compression = c;
+       }},
+      {"BREACH mitigation: padding",
+       A({{"enable-compression", "true"}, {"compression-breach-mitigation", "padding"}}),
+       [](IngressPolicy& p) {
+         model::Compression c;
+         c.breach = model::BreachMitigation::kPadding;
+         p.route.compression = c;
+       }},
+      {"an unknown BREACH mitigation: no-credentials, the safe reading",
+       A({{"enable-compression", "true"}, {"compression-breach-mitigation", "random"}}),
+       [](IngressPolicy& p) {
+         model::Compression c;
+         c.breach = model::BreachMitigation::kNoCredentials;
+         p.route.compression = c;
+       },
+       {E("compression-breach-mitigation: invalid value \"random\": expected off, "
+          "no-credentials or padding; no-credentials applies")}},
       {"the controller's default turns it on",
        A({}),
        [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
