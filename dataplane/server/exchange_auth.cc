@@ -318,7 +318,7 @@ void Exchange::apply_auth_answer(const AuthAnswer& answer) {
         location += '=';
         location += client_https_ ? "https://" : "http://";
         location += t.host_header;
-        location += escape_query_value(t.target);
+        location += text::percent_encode(t.target);
       }
       respond(302, "redirecting to sign in\n", incomplete, location);
       return;

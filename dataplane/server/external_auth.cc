@@ -25,23 +25,6 @@ std::string_view find_pair(std::string_view list, char separator, std::string_vi
 
 }  // namespace
 
-std::string escape_query_value(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string expand_template(const std::vector<model::TemplatePart>& parts,
                             const TemplateRequest& req) {
   using V = model::TemplateVariable;
@@ -68,7 +51,7 @@ std::string expand_template(const std::vector<model::TemplatePart>& parts,
         out += req.target;
         break;
       case V::kEscapedRequestUri:
-        out += escape_query_value(req.target);
+        out += text::percent_encode(req.target);
         break;
       case V::kUri:
         out += path;

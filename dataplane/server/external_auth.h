@@ -31,8 +31,6 @@ struct TemplateRequest {
 // The template with the request's values put in (an absent header, cookie or argument is "").
 std::string expand_template(const std::vector<model::TemplatePart>& parts,
                             const TemplateRequest& req);
-// Percent-encodes every byte but the unreserved ones (RFC 3986): a value for a query.
-std::string escape_query_value(std::string_view s);
 
 // An answer of the authentication service as remembered: its status and the fields the
 // exchange uses (auth-response-headers on 2xx, WWW-Authenticate on 401).

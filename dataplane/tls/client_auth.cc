@@ -7,6 +7,7 @@
 #include <re2/re2.h>
 
 #include "crypto/openssl_ptr.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::tls {
 
@@ -32,24 +33,6 @@ std::string name_rfc2253(const X509_NAME* name) {
   char* data = nullptr;
   long n = BIO_get_mem_data(out.get(), &data);
   return n > 0 ? std::string(data, static_cast<size_t>(n)) : std::string();
-}
-
-// As nginx's ngx_escape_uri(NGX_ESCAPE_URI_COMPONENT) leaves them: letters, digits, "-._~".
-std::string url_encode(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size() * 3 / 2);
-  for (unsigned char c : text) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -167,7 +150,8 @@ const PeerCertificate::Verdict& PeerCertificate::verdict() {
     if (PEM_write_bio_X509(out.get(), cert) == 1) {
       char* data = nullptr;
       long n = BIO_get_mem_data(out.get(), &data);
-      if (n > 0) v.escaped_pem = url_encode(std::string_view(data, static_cast<size_t>(n)));
+      if (n > 0)
+        v.escaped_pem = text::percent_encode(std::string_view(data, static_cast<size_t>(n)));
     }
   }
   ERR_clear_error();

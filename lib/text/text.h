@@ -46,6 +46,25 @@ inline std::string ascii_lower(std::string s) {
   return s;
 }
 
+// Percent-encodes every byte but RFC 3986's unreserved characters (letters, digits, "-._~"), as
+// nginx's ngx_escape_uri does for a URI component: a query value, a header carrying a PEM.
+inline std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 // "base[i]": a position in a list, as Kubernetes field paths write it.
 inline std::string index_path(std::string_view base, size_t i) {
   return std::string(base) + "[" + std::to_string(i) + "]";

@@ -48,18 +48,7 @@ void Parser::parse_auth() {
     slot = std::move(auth);
     return;
   }
-  std::string ref(trim(secret->value));
-  if (ref.find('/') == std::string::npos) ref = context_.ingress_namespace + "/" + ref;
-  if (auto why = model::check_object_ref(ref)) {
-    invalid(*secret, "expected \"namespace/name\" or \"name\" of a Secret: " + *why, closed);
-  } else if (ref.substr(0, ref.find('/')) != context_.ingress_namespace) {
-    invalid(*secret,
-            "the Secret must be in the Ingress's namespace " + quote(context_.ingress_namespace) +
-                " (an Ingress may not use another namespace's Secrets)",
-            closed);
-  } else {
-    auth.secret = std::move(ref);
-  }
+  if (auto ref = own_secret(*secret, closed)) auth.secret = std::move(*ref);
   slot = std::move(auth);
 }
 

@@ -129,23 +129,13 @@ void Parser::parse_proxy_ssl_secret() {
   auto& up = result_.policy.upstream;
   auto s = get("proxy-ssl-secret");
   if (!s) return;
-  std::string ref(trim(s->value));
-  if (ref.find('/') == std::string::npos) ref = context_.ingress_namespace + "/" + ref;
-  if (auto why = model::check_object_ref(ref)) {
-    invalid(*s, "expected \"namespace/name\" or \"name\" of a Secret: " + *why);
-    return;
-  }
-  if (ref.substr(0, ref.find('/')) != context_.ingress_namespace) {
-    invalid(*s, "the Secret must be in the Ingress's namespace " +
-                    quote(context_.ingress_namespace) +
-                    " (an Ingress may not use another namespace's Secrets)");
-    return;
-  }
+  auto ref = own_secret(*s);
+  if (!ref) return;
   if (!model::uses_tls(up.protocol)) {
     warn(*s, "has no effect without backend-protocol: HTTPS or GRPCS; ignored");
     return;
   }
-  up.tls_secret = std::move(ref);
+  up.tls_secret = std::move(*ref);
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

@@ -60,18 +60,7 @@ void Parser::parse_client_auth() {
     }
     auth.match_cn = std::move(pattern);
   }
-  std::string ref(trim(secret->value));
-  if (ref.find('/') == std::string::npos) ref = context_.ingress_namespace + "/" + ref;
-  if (auto why = model::check_object_ref(ref)) {
-    invalid(*secret, "expected \"namespace/name\" or \"name\" of a Secret: " + *why, closed);
-  } else if (ref.substr(0, ref.find('/')) != context_.ingress_namespace) {
-    invalid(*secret,
-            "the Secret must be in the Ingress's namespace " + quote(context_.ingress_namespace) +
-                " (an Ingress may not use another namespace's Secrets)",
-            closed);
-  } else {
-    auth.secret = std::move(ref);
-  }
+  if (auto ref = own_secret(*secret, closed)) auth.secret = std::move(*ref);
   result_.policy.client_auth = std::move(auth);
 }
 

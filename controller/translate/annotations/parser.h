@@ -173,6 +173,26 @@ class Parser {
     return d;
   }
 
+  // A Secret reference ("name" or "namespace/name") that must be in the Ingress's own namespace:
+  // "namespace/name", or nullopt after reporting why not (with `consequence`).
+  std::optional<std::string> own_secret(const FoundAnnotation& a,
+                                        const std::string& consequence = "ignored") {
+    std::string ref(trim(a.value));
+    if (ref.find('/') == std::string::npos) ref = context_.ingress_namespace + "/" + ref;
+    if (auto why = model::check_object_ref(ref)) {
+      invalid(a, "expected \"namespace/name\" or \"name\" of a Secret: " + *why, consequence);
+      return std::nullopt;
+    }
+    if (ref.substr(0, ref.find('/')) != context_.ingress_namespace) {
+      invalid(a,
+              "the Secret must be in the Ingress's namespace " + quote(context_.ingress_namespace) +
+                  " (an Ingress may not use another namespace's Secrets)",
+              consequence);
+      return std::nullopt;
+    }
+    return ref;
+  }
+
   // ---- Families, each in annotations/<family>.cc ----
 
   // annotations/backend.cc
