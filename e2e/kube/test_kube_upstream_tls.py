@@ -6,15 +6,10 @@ wrong CA in it turns the route into 502."""
 from __future__ import annotations
 
 import base64
-import sys
-from pathlib import Path
 
 import harness
-from harness import CertAuthority
+from harness import CertAuthority, TlsBackend
 from kubeapps import backend_address, kube_ingress, kube_service, start
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from test_upstream_tls import TlsBackend  # noqa: E402
 
 
 def ca_secret(name: str, namespace: str, ca_pem: bytes) -> dict:
