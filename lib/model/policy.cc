@@ -1,5 +1,7 @@
 #include "model/policy.h"
 
+#include "model/object_reader.h"
+
 #include <arpa/inet.h>
 
 #include <re2/re2.h>
@@ -11,6 +13,7 @@
 
 namespace tidegate::model {
 
+using detail::ObjectReader;
 using nlohmann::json;
 
 namespace {
@@ -111,32 +114,6 @@ bool is_reserved_response_header(std::string_view name) {
   return std::find(std::begin(kReserved), std::end(kReserved), l) != std::end(kReserved);
 }
 
-// "http(s)://host[:port]" with an optional leading "*." on the host, or "*".
-bool is_cors_origin(std::string_view s) {
-  if (s == "*") return true;
-  std::string_view rest;
-  if (s.substr(0, 7) == "http://") {
-    rest = s.substr(7);
-  } else if (s.substr(0, 8) == "https://") {
-    rest = s.substr(8);
-  } else {
-    return false;
-  }
-  if (rest.substr(0, 2) == "*.") rest = rest.substr(2);
-  size_t colon = rest.rfind(':');
-  std::string_view host = rest.substr(0, colon);
-  if (colon != std::string_view::npos) {
-    std::string_view port = rest.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), is_digit) ||
-        std::stoul(std::string(port)) > 65535) {
-      return false;
-    }
-  }
-  if (host.empty() || host.front() == '.' || host.back() == '.') return false;
-  return std::all_of(host.begin(), host.end(),
-                     [](char c) { return is_alnum(c) || c == '-' || c == '.'; });
-}
-
 // "host" or "host:port"; host a DNS name, an IPv4 address or a bracketed IPv6 address.
 bool is_host_port(std::string_view s) {
   std::string_view host = s;
@@ -183,90 +160,6 @@ void check_cidrs(const std::vector<std::string>& cidrs, const std::string& what,
     }
   }
 }
-
-void check_tokens(const std::vector<std::string>& items, bool star_alone, const std::string& what,
-                  std::vector<std::string>& problems) {
-  for (const auto& t : items) {
-    if (star_alone && t == "*") {
-      if (items.size() != 1) problems.push_back(what + ": \"*\" must be the only entry");
-      continue;
-    }
-    if (!is_token(t)) problems.push_back(what + ": " + quote(t) + " is not a token");
-  }
-}
-
-// ---- JSON helpers ----
-
-// Reads the members of one JSON object, refusing unknown ones when done.
-class ObjectReader {
- public:
-  ObjectReader(const json& j, std::string what) : j_(j), what_(std::move(what)) {
-    if (!j.is_object()) throw std::runtime_error(what_ + " must be an object");
-  }
-  const json* find(const char* key) {
-    auto it = j_.find(key);
-    if (it == j_.end()) return nullptr;
-    seen_.insert(key);
-    return &*it;
-  }
-  void string(const char* key, std::string& out) {
-    if (const json* v = find(key)) {
-      if (!v->is_string()) fail(key, "must be a string");
-      out = v->get<std::string>();
-    }
-  }
-  void boolean(const char* key, bool& out) {
-    if (const json* v = find(key)) {
-      if (!v->is_boolean()) fail(key, "must be true or false");
-      out = v->get<bool>();
-    }
-  }
-  template <class T>
-  void integer(const char* key, T& out, uint64_t max) {
-    if (const json* v = find(key)) out = static_cast<T>(unsigned_value(key, *v, max));
-  }
-  template <class T>
-  void optional_integer(const char* key, std::optional<T>& out, uint64_t max) {
-    if (const json* v = find(key)) out = static_cast<T>(unsigned_value(key, *v, max));
-  }
-  void number(const char* key, double& out) {
-    if (const json* v = find(key)) {
-      if (!v->is_number()) fail(key, "must be a number");
-      out = v->get<double>();
-    }
-  }
-  void strings(const char* key, std::vector<std::string>& out) {
-    if (const json* v = find(key)) {
-      if (!v->is_array()) fail(key, "must be an array of strings");
-      out.clear();
-      for (const auto& item : *v) {
-        if (!item.is_string()) fail(key, "must be an array of strings");
-        out.push_back(item.get<std::string>());
-      }
-    }
-  }
-  [[noreturn]] void fail(const char* key, const std::string& why) const {
-    throw std::runtime_error(what_ + " \"" + key + "\" " + why);
-  }
-  void finish() const {
-    for (const auto& [key, _] : j_.items()) {
-      if (!seen_.count(key)) throw std::runtime_error(what_ + ": unknown field \"" + key + "\"");
-    }
-  }
-
- private:
-  // nlohmann converts -1 or 1.5 to integers silently; numbers on the wire must be exact.
-  uint64_t unsigned_value(const char* key, const json& v, uint64_t max) const {
-    if (!v.is_number_unsigned()) fail(key, "must be a non-negative integer");
-    uint64_t n = v.get<uint64_t>();
-    if (n > max) fail(key, "is out of range");
-    return n;
-  }
-
-  const json& j_;
-  std::string what_;
-  std::set<std::string> seen_;
-};
 
 constexpr const char* kNextUpstreamWords[] = {"error",    "timeout",  "http_502",
                                               "http_503", "http_504", "non_idempotent"};
@@ -573,11 +466,6 @@ std::optional<std::string> check_host_port(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<std::string> check_cors_origin(std::string_view text) {
-  if (!is_cors_origin(text)) return "must be \"*\" or http(s)://host[:port]";
-  return std::nullopt;
-}
-
 std::optional<std::string> check_tls_server_name(std::string_view text) {
   if (is_ipv4(text) || ipv6_mapped(text).has_value()) return std::nullopt;
   // A DNS name: letters may be upper case in DNS, but certificates are matched without case and
@@ -727,22 +615,7 @@ std::vector<std::string> validate(const RoutePolicy& p) {
     }
   }
   if (p.cors) {
-    const Cors& c = *p.cors;
-    if (c.allow_origins.empty()) problems.push_back("cors allow_origins is empty");
-    for (const auto& o : c.allow_origins) {
-      if (auto why = check_cors_origin(o)) {
-        problems.push_back("cors origin " + quote(o) + ": " + *why);
-      } else if (o == "*" && c.allow_origins.size() != 1) {
-        problems.push_back("cors origin \"*\" must be the only entry");
-      }
-    }
-    if (c.allow_methods.empty()) problems.push_back("cors allow_methods is empty");
-    check_tokens(c.allow_methods, false, "cors allow_methods", problems);
-    check_tokens(c.allow_headers, true, "cors allow_headers", problems);
-    check_tokens(c.expose_headers, true, "cors expose_headers", problems);
-    if (c.max_age_seconds < 0 || c.max_age_seconds > Cors::kMaxMaxAgeSeconds) {
-      problems.push_back("cors max_age " + std::to_string(c.max_age_seconds) + " is out of range");
-    }
+    for (auto& problem : validate(*p.cors)) problems.push_back(std::move(problem));
   }
   if (p.external_auth) {
     for (auto& problem : validate(*p.external_auth)) problems.push_back(std::move(problem));
@@ -977,18 +850,7 @@ json to_json(const RoutePolicy& p) {
   if (!p.forwarded_prefix.empty()) j["forwarded_prefix"] = p.forwarded_prefix;
   if (!p.access_log) j["access_log"] = false;
   if (!p.upgrade_protocols.empty()) j["upgrade_protocols"] = p.upgrade_protocols;
-  if (p.cors) {
-    const Cors& c = *p.cors;
-    const Cors dc;
-    json cj = json::object();
-    if (c.allow_origins != dc.allow_origins) cj["allow_origins"] = c.allow_origins;
-    if (c.allow_methods != dc.allow_methods) cj["allow_methods"] = c.allow_methods;
-    if (c.allow_headers != dc.allow_headers) cj["allow_headers"] = c.allow_headers;
-    if (c.expose_headers != dc.expose_headers) cj["expose_headers"] = c.expose_headers;
-    if (c.allow_credentials != dc.allow_credentials) cj["allow_credentials"] = c.allow_credentials;
-    if (c.max_age_seconds != dc.max_age_seconds) cj["max_age_seconds"] = c.max_age_seconds;
-    j["cors"] = std::move(cj);
-  }
+  if (p.cors) j["cors"] = to_json(*p.cors);
   if (p.hsts) {
     const Hsts& h = *p.hsts;
     const Hsts dh;
@@ -1070,18 +932,7 @@ RoutePolicy route_policy_from_json(const json& j) {
   r.string("forwarded_prefix", p.forwarded_prefix);
   r.boolean("access_log", p.access_log);
   r.strings("upgrade_protocols", p.upgrade_protocols);
-  if (const json* v = r.find("cors")) {
-    Cors c;
-    ObjectReader cr(*v, "route policy cors");
-    cr.strings("allow_origins", c.allow_origins);
-    cr.strings("allow_methods", c.allow_methods);
-    cr.strings("allow_headers", c.allow_headers);
-    cr.strings("expose_headers", c.expose_headers);
-    cr.boolean("allow_credentials", c.allow_credentials);
-    cr.integer("max_age_seconds", c.max_age_seconds, static_cast<uint64_t>(INT64_MAX));
-    cr.finish();
-    p.cors = std::move(c);
-  }
+  if (const json* v = r.find("cors")) p.cors = cors_from_json(*v);
   if (const json* v = r.find("hsts")) {
     Hsts h;
     ObjectReader hr(*v, "route policy hsts");

@@ -32,6 +32,7 @@
 
 #include "model/auth.h"
 #include "model/compression.h"
+#include "model/cors.h"
 #include "model/external_auth.h"
 
 namespace tidegate::model {
@@ -133,26 +134,6 @@ struct Header {
   std::string name;   // an RFC 9110 token
   std::string value;  // visible ASCII, spaces and tabs; no CR, LF or NUL
   bool operator==(const Header&) const = default;
-};
-
-// enable-cors and cors-*. Defaults are ingress-nginx's.
-struct Cors {
-  static constexpr int64_t kMaxMaxAgeSeconds = 1728000 * 10;
-
-  // "*" alone, or origins "http(s)://host[:port]" where the host may start with "*." (one or
-  // more labels). A request's Origin that matches one of them is echoed back; with "*" the answer
-  // is a literal "*", and Access-Control-Allow-Credentials is then never sent (browsers refuse
-  // credentials with "*").
-  std::vector<std::string> allow_origins{"*"};
-  std::vector<std::string> allow_methods{"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"};
-  // Tokens, or "*" alone.
-  std::vector<std::string> allow_headers{
-      "DNT",           "Keep-Alive",   "User-Agent", "X-Requested-With", "If-Modified-Since",
-      "Cache-Control", "Content-Type", "Range",      "Authorization"};
-  std::vector<std::string> expose_headers;  // tokens, or "*" alone; empty: none sent
-  bool allow_credentials = true;
-  int64_t max_age_seconds = 1728000;  // Access-Control-Max-Age (20 days); 0..kMax
-  bool operator==(const Cors&) const = default;
 };
 
 // limit-*: per client address, as in docs/annotations.md.
@@ -300,8 +281,6 @@ inline constexpr uint16_t kRedirectCodes[] = {301, 302, 303, 307, 308};
 std::optional<std::string> check_response_header(std::string_view name, std::string_view value);
 // "host" or "host:port" (a DNS name, IPv4 address or bracketed IPv6 address).
 std::optional<std::string> check_host_port(std::string_view text);
-// "*" or "http(s)://host[:port]", the host optionally starting with "*.".
-std::optional<std::string> check_cors_origin(std::string_view text);
 // A TLS server name for a backend (proxy-ssl-name): a lower-case DNS name without wildcard, or
 // an IPv4 or IPv6 address (not bracketed), at most 253 bytes.
 std::optional<std::string> check_tls_server_name(std::string_view text);
