@@ -30,7 +30,8 @@ def pki(tmp_path_factory):
     p.server = server_ca.issue("server", ["mtls.example.com", "open.example.com",
                                           "alias.example.com", "opt.example.com",
                                           "noca.example.com", "page.example.com",
-                                          "cn.example.com", "b.example.com"])
+                                          "cn.example.com", "b.example.com",
+                                          "*.wild.example.com"])
     p.alice = client_ca.issue("alice", ["alice"])
     p.bob = client_ca.issue("bob", ["bob"])
     p.mallory = other_ca.issue("mallory", ["mallory"])
@@ -370,3 +371,21 @@ def test_invalid_annotations_are_reported(stack, pki):
     stack.controller.wait_for_log(r"auth-tls-verify-client: has no effect without auth-tls-secret",
                                   5)
     assert get(port, pki, None, "open.example.com").status == 200
+
+
+def test_a_wildcard_hosts_names_are_checked_as_the_wildcard(stack, pki):
+    """Client certificates follow the host a request is routed to: a name the wildcard routes is
+    checked even when another Ingress gives it a TLS entry of its own; a host of its own under
+    the wildcard is not."""
+    b = stack.backend("app")
+    port = https_port(stack.dataplane)
+    wild = ingress("wild", [rule("*.wild.example.com", path("/", "svc-app"))],
+                   annotations={"tidegate.io/auth-tls-secret": "client-ca"})
+    with_tls(wild, (["*.wild.example.com"], "server-tls"))
+    certs_only = with_tls(ingress("certs", []), (["a.wild.example.com"], "server-tls"))
+    own = ingress("own", [rule("own.wild.example.com", path("/", "svc-app"))])
+    stack_with(stack, pki, b, wild, certs_only, own)
+    wait_until(lambda: get(port, pki, None, "own.wild.example.com").status == 200, 10, "own")
+    assert get(port, pki, None, "a.wild.example.com").status == 400
+    assert get(port, pki, None, "z.wild.example.com").status == 400
+    assert get(port, pki, "alice", "a.wild.example.com").status == 200

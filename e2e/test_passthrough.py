@@ -110,6 +110,14 @@ def test_passthrough_beside_termination(stack, certs):
     assert who_answers(port, None, certs) == "other"
     # Plain HTTP to the passed-through host is routed as usual (here: 308 to HTTPS).
     assert request(stack.port, "GET", "/x", "pt.example.com").status == 308
+    # A TLS connection made for another name (or without SNI) is terminated here: it must not
+    # reach the passed-through host's routes around the backend's own TLS.
+    for sni in ("term.example.com", None):
+        s = connect(port, sni)
+        try:
+            assert send(s, "pt.example.com", "/around").status == 421
+        finally:
+            s.close()
 
     # A large exchange both ways goes through intact.
     s = connect(port, "pt.example.com")

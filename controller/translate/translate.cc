@@ -1174,6 +1174,36 @@ class Translator {
     }
   }
 
+  // Client certificates follow the virtual host a request is routed to, as nginx's follow the
+  // server block: a name under a wildcard host with client certificates is checked as the
+  // wildcard when the wildcard routes it (no host of its own), even when a TLS entry of its own
+  // (another Ingress's spec.tls) gives it a certificate; a host of its own under such a wildcard
+  // is not checked unless its own Ingress asks (a TLS entry of its own says so, with the
+  // wildcard's certificate when it has none).
+  void cover_wildcard_client_auth(model::Config& config) {
+    std::vector<model::TlsHost> added;
+    for (auto& [name, wildcard] : config.tls_hosts) {
+      if (name.size() < 3 || name[0] != '*' || !wildcard.client_auth) continue;
+      const std::string suffix = name.substr(1);  // ".example.com"
+      auto covered = [&](const std::string& host) {
+        return host.size() > suffix.size() && host[0] != '*' && host.ends_with(suffix) &&
+               host.find('.') == host.size() - suffix.size();
+      };
+      for (auto& [host, entry] : config.tls_hosts) {
+        if (covered(host) && !entry.client_auth && entry.passthrough_upstream.empty() &&
+            !config.virtual_hosts.contains(host)) {
+          entry.client_auth = wildcard.client_auth;
+        }
+      }
+      for (const auto& [host, vh] : config.virtual_hosts) {
+        if (covered(host) && !config.tls_hosts.contains(host)) {
+          added.push_back(model::TlsHost{host, wildcard.certificate});
+        }
+      }
+    }
+    for (auto& t : added) config.tls_hosts.emplace(t.host, std::move(t));
+  }
+
   // ssl-passthrough: the host's TLS entry names the upstream of its "/" path instead of a
   // certificate (and client certificates, which need termination, do not apply).
   void add_passthrough_hosts(model::Config& config) {
@@ -1194,13 +1224,18 @@ class Translator {
         continue;
       }
       auto [it, inserted] = config.tls_hosts.emplace(host, model::TlsHost{host, ""});
+      if (!inserted && it->second.client_auth) {
+        // Passing through would leave the host's routes (plain HTTP, TLS without SNI) without
+        // the certificate check another setting asks for: the check wins.
+        report(claim.object, Severity::kError,
+               "annotation " + claim.target + ": host " + host +
+                   " has client certificate settings (auth-tls-*); it is not passed through");
+        continue;
+      }
       if (!inserted) {
         report(claim.object, Severity::kWarning,
                "annotation " + claim.target + ": host " + host +
-                   " is passed through: its TLS certificate" +
-                   (it->second.client_auth ? std::string(" and client certificate settings are")
-                                           : std::string(" is")) +
-                   " not used");
+                   " is passed through: its TLS certificate is not used");
       }
       it->second = model::TlsHost{host, "", std::nullopt, root->upstream};
     }
@@ -1262,6 +1297,7 @@ class Translator {
     add_www_redirects(config);
     add_aliases(config);
     add_passthrough_hosts(config);
+    cover_wildcard_client_auth(config);
     config.certificates = std::move(certificates_);
     if (default_claim_) {
       config.default_route = model::Route{"/",

@@ -86,6 +86,7 @@ void Exchange::reset() {
   cors_origin_.clear();
   client_auth_ = nullptr;
   client_verdict_ = nullptr;
+  client_peer_ = nullptr;
 }
 
 void Exchange::begin(std::size_t header_bytes) {
@@ -131,7 +132,10 @@ void Exchange::route() {
       return;
     }
   }
-  if (snapshot_->routing->client_auth && !check_client_certificate(target)) return;
+  if ((snapshot_->routing->client_auth || snapshot_->routing->passthrough) &&
+      !check_client_certificate(target)) {
+    return;
+  }
   route_ = match.route;
   if (route_ == nullptr) {
     respond(404, "no route\n", !downstream_.request_complete());

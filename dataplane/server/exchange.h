@@ -231,6 +231,7 @@ class Exchange {
   // under them (alive with the connection); null: the host asks for none.
   const tls::CompiledClientAuth* client_auth_ = nullptr;
   const tls::PeerCertificate::Verdict* client_verdict_ = nullptr;
+  tls::PeerCertificate* client_peer_ = nullptr;  // the connection's, for ssl-client-cert
   // The scheme the client used: TLS to us, or (from a trusted proxy) its X-Forwarded-Proto.
   // Decides ssl-redirect and HSTS, and is what X-Forwarded-Proto says upstream.
   bool client_https_ = false;

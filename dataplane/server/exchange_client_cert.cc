@@ -31,7 +31,19 @@ bool Exchange::check_client_certificate(const RequestTarget& target) {
   for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!host.empty() && host.back() == '.') host.pop_back();
   const runtime::TlsEntry* entry = snapshot_->find_tls(host);
-  if (entry == nullptr || !entry->client_auth) return true;
+  if (entry == nullptr) return true;
+  // HTTP/1.x clients are closed after a 421 so that their next request opens a new connection
+  // (HTTP/2 clients do that for the stream alone).
+  const bool close_misdirected = downstream_.http_version() < 20 || !downstream_.request_complete();
+  if (entry->passthrough_upstream != nullptr) {
+    // A passed-through host's TLS connections never end here: one that did was made for another
+    // name (or without SNI), and must not reach the host's routes around the backend's TLS.
+    if (!downstream_.is_tls()) return true;
+    respond(421, "misdirected request: this host's TLS connections are passed through\n",
+            close_misdirected);
+    return false;
+  }
+  if (!entry->client_auth) return true;
   const tls::CompiledClientAuth& auth = *entry->client_auth;
   if (auth.broken()) {
     // The translator could not use the settings (its Event says why): closed, not open.
@@ -66,7 +78,8 @@ bool Exchange::check_client_certificate(const RequestTarget& target) {
       // This connection's handshake did not ask for this host's certificate: it was made for
       // another name (SNI), without SNI, or before the host's settings changed. A client
       // retries on a new connection (RFC 9110 15.5.20), as nginx answers such requests.
-      respond(421, "misdirected request: this connection was not made for this host\n", close);
+      respond(421, "misdirected request: this connection was not made for this host\n",
+              close_misdirected);
       return false;
     }
     verdict = &peer->verdict();
@@ -86,6 +99,7 @@ bool Exchange::check_client_certificate(const RequestTarget& target) {
   }
   client_auth_ = &auth;
   client_verdict_ = verdict;
+  client_peer_ = downstream_.is_tls() ? downstream_.peer_certificate() : nullptr;
   return true;
 }
 
@@ -97,8 +111,12 @@ void Exchange::add_client_certificate_fields(RequestMessage& req) const {
   req.set(kVerifyField, tls::verify_header_value(v));
   if (!v.subject_dn.empty()) req.set(kSubjectField, v.subject_dn);
   if (!v.issuer_dn.empty()) req.set(kIssuerField, v.issuer_dn);
-  if (client_auth_->model().pass_certificate && !v.escaped_pem.empty()) {
-    req.set(kCertificateField, v.escaped_pem);
+  // The request's host decides (not the settings the handshake ran under, which another host
+  // with the same CA bundle may have set).
+  if (client_auth_->model().pass_certificate && client_peer_ != nullptr) {
+    if (const std::string& pem = client_peer_->escaped_pem(); !pem.empty()) {
+      req.set(kCertificateField, pem);
+    }
   }
 }
 

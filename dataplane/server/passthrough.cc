@@ -18,7 +18,8 @@ PassthroughConnection::PassthroughConnection(Worker& worker, runtime::Stream cli
       received_(std::move(received)),
       endpoints_(std::move(endpoints)),
       peer_(std::move(peer)),
-      upstream_name_(std::move(upstream)) {
+      upstream_name_(std::move(upstream)),
+      idle_timer_(worker.io().get_executor()) {
   worker_.add_session(this);
 }
 
@@ -79,7 +80,11 @@ void PassthroughConnection::on_connect(size_t attempt, error_code ec) {
   relaying_ = true;
   worker_.open_tunnels.fetch_add(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->tunnel_opened();
-  touch();
+  // The client's stream still carries the handshake deadline it was accepted with.
+  client_.expires_never();
+  upstream_.expires_never();
+  last_active_ = std::chrono::steady_clock::now();
+  arm_idle_check();
   // The ClientHello (and whatever came with it) first.
   asio::async_write(upstream_, asio::buffer(received_),
                     [self = shared_from_this()](error_code ec, std::size_t) {
@@ -91,17 +96,39 @@ void PassthroughConnection::on_connect(size_t attempt, error_code ec) {
   upstream_to_client();
 }
 
-void PassthroughConnection::touch() {
+void PassthroughConnection::arm_idle_check() {
   const auto idle = worker_.limits().passthrough_idle_timeout;
-  client_.expires_after(idle);
-  upstream_.expires_after(idle);
+  idle_timer_.expires_after(
+      std::min<std::chrono::steady_clock::duration>(idle, std::chrono::seconds(5)));
+  idle_timer_.async_wait([self = shared_from_this(), idle](error_code ec) {
+    if (ec || self->closed_) return;
+    if (std::chrono::steady_clock::now() - self->last_active_ >= idle) {
+      TG_DEBUG("passthrough", "idle for " << idle.count() << " ms: closing " << self->peer_);
+      self->close();
+      return;
+    }
+    self->arm_idle_check();
+  });
+}
+
+void PassthroughConnection::direction_ended(bool client_side) {
+  error_code ec;
+  if (client_side) {
+    client_ended_ = true;
+    upstream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  } else {
+    upstream_ended_ = true;
+    client_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  }
+  if (client_ended_ && upstream_ended_) close();
 }
 
 void PassthroughConnection::client_to_upstream() {
   client_.async_read_some(asio::buffer(up_buffer_),
                           [self = shared_from_this()](error_code ec, std::size_t n) {
+                            if (ec == asio::error::eof) return self->direction_ended(true);
                             if (ec) return self->close();
-                            self->touch();
+                            self->last_active_ = std::chrono::steady_clock::now();
                             asio::async_write(self->upstream_, asio::buffer(self->up_buffer_, n),
                                               [self](error_code ec, std::size_t) {
                                                 if (ec) return self->close();
@@ -113,8 +140,9 @@ void PassthroughConnection::client_to_upstream() {
 void PassthroughConnection::upstream_to_client() {
   upstream_.async_read_some(asio::buffer(down_buffer_),
                             [self = shared_from_this()](error_code ec, std::size_t n) {
+                              if (ec == asio::error::eof) return self->direction_ended(false);
                               if (ec) return self->close();
-                              self->touch();
+                              self->last_active_ = std::chrono::steady_clock::now();
                               asio::async_write(self->client_, asio::buffer(self->down_buffer_, n),
                                                 [self](error_code ec, std::size_t) {
                                                   if (ec) return self->close();
@@ -126,6 +154,7 @@ void PassthroughConnection::upstream_to_client() {
 void PassthroughConnection::close() {
   if (closed_) return;
   closed_ = true;
+  idle_timer_.cancel();
   error_code ec;
   upstream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   upstream_.close();

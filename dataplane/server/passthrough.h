@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "runtime/io_types.h"
 #include "runtime/snapshot.h"
 #include "server/limits.h"
@@ -39,7 +41,12 @@ class PassthroughConnection final : public SessionBase,
   void on_connect(size_t attempt, error_code ec);
   void client_to_upstream();
   void upstream_to_client();
-  void touch();
+  // One direction's source ended (EOF): the other side's sending half is shut (a half-close goes
+  // on as one); the connection closes once both directions ended.
+  void direction_ended(bool client_side);
+  // Idle: a watchdog, not Beast's per-operation timeouts, which a read pending in a quiet
+  // direction would hit while bytes flow the other way.
+  void arm_idle_check();
   void close();
 
   Worker& worker_;
@@ -52,6 +59,10 @@ class PassthroughConnection final : public SessionBase,
   size_t first_ = 0;
   bool relaying_ = false;
   bool closed_ = false;
+  bool client_ended_ = false;    // the client sent EOF
+  bool upstream_ended_ = false;  // the upstream sent EOF
+  std::chrono::steady_clock::time_point last_active_;
+  boost::asio::steady_timer idle_timer_;
   std::array<char, Limits::kRelayBufferBytes> up_buffer_;
   std::array<char, Limits::kRelayBufferBytes> down_buffer_;
 };

@@ -145,17 +145,23 @@ const PeerCertificate::Verdict& PeerCertificate::verdict() {
   v.verify_result = SSL_get_verify_result(ssl_);
   v.subject_dn = name_rfc2253(X509_get_subject_name(cert));
   v.issuer_dn = name_rfc2253(X509_get_issuer_name(cert));
-  if (auth_ && auth_->model().pass_certificate) {
-    BioPtr out(BIO_new(BIO_s_mem()));
-    if (PEM_write_bio_X509(out.get(), cert) == 1) {
-      char* data = nullptr;
-      long n = BIO_get_mem_data(out.get(), &data);
-      if (n > 0)
-        v.escaped_pem = text::percent_encode(std::string_view(data, static_cast<size_t>(n)));
-    }
-  }
   ERR_clear_error();
   return v;
+}
+
+const std::string& PeerCertificate::escaped_pem() {
+  if (escaped_pem_) return *escaped_pem_;
+  std::string& out = escaped_pem_.emplace();
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  if (cert == nullptr) return out;
+  BioPtr bio(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_X509(bio.get(), cert) == 1) {
+    char* data = nullptr;
+    long n = BIO_get_mem_data(bio.get(), &data);
+    if (n > 0) out = text::percent_encode(std::string_view(data, static_cast<size_t>(n)));
+  }
+  ERR_clear_error();
+  return out;
 }
 
 bool sni_from_extension(const unsigned char* data, size_t size, std::string* host) {

@@ -81,14 +81,17 @@ class PeerCertificate {
     long verify_result = X509_V_OK;
     std::string subject_dn;  // RFC 2253 ("CN=client,O=Example"), as nginx's $ssl_client_s_dn
     std::string issuer_dn;
-    std::string escaped_pem;  // URL-encoded PEM ($ssl_client_escaped_cert), when the auth passes it
   };
   const Verdict& verdict();
+  // The client's certificate, PEM, URL-encoded ($ssl_client_escaped_cert); empty without one.
+  // Made on first use, then kept.
+  const std::string& escaped_pem();
 
  private:
   SSL* ssl_;
   std::shared_ptr<const CompiledClientAuth> auth_;
   std::optional<Verdict> verdict_;
+  std::optional<std::string> escaped_pem_;
 };
 
 int peer_certificate_ex_index();

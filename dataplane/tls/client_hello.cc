@@ -83,8 +83,9 @@ ClientHelloInfo scan_client_hello(std::string_view bytes) {
     return out;
   }
   out.state = HelloScan::kComplete;
-  if (r.at == r.s.size()) return out;  // no extensions: no SNI
-  const size_t extensions_end = r.take16() + r.at;
+  if (r.at == r.s.size()) return out;           // no extensions: no SNI
+  const size_t extensions_length = r.take16();  // before r.at: it moves the cursor
+  const size_t extensions_end = r.at + extensions_length;
   if (!r.ok || extensions_end > r.s.size()) {
     out.state = HelloScan::kNotTls;
     return out;

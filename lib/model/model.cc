@@ -232,7 +232,9 @@ std::vector<std::string> validate(const Config& config) {
       }
       continue;
     }
-    if (th.certificate.empty() ? !th.client_auth : !config.certificates.contains(th.certificate)) {
+    // An empty certificate is the default one (a name with client certificates, or one that
+    // must not fall to a wildcard's entry).
+    if (!th.certificate.empty() && !config.certificates.contains(th.certificate)) {
       errors.push_back("TLS host " + th.host + ": unknown certificate \"" + th.certificate + "\"");
     }
     if (th.client_auth) {
