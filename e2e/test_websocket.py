@@ -650,3 +650,27 @@ def test_sigterm_drains_requests_and_closes_tunnels_at_the_deadline(stack_factor
     assert rc == 0
     assert 1.7 <= t_tunnel <= 3.0, t_tunnel
     assert t_exit <= 3.5, t_exit
+
+
+def test_tunnel_idle_timeout_counts_bytes_either_way(stack, ws_backends):
+    """proxy-read-timeout ends a tunnel after that long without a byte in either direction: a
+    direction that stays quiet while the other is busy must not end it (the backend answers
+    nothing to pong frames, so only the client sends here), and a silent tunnel ends on time."""
+    ws = ws_backends("ws")
+    stack.manifests.write(
+        "ws.yaml", *ws_service("svc-ws", ws),
+        ingress("ws", [rule("idle.example.com", path("/", "svc-ws"))],
+                annotations={"tidegate.io/proxy-read-timeout": "1s"}))
+    stack.wait_route("/plain", "idle.example.com",
+                     lambda r: r.status == 200 and r.header("X-Backend") == "ws")
+    c = WsClient(stack.port, "idle.example.com", "/one-way")
+    try:
+        for _ in range(12):  # 3 s of client-to-backend traffic only
+            c.send(b"unsolicited pong", 0xA)
+            time.sleep(0.25)
+        assert c.echo(b"still open"), "the busy tunnel was ended by its quiet direction"
+        t0 = time.monotonic()
+        assert c.closed_by_peer(5.0), "the silent tunnel was not ended"
+        assert time.monotonic() - t0 < 2.5
+    finally:
+        c.close()

@@ -507,9 +507,11 @@ void Http1Connection<S>::start_tunnel() {
   if (auto* m = worker_.metrics()) m->tunnel_opened();
   tunnel_buffer_ = std::make_unique<std::array<char, Limits::kRelayBufferBytes>>();
   auto& connection = exchange_.upstream_connection();
-  auto idle = tunnel_idle_;
-  lowest().expires_after(idle);
-  connection->lowest().expires_after(idle);
+  lowest().expires_never();
+  connection->lowest().expires_never();
+  tunnel_active_ = std::chrono::steady_clock::now();
+  tunnel_timer_.emplace(lowest().get_executor());
+  arm_tunnel_timer();
   auto self = this->shared_from_this();
   // Bytes that arrived behind the request or the 101 header go first.
   if (client_buffer_.size() > 0) {
@@ -541,9 +543,7 @@ void Http1Connection<S>::tunnel_client_to_upstream() {
                            [self = this->shared_from_this()](error_code ec, std::size_t n) {
                              auto& connection = self->exchange_.upstream_connection();
                              if (ec || !connection) return self->end_tunnel();
-                             auto idle = self->tunnel_idle_;
-                             self->lowest().expires_after(idle);
-                             connection->lowest().expires_after(idle);
+                             self->tunnel_active_ = std::chrono::steady_clock::now();
                              connection->with_stream([&](auto& stream) {
                                asio::async_write(
                                    stream, asio::buffer(self->exchange_.relay_buffer().data(), n),
@@ -563,10 +563,7 @@ void Http1Connection<S>::tunnel_upstream_to_client() {
     stream.async_read_some(asio::buffer(*tunnel_buffer_), [self = this->shared_from_this()](
                                                               error_code ec, std::size_t n) {
       if (ec) return self->end_tunnel();
-      auto idle = self->tunnel_idle_;
-      self->lowest().expires_after(idle);
-      auto& connection = self->exchange_.upstream_connection();
-      if (connection) connection->lowest().expires_after(idle);
+      self->tunnel_active_ = std::chrono::steady_clock::now();
       asio::async_write(*self->client_, asio::buffer(self->tunnel_buffer_->data(), n),
                         [self](error_code ec, std::size_t) {
                           if (ec) return self->end_tunnel();
@@ -577,8 +574,24 @@ void Http1Connection<S>::tunnel_upstream_to_client() {
 }
 
 template <class S>
+void Http1Connection<S>::arm_tunnel_timer() {
+  const auto idle = tunnel_idle_;
+  tunnel_timer_->expires_after(
+      std::min<std::chrono::steady_clock::duration>(idle, std::chrono::seconds(1)));
+  tunnel_timer_->async_wait([self = this->shared_from_this(), idle](error_code ec) {
+    if (ec || self->state_ != State::kTunnel) return;
+    if (std::chrono::steady_clock::now() - self->tunnel_active_ >= idle) {
+      self->end_tunnel();
+      return;
+    }
+    self->arm_tunnel_timer();
+  });
+}
+
+template <class S>
 void Http1Connection<S>::end_tunnel() {
   if (state_ != State::kTunnel) return;
+  if (tunnel_timer_) tunnel_timer_->cancel();
   worker_.open_tunnels.fetch_sub(1, std::memory_order_relaxed);
   if (auto* m = worker_.metrics()) m->tunnel_closed();
   if (auto& connection = exchange_.upstream_connection()) {

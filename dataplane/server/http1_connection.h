@@ -168,6 +168,16 @@ class Http1Connection final : public SessionBase,
   // the exchange's relay buffer).
   std::unique_ptr<std::array<char, Limits::kRelayBufferBytes>> tunnel_buffer_;
   std::chrono::milliseconds tunnel_idle_{60'000};
+  // The tunnel's idle limit is watched by a timer of its own: Beast's per-operation timeouts
+  // leave the deadline of a read already pending unchanged, so a quiet direction would end a
+  // tunnel whose other direction is busy (a server pushing to a silent client).
+  using TunnelTimer =
+      boost::asio::basic_waitable_timer<std::chrono::steady_clock,
+                                        boost::asio::wait_traits<std::chrono::steady_clock>,
+                                        runtime::Executor>;
+  std::optional<TunnelTimer> tunnel_timer_;
+  std::chrono::steady_clock::time_point tunnel_active_;
+  void arm_tunnel_timer();
 };
 
 extern template class Http1Connection<runtime::Stream>;
