@@ -49,39 +49,37 @@ std::string check_certificate_pair(const std::string& cert_pem, const std::strin
   return {};
 }
 
-std::string check_ca_bundle(const std::string& ca_pem) {
+namespace {
+
+// Counts the PEM objects `read` takes out of `pem` (each one freed by `free`); the problem, or ""
+// when there is at least one and nothing after the last one fails to parse.
+template <class T>
+std::string check_pem_bundle(const std::string& pem, T* (*read)(BIO*, T**, pem_password_cb*, void*),
+                             void (*free)(T*), const char* key, const char* what) {
   ERR_clear_error();
-  auto bio = memory_bio(ca_pem);
+  auto bio = memory_bio(pem);
   int count = 0;
-  for (;;) {
-    X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-    if (!cert) break;
+  while (T* item = read(bio.get(), nullptr, nullptr, nullptr)) {
+    free(item);
     ++count;
   }
   unsigned long err = ERR_peek_last_error();
   ERR_clear_error();
   const bool clean_end =
       err == 0 || (ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE);
-  if (count == 0) return "ca.crt holds no PEM certificate";
-  if (!clean_end) return "ca.crt: a certificate after the first one does not parse";
+  if (count == 0) return std::string(key) + " holds no PEM " + what;
+  if (!clean_end) return std::string(key) + ": a " + what + " after the first one does not parse";
   return {};
 }
 
+}  // namespace
+
+std::string check_ca_bundle(const std::string& ca_pem) {
+  return check_pem_bundle<X509>(ca_pem, PEM_read_bio_X509, X509_free, "ca.crt", "certificate");
+}
+
 std::string check_crl_bundle(const std::string& crl_pem) {
-  ERR_clear_error();
-  auto bio = memory_bio(crl_pem);
-  int count = 0;
-  while (X509_CRL* crl = PEM_read_bio_X509_CRL(bio.get(), nullptr, nullptr, nullptr)) {
-    X509_CRL_free(crl);
-    ++count;
-  }
-  unsigned long err = ERR_peek_last_error();
-  ERR_clear_error();
-  const bool clean_end =
-      err == 0 || (ERR_GET_LIB(err) == ERR_LIB_PEM && ERR_GET_REASON(err) == PEM_R_NO_START_LINE);
-  if (count == 0) return "ca.crl holds no PEM CRL";
-  if (!clean_end) return "ca.crl: a CRL after the first one does not parse";
-  return {};
+  return check_pem_bundle<X509_CRL>(crl_pem, PEM_read_bio_X509_CRL, X509_CRL_free, "ca.crl", "CRL");
 }
 
 }  // namespace tidegate::controller::translate

@@ -3,6 +3,8 @@
 // from the handshake's verdict as nginx answers it, and the backend hears the verdict in the
 // ssl-client-* fields ingress-nginx sets.
 
+#include <array>
+
 #include <re2/re2.h>
 
 #include "log/log.h"
@@ -27,9 +29,15 @@ const tls::PeerCertificate::Verdict kNoCertificate{};
 }  // namespace
 
 bool Exchange::check_client_certificate(const RequestTarget& target) {
-  std::string host(host_without_port(target.host));
-  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (!host.empty() && host.back() == '.') host.pop_back();
+  // The host lower-cased without a trailing dot, on the stack (every request to a server with
+  // client certificates or passthrough hosts looks it up).
+  const std::string_view named = host_without_port(target.host);
+  std::array<char, 256> buffer;
+  if (named.size() > buffer.size()) return true;  // longer than any host name: no TLS entry
+  size_t n = 0;
+  for (char c : named) buffer[n++] = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n > 0 && buffer[n - 1] == '.') --n;
+  const std::string_view host(buffer.data(), n);
   const runtime::TlsEntry* entry = snapshot_->find_tls(host);
   if (entry == nullptr) return true;
   // HTTP/1.x clients are closed after a 421 so that their next request opens a new connection

@@ -91,9 +91,9 @@ void PassthroughConnection::on_connect(size_t attempt, error_code ec) {
                       if (ec) return self->close();
                       self->received_.clear();
                       self->received_.shrink_to_fit();
-                      self->client_to_upstream();
+                      self->relay(true);
                     });
-  upstream_to_client();
+  relay(false);
 }
 
 void PassthroughConnection::arm_idle_check() {
@@ -123,32 +123,21 @@ void PassthroughConnection::direction_ended(bool client_side) {
   if (client_ended_ && upstream_ended_) close();
 }
 
-void PassthroughConnection::client_to_upstream() {
-  client_.async_read_some(asio::buffer(up_buffer_),
-                          [self = shared_from_this()](error_code ec, std::size_t n) {
-                            if (ec == asio::error::eof) return self->direction_ended(true);
-                            if (ec) return self->close();
-                            self->last_active_ = std::chrono::steady_clock::now();
-                            asio::async_write(self->upstream_, asio::buffer(self->up_buffer_, n),
-                                              [self](error_code ec, std::size_t) {
-                                                if (ec) return self->close();
-                                                self->client_to_upstream();
-                                              });
-                          });
-}
-
-void PassthroughConnection::upstream_to_client() {
-  upstream_.async_read_some(asio::buffer(down_buffer_),
-                            [self = shared_from_this()](error_code ec, std::size_t n) {
-                              if (ec == asio::error::eof) return self->direction_ended(false);
-                              if (ec) return self->close();
-                              self->last_active_ = std::chrono::steady_clock::now();
-                              asio::async_write(self->client_, asio::buffer(self->down_buffer_, n),
-                                                [self](error_code ec, std::size_t) {
-                                                  if (ec) return self->close();
-                                                  self->upstream_to_client();
-                                                });
-                            });
+void PassthroughConnection::relay(bool from_client) {
+  runtime::Stream& from = from_client ? client_ : upstream_;
+  auto& buffer = from_client ? up_buffer_ : down_buffer_;
+  from.async_read_some(asio::buffer(buffer), [self = shared_from_this(), from_client](
+                                                 error_code ec, std::size_t n) {
+    if (ec == asio::error::eof) return self->direction_ended(from_client);
+    if (ec) return self->close();
+    self->last_active_ = std::chrono::steady_clock::now();
+    runtime::Stream& to = from_client ? self->upstream_ : self->client_;
+    auto& data = from_client ? self->up_buffer_ : self->down_buffer_;
+    asio::async_write(to, asio::buffer(data, n), [self, from_client](error_code ec, std::size_t) {
+      if (ec) return self->close();
+      self->relay(from_client);
+    });
+  });
 }
 
 void PassthroughConnection::close() {

@@ -39,8 +39,8 @@ class PassthroughConnection final : public SessionBase,
   using error_code = boost::system::error_code;
   void connect(size_t attempt);
   void on_connect(size_t attempt, error_code ec);
-  void client_to_upstream();
-  void upstream_to_client();
+  // Relays one direction (client to upstream, or back) until it ends or fails.
+  void relay(bool from_client);
   // One direction's source ended (EOF): the other side's sending half is shut (a half-close goes
   // on as one); the connection closes once both directions ended.
   void direction_ended(bool client_side);

@@ -1,9 +1,9 @@
 #include "model/client_auth.h"
 
-#include <stdexcept>
-
 #include <re2/re2.h>
+
 #include <nlohmann/json.hpp>
+#include "model/object_reader.h"
 
 namespace tidegate::model {
 
@@ -77,40 +77,21 @@ json to_json(const ClientAuth& a) {
 }
 
 ClientAuth client_auth_from_json(const json& j) {
-  if (!j.is_object()) throw std::runtime_error("TLS host client_auth must be an object");
   ClientAuth a;
-  auto string_of = [](const std::string& key, const json& v) {
-    if (!v.is_string()) throw std::runtime_error("client_auth \"" + key + "\" must be a string");
-    return v.get<std::string>();
-  };
-  for (const auto& [key, v] : j.items()) {
-    if (key == "verify") {
-      auto verify = client_verify_from_string(string_of(key, v));
-      if (!verify) throw std::runtime_error("client_auth \"verify\": unknown mode");
-      a.verify = *verify;
-    } else if (key == "ca_pem") {
-      a.ca_pem = string_of(key, v);
-    } else if (key == "crl_pem") {
-      a.crl_pem = string_of(key, v);
-    } else if (key == "secret") {
-      a.secret = string_of(key, v);
-    } else if (key == "error_page") {
-      a.error_page = string_of(key, v);
-    } else if (key == "match_cn") {
-      a.match_cn = string_of(key, v);
-    } else if (key == "verify_depth") {
-      if (!v.is_number_unsigned() || v.get<uint64_t>() > ClientAuth::kMaxVerifyDepth) {
-        throw std::runtime_error("client_auth \"verify_depth\" must be a number (1-16)");
-      }
-      a.verify_depth = v.get<uint32_t>();
-    } else if (key == "pass_certificate") {
-      if (!v.is_boolean())
-        throw std::runtime_error("client_auth \"pass_certificate\" must be true");
-      a.pass_certificate = v.get<bool>();
-    } else {
-      throw std::runtime_error("client_auth: unknown field \"" + key + "\"");
-    }
+  detail::ObjectReader r(j, "TLS host client_auth");
+  if (const json* v = r.find("verify")) {
+    auto verify = v->is_string() ? client_verify_from_string(v->get<std::string>()) : std::nullopt;
+    if (!verify) r.fail("verify", "must be on, optional or optional_no_ca");
+    a.verify = *verify;
   }
+  r.string("ca_pem", a.ca_pem);
+  r.string("crl_pem", a.crl_pem);
+  r.string("secret", a.secret);
+  r.integer("verify_depth", a.verify_depth, ClientAuth::kMaxVerifyDepth);
+  r.boolean("pass_certificate", a.pass_certificate);
+  r.string("error_page", a.error_page);
+  r.string("match_cn", a.match_cn);
+  r.finish();
   return a;
 }
 
