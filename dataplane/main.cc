@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
                "client connections in all, split between the workers (0: three quarters of the "
                "open-files limit, which is raised to its hard limit at start; docs/proxy.md, "
                "\"Overload\")");
+  flags.define("cache-size-mb", "64",
+               "memory of the response cache (enable-cache routes) in MiB, shared out among the "
+               "workers (each keeps its own shard)");
+  flags.define("cache-max-item-kb", "1024",
+               "largest response body the cache stores, in KiB; larger ones are passed through");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -319,6 +324,18 @@ int main(int argc, char** argv) {
                              << limits.max_connections * static_cast<size_t>(workers) << " ("
                              << limits.max_connections << " per worker; open-files limit "
                              << open_files << ")");
+  }
+  {
+    const long long cache_mb = std::atoll(flags.get("cache-size-mb").c_str());
+    const long long item_kb = std::atoll(flags.get("cache-max-item-kb").c_str());
+    if (cache_mb < 1 || cache_mb > 1'048'576 || item_kb < 1 || item_kb > 1'048'576) {
+      std::cerr << "tidegate-dataplane: --cache-size-mb and --cache-max-item-kb must be 1 to "
+                   "1048576\n";
+      return 2;
+    }
+    limits.cache_bytes_per_worker =
+        static_cast<size_t>(cache_mb) * 1024 * 1024 / static_cast<size_t>(workers);
+    limits.cache_max_item_bytes = static_cast<size_t>(item_kb) * 1024;
   }
   if (!dataplane::router::parse_escaped_slashes(flags.get("path-escaped-slashes"),
                                                 &limits.request_rules.path.escaped_slashes)) {

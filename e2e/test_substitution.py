@@ -138,6 +138,9 @@ class _SiteHandler(BaseHTTPRequestHandler):
         with srv.lock:
             srv.requests.append((self.command, self.path, dict(self.headers.items())))
             page = srv.pages.get(self.path.split("?")[0])
+            delay = srv.delays.get(self.path.split("?")[0], 0)
+        if delay:
+            time.sleep(delay)
         if page is None:
             page = (404, {"Content-Type": "text/plain"}, b"no such page\n", "length")
         status, headers, body, framing = page
@@ -171,6 +174,7 @@ class Site:
         self.server.lock = threading.Lock()
         self.server.pages = {}
         self.server.requests = []
+        self.server.delays = {}
         self.host, self.port = self.server.server_address[:2]
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
@@ -178,10 +182,15 @@ class Site:
 
     def page(self, p: str, body: bytes, content_type: str = "text/html; charset=utf-8",
              status: int = 200, framing: str = "length", **headers: str) -> None:
-        hdrs = {"Content-Type": content_type}
+        hdrs = {"Content-Type": content_type} if content_type else {}  # None: no field
         hdrs.update({k.replace("_", "-"): v for k, v in headers.items()})
         with self.server.lock:
             self.server.pages[p] = (status, hdrs, body, framing)
+
+    def delay(self, p: str, seconds: float) -> None:
+        """The page's answer waits this long (a slow backend)."""
+        with self.server.lock:
+            self.server.delays[p] = seconds
 
     def requests(self):
         with self.server.lock:

@@ -94,6 +94,9 @@ const std::vector<Spelling>& spellings() {
       {"compression-min-length", {}},
       {"compression-types", {}},
       {"compression-breach-mitigation", {}},
+      {"x-sendfile-directories", {}},
+      {"x-accel-mapping", {}},
+      {"enable-cache", {}},
       {"canary", {"canary"}},
       {"canary-weight", {"canary-weight"}},
       {"canary-weight-total", {"canary-weight-total"}},
@@ -181,7 +184,10 @@ constexpr std::string_view kRouteLevel[] = {"proxy-connect-timeout",
                                             "enable-compression",
                                             "compression-min-length",
                                             "compression-types",
-                                            "compression-breach-mitigation"};
+                                            "compression-breach-mitigation",
+                                            "x-sendfile-directories",
+                                            "x-accel-mapping",
+                                            "enable-cache"};
 
 const Spelling* spelling_of(std::string_view name) {
   for (const auto& s : spellings()) {
@@ -237,6 +243,8 @@ AnnotationResult Parser::run() {
     parse_external_auth();
     parse_client_auth();
     parse_compression();
+    parse_sendfile();
+    parse_cache();
   } else {
     for (std::string_view name : kRouteLevel) {
       if (auto a = get(name)) {

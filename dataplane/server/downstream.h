@@ -91,6 +91,13 @@ class Downstream {
   virtual void send_response_head(ResponseMessage& res, const ResponseBody& body) = 0;
   // Body bytes; `last` ends the body. Completes with Exchange::on_response_body_sent(ec, bytes).
   virtual void send_response_body(const char* data, std::size_t n, bool last) = 0;
+  // Whether send_response_file() may carry this response's body: a plain-TCP HTTP/1.x client
+  // and a body framed by Content-Length (sendfile(2) cannot go through TLS or HTTP/2 frames).
+  virtual bool can_send_file() const { return false; }
+  // `n` bytes of the open file `fd` from `offset`, the kernel copying them (sendfile(2)); as
+  // send_response_body() otherwise, completing with Exchange::on_response_body_sent(ec, bytes).
+  virtual void send_response_file(int /*fd*/, uint64_t /*offset*/, std::size_t /*n*/,
+                                  bool /*last*/) {}
   // The backend's trailers (a gRPC status), given before the send_response_body() that ends
   // the body; they must stay valid until it completes. HTTP/2 sends them in a HEADERS frame
   // after the last DATA; HTTP/1.1 drops them (they are not forwarded to HTTP/1.1 clients yet).

@@ -44,11 +44,16 @@ Exchange::Exchange(Worker& worker, Downstream& downstream)
 }
 
 Exchange::~Exchange() {
+  end_cache_fill();
   end_attempt(false);
   end_auth_attempt(false);
 }
 
 void Exchange::reset() {
+  end_cache_fill();
+  cache_state_ = CacheState::kOff;
+  cache_request_fields_.clear();
+  if (cache_timer_) cache_timer_->cancel();
   cancelled_ = false;
   grpc_ = false;
   challenge_ = nullptr;
@@ -87,6 +92,7 @@ void Exchange::reset() {
   client_auth_ = nullptr;
   client_verdict_ = nullptr;
   client_peer_ = nullptr;
+  file_.reset();
 }
 
 void Exchange::begin(std::size_t header_bytes) {
@@ -150,6 +156,11 @@ void Exchange::route() {
 }
 
 void Exchange::proceed_to_backend() {
+  if (route_->policy.cache && lookup_cache()) return;
+  go_to_backend();
+}
+
+void Exchange::go_to_backend() {
   auto& req = downstream_.request();
   RequestTarget target = split_target(req.target(), req[http::field::host]);
   if (!route_->policy.error_codes.empty()) original_target_ = std::string(req.target());
@@ -395,6 +406,13 @@ void Exchange::prepare_upstream_request() {
   add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
   if (client_auth_ != nullptr) add_client_certificate_fields(req);
   ensure_request_id(req, worker_);
+  if (policy().sendfile) {
+    // x-sendfile-directories: the backend may hand files over (Rack::Sendfile reads this field,
+    // as behind Thruster). A client's own X-Accel-Mapping would let it choose how Rack maps
+    // paths: never forwarded on these routes.
+    req.set("X-Sendfile-Type", "X-Sendfile");
+    req.erase("X-Accel-Mapping");
+  }
   // x-forwarded-prefix: the path prefix the client saw, for backends behind a rewrite.
   if (const auto& prefix = policy().forwarded_prefix; !prefix.empty()) {
     req.set("X-Forwarded-Prefix", prefix);
@@ -817,6 +835,7 @@ void Exchange::on_response_header(error_code ec) {
     read_response_header();
     return;
   }
+  if (policy().sendfile && serve_file(res)) return;
   remove_hop_by_hop(res);
   note_grpc_status(res);
   ResponseBody body;
@@ -835,14 +854,11 @@ void Exchange::on_response_header(error_code ec) {
   context.route = route_;
   // A filter that takes the body rewrites the head to match (length, validators).
   body.transformed = filters_.on_headers(res, context);
-  // custom-headers: set on the backend's responses (not on the proxy's own answers).
-  for (const auto& h : policy().response_headers) res.set(h.name, h.value);
-  add_cors_fields(res);
-  add_hsts(res);
-  add_affinity_cookie(res);
-  if (!auth_cookies_.empty() && (status < 400 || policy().external_auth->always_set_cookie)) {
-    for (const auto& cookie : auth_cookies_) res.insert(http::field::set_cookie, cookie);
+  if (cache_state_ != CacheState::kOff) {
+    start_cache_capture(res, status, body.expected,
+                        body.transformed ? std::nullopt : content_length);
   }
+  add_response_fields(res, status);
   if (!body.expected) {
     // HEAD, 204 and 304 carry no body whatever their framing fields say: the head goes alone.
     response_started_ = true;
@@ -851,6 +867,17 @@ void Exchange::on_response_header(error_code ec) {
   }
   downstream_.send_response_head(res, body);
   relay_response();
+}
+
+void Exchange::add_response_fields(ResponseMessage& res, unsigned status) {
+  // custom-headers: set on the backend's responses (not on the proxy's own answers).
+  for (const auto& h : policy().response_headers) res.set(h.name, h.value);
+  add_cors_fields(res);
+  add_hsts(res);
+  add_affinity_cookie(res);
+  if (!auth_cookies_.empty() && (status < 400 || policy().external_auth->always_set_cookie)) {
+    for (const auto& cookie : auth_cookies_) res.insert(http::field::set_cookie, cookie);
+  }
 }
 
 void Exchange::on_response_head_sent(error_code ec, std::size_t n) {
@@ -914,6 +941,7 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
 }
 
 void Exchange::write_response(const char* data, std::size_t n, bool last) {
+  if (cache_capture_) capture_body(data, n, last);
   response_started_ = true;
   last_sent_ = last;
   if (last && !up_.trailers().empty()) {
@@ -927,6 +955,15 @@ void Exchange::on_response_body_sent(error_code ec, std::size_t n) {
   bytes_out_ += n;  // a filtered body counts as written (the filter's output)
   if (ec) {
     client_failed();
+    return;
+  }
+  if (file_) {
+    if (last_sent_) {
+      file_.reset();
+      finish();
+    } else {
+      send_file_part();
+    }
     return;
   }
   if (filters_.active()) {
@@ -1216,6 +1253,7 @@ bool Exchange::observing() const {
 }
 
 void Exchange::end_observation() {
+  end_cache_fill();  // however the exchange ended, its fill is over
   if (!exchange_open_) return;
   exchange_open_ = false;
   connection_lease_.reset();

@@ -32,9 +32,11 @@
 #include "server/cors.h"
 #include "server/downstream.h"
 #include "server/external_auth.h"
+#include "server/file_response.h"
 #include "server/grpc.h"
 #include "server/headers.h"
 #include "server/limits.h"
+#include "server/response_cache.h"
 #include "server/response_filter.h"
 #include "server/retry_policy.h"
 #include "server/substitution_filter.h"
@@ -118,9 +120,26 @@ class Exchange {
   bool apply_route_policy(const RequestTarget& target);
   void prepare_upstream_request();
   void rewrite_upstream_request(const RequestTarget& target);
-  // What follows the route's policies: the backend chosen, the request prepared, the first
-  // attempt. After the external authentication when the route has one.
+  // What follows the route's policies: the response cache (enable-cache), then the backend
+  // chosen, the request prepared, the first attempt (go_to_backend). After the external
+  // authentication when the route has one.
   void proceed_to_backend();
+  void go_to_backend();
+
+  // --- enable-cache (server/exchange_cache.cc)
+  // True when the request was answered from the cache or waits for another exchange's fill.
+  bool lookup_cache();
+  bool cache_lookup_again(bool after_wait);
+  void on_cache_wake(uint64_t token);
+  void serve_cached(std::shared_ptr<const CachedResponse> entry);
+  // The backend's head (after the response filters): X-Cache, and a storable answer's head
+  // kept while its body is captured (capture_body, from write_response).
+  void start_cache_capture(ResponseMessage& res, unsigned status, bool body_expected,
+                           std::optional<uint64_t> content_length);
+  void capture_body(const char* data, std::size_t n, bool last);
+  void store_capture();
+  // This exchange's fill of its key is over (stored or not): the waiters look again.
+  void end_cache_fill();
 
   // --- auth-url (server/exchange_auth.cc): the request to the authentication service, on its
   // own upstream connection, before any byte of the request goes to the backend. 2xx lets the
@@ -171,6 +190,16 @@ class Exchange {
   void on_write_request(error_code ec);
   void read_response_header();
   void on_response_header(error_code ec);
+  // The fields every backend response gets on its way out (custom-headers, CORS, HSTS, the
+  // affinity cookie, the authentication service's cookies).
+  void add_response_fields(ResponseMessage& res, unsigned status);
+  // x-sendfile-directories (server/exchange_sendfile.cc): the backend's response names a file
+  // (X-Accel-Redirect or X-Sendfile); the file is the answer, or 404 when the route may not
+  // serve it. False when the response names none (it is relayed as usual).
+  bool serve_file(ResponseMessage& res);
+  // The next part of the file: sendfile(2) through the downstream where it can, else read into
+  // the relay buffer and sent.
+  void send_file_part();
   void relay_response();
   void read_response_body();
   void on_read_response_body(error_code ec, std::size_t n);
@@ -318,6 +347,31 @@ class Exchange {
   ResponseFilterChain filters_;
   bool filter_more_ = false;  // the filters had input left after the turn being written
   bool last_sent_ = false;    // the body's end is in the write under way
+
+  // enable-cache: the state of this request, its key, the fill it owns (request collapsing),
+  // the request's fields as received (for Vary), the response being captured.
+  enum class CacheState { kOff, kBypass, kMiss, kHit };
+  static constexpr std::chrono::seconds kCacheLockTimeout{5};
+  CacheState cache_state_ = CacheState::kOff;
+  std::string cache_key_;
+  bool cache_filling_ = false;
+  // A wait is woken once, by the fill's end or the timer: the first bumps the token, the other
+  // then sees a token that is not its own. Never reset (a late wake-up of an earlier request
+  // must not act on the next one).
+  uint64_t cache_wait_token_ = 0;
+  using CacheTimer =
+      boost::asio::basic_waitable_timer<std::chrono::steady_clock,
+                                        boost::asio::wait_traits<std::chrono::steady_clock>,
+                                        runtime::Executor>;
+  std::optional<CacheTimer> cache_timer_;
+  FieldList cache_request_fields_;
+  std::shared_ptr<CachedResponse> cache_capture_;
+
+  // X-Sendfile: the file being sent, where the next part starts and how much is left.
+  FileHandle file_;
+  uint64_t file_offset_ = 0;
+  uint64_t file_left_ = 0;
+  static constexpr std::size_t kFilePartBytes = 1024 * 1024;  // per sendfile(2) turn
 
   std::array<char, Limits::kRelayBufferBytes> relay_buffer_;
 

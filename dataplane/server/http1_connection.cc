@@ -3,6 +3,9 @@
 #include "server/passthrough.h"
 #include "tls/client_hello.h"
 
+#include <sys/sendfile.h>
+
+#include <cerrno>
 #include <chrono>
 
 #include <boost/asio/write.hpp>
@@ -396,6 +399,86 @@ void Http1Connection<S>::send_response_body(const char* data, std::size_t n, boo
                       self->client_out_.written();
                       self->exchange_.on_response_body_sent(ec, n);
                     });
+}
+
+template <class S>
+void Http1Connection<S>::send_response_file(int fd, uint64_t offset, std::size_t n, bool last) {
+  if constexpr (kTls) {
+    // can_send_file() is false on TLS: never called.
+    (void)fd, (void)offset, (void)n, (void)last;
+    close_client();
+  } else {
+    (void)last;  // Content-Length framing: the body ends with its last byte
+    auto head = client_out_.next(nullptr, 0, false);
+    if (asio::buffer_size(head) == 0) {
+      send_file_loop(fd, offset, n, 0);
+      return;
+    }
+    // The head first (it waits for the first body bytes), then the file.
+    lowest().expires_after(worker_.limits().client_send_timeout);
+    asio::async_write(
+        *client_, head,
+        [self = this->shared_from_this(), fd, offset, n](error_code ec, std::size_t written) {
+          self->client_out_.written();
+          if (ec) {
+            self->exchange_.on_response_body_sent(ec, written);
+            return;
+          }
+          self->send_file_loop(fd, offset, n, written);
+        });
+  }
+}
+
+template <class S>
+void Http1Connection<S>::send_file_loop(int fd, uint64_t offset, std::size_t left,
+                                        std::size_t sent) {
+  auto& socket = lowest().socket();
+  error_code ec;
+  if (!socket.native_non_blocking()) socket.native_non_blocking(true, ec);
+  while (!ec && left > 0) {
+    auto at = static_cast<off_t>(offset);
+    const ssize_t r = ::sendfile(socket.native_handle(), fd, &at, left);
+    if (r > 0) {
+      offset += static_cast<uint64_t>(r);
+      left -= static_cast<std::size_t>(r);
+      sent += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The socket's buffer is full: wait until it drains, within the send timeout.
+      if (!file_timer_) file_timer_.emplace(lowest().get_executor());
+      file_timer_->expires_after(worker_.limits().client_send_timeout);
+      file_timer_->async_wait([self = this->shared_from_this()](error_code timer_ec) {
+        if (timer_ec) return;  // cancelled: the socket became writable first
+        error_code ignored;
+        self->lowest().socket().cancel(ignored);
+      });
+      socket.async_wait(asio::socket_base::wait_write, [self = this->shared_from_this(), fd, offset,
+                                                        left, sent](error_code wec) {
+        self->file_timer_->cancel();
+        if (wec) {
+          self->file_sent(
+              wec == asio::error::operation_aborted ? error_code(asio::error::timed_out) : wec,
+              sent);
+          return;
+        }
+        self->send_file_loop(fd, offset, left, sent);
+      });
+      return;
+    }
+    // 0: the file ended early (it was truncated since it was opened); or an error.
+    ec =
+        r == 0 ? error_code(asio::error::eof) : error_code(errno, boost::system::system_category());
+  }
+  // Completions never run inside the caller: a large file would otherwise recurse.
+  asio::post(lowest().get_executor(),
+             [self = this->shared_from_this(), ec, sent] { self->file_sent(ec, sent); });
+}
+
+template <class S>
+void Http1Connection<S>::file_sent(error_code ec, std::size_t sent) {
+  exchange_.on_response_body_sent(ec, sent);
 }
 
 template <class S>

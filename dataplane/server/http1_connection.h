@@ -84,6 +84,8 @@ class Http1Connection final : public SessionBase,
   void read_request_body(char* data, std::size_t size) override;
   void send_response_head(ResponseMessage& res, const ResponseBody& body) override;
   void send_response_body(const char* data, std::size_t n, bool last) override;
+  bool can_send_file() const override { return !kTls && !client_out_.chunked(); }
+  void send_response_file(int fd, uint64_t offset, std::size_t n, bool last) override;
   void set_response_trailers(const TrailerFields&) override {}
   // The sequential flow never retries with a read pending.
   void cancel_request_body_read() override {}
@@ -171,13 +173,19 @@ class Http1Connection final : public SessionBase,
   // The tunnel's idle limit is watched by a timer of its own: Beast's per-operation timeouts
   // leave the deadline of a read already pending unchanged, so a quiet direction would end a
   // tunnel whose other direction is busy (a server pushing to a silent client).
-  using TunnelTimer =
+  using WatchTimer =
       boost::asio::basic_waitable_timer<std::chrono::steady_clock,
                                         boost::asio::wait_traits<std::chrono::steady_clock>,
                                         runtime::Executor>;
-  std::optional<TunnelTimer> tunnel_timer_;
+  std::optional<WatchTimer> tunnel_timer_;
   std::chrono::steady_clock::time_point tunnel_active_;
   void arm_tunnel_timer();
+
+  // X-Sendfile on a plain connection: sendfile(2) while the socket takes bytes, then a wait
+  // for it to be writable, within Limits::client_send_timeout (file_timer_).
+  void send_file_loop(int fd, uint64_t offset, std::size_t left, std::size_t sent);
+  void file_sent(error_code ec, std::size_t sent);
+  std::optional<WatchTimer> file_timer_;
 };
 
 extern template class Http1Connection<runtime::Stream>;

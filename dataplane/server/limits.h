@@ -54,6 +54,10 @@ struct Limits {
   size_t max_request_header_bytes = 64 * 1024;
   // Largest upstream response header block; larger gets 502.
   size_t max_response_header_bytes = 64 * 1024;
+  // enable-cache: each worker's shard of the response cache (--cache-size-mb divided among
+  // the workers) and the largest body stored (--cache-max-item-kb). Defaults as Thruster's.
+  size_t cache_bytes_per_worker = 64 * 1024 * 1024;
+  size_t cache_max_item_bytes = 1024 * 1024;
   // Size of the one relay buffer each connection owns; bodies stream through it.
   static constexpr size_t kRelayBufferBytes = 16 * 1024;
   // Initial capacity of the read buffers. Beast reads at most the free capacity (and at least

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 namespace tidegate::dataplane::server {
 
 namespace {
@@ -25,8 +27,16 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
                        size_t workers) {
   std::optional<observability::RouteMetricIds> ids;
   if (metrics != nullptr) ids.emplace(router, *metrics);
-  router.for_each_route([&](std::string_view, const model::Route& route) {
+  router.for_each_route([&](std::string_view host, const model::Route& route) {
     CompiledRoute& c = routes_[&route];
+    if (route.policy.cache) {
+      std::string identity(host);
+      identity += '\n' + route.path + '\n' + std::string(model::to_string(route.match)) + '\n' +
+                  route.upstream + '\n' + route.ingress + '\n' + route.substitution + '\n' +
+                  route.fallback_upstream + '\n' + model::to_json(route.policy).dump();
+      if (route.canary) identity += '\n' + model::to_json(*route.canary).dump();
+      c.cache_tag = std::hash<std::string>{}(identity);
+    }
     if (ids) {
       c.labels = ids->find(&route);
       c.canary_labels = ids->find_canary(&route);

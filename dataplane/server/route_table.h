@@ -50,6 +50,11 @@ struct CompiledRoute {
   std::unique_ptr<BasicAuthCheck> basic_auth;
   // auth-url: the auth request's parts and the cache of answers (per worker).
   std::unique_ptr<CompiledExternalAuth> external_auth;
+  // enable-cache: what the route is (host, path, backend, policy) as a hash, part of every
+  // cache key of the route: a change of the route (its Ingress, or the Service or port it names)
+  // leaves its old entries unreachable (they age out of the LRU), while a rebuilt table with the
+  // same route keeps them. Endpoint changes do not change it.
+  uint64_t cache_tag = 0;
   // hsts: the Strict-Transport-Security value for the route's HTTPS responses; empty: none.
   std::string hsts;
   // A route with a canary: each worker's count of requests the weight decided (indexed by

@@ -45,6 +45,7 @@ class OutgoingMessage {
   Buffers head_only();
   void written() { head_pending_ = false; }
   bool done() const { return done_; }
+  bool chunked() const { return chunked_; }
 
  private:
   std::string head_;

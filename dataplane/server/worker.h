@@ -22,6 +22,7 @@
 #include "ratelimit/cidr_set.h"
 #include "runtime/snapshot.h"
 #include "server/limits.h"
+#include "server/response_cache.h"
 #include "server/route_table.h"
 #include "server/substitution.h"
 #include "tls/certificate_cache.h"
@@ -99,6 +100,8 @@ class Worker {
     return c ? c->labels : observability::kNoRouteLabels;
   }
   upstream::Pool& pool() { return pool_; }
+  // enable-cache: this worker's shard of the response cache (docs/annotations.md).
+  ResponseCache& cache() { return cache_; }
   upstream::Http2Pool& http2_pool() { return http2_pool_; }
   tls::CertificateCache& certificates() { return certificates_; }
   // Body substitution: the memo and the counters (docs/substitutions.md).
@@ -147,6 +150,7 @@ class Worker {
 
   size_t id_;
   Limits limits_;
+  ResponseCache cache_{limits_.cache_bytes_per_worker, limits_.cache_max_item_bytes};
   ratelimit::CidrSet trusted_proxies_;
   boost::asio::ssl::context* tls_;
   // Declared before io_ so that they outlive it: destroying io_ destroys pending handlers, and

@@ -626,6 +626,9 @@ std::vector<std::string> validate(const RoutePolicy& p) {
   if (p.compression) {
     for (auto& problem : validate(*p.compression)) problems.push_back(std::move(problem));
   }
+  if (p.sendfile) {
+    for (auto& problem : validate(*p.sendfile)) problems.push_back(std::move(problem));
+  }
   if (p.hsts &&
       (p.hsts->max_age_seconds < 0 || p.hsts->max_age_seconds > Hsts::kMaxMaxAgeSeconds)) {
     problems.push_back("hsts max_age " + std::to_string(p.hsts->max_age_seconds) +
@@ -849,6 +852,7 @@ json to_json(const RoutePolicy& p) {
   if (!p.upstream_vhost.empty()) j["upstream_vhost"] = p.upstream_vhost;
   if (!p.forwarded_prefix.empty()) j["forwarded_prefix"] = p.forwarded_prefix;
   if (!p.access_log) j["access_log"] = false;
+  if (p.cache) j["cache"] = true;
   if (!p.upgrade_protocols.empty()) j["upgrade_protocols"] = p.upgrade_protocols;
   if (p.cors) j["cors"] = to_json(*p.cors);
   if (p.hsts) {
@@ -868,6 +872,7 @@ json to_json(const RoutePolicy& p) {
   if (p.basic_auth) j["basic_auth"] = to_json(*p.basic_auth);
   if (p.external_auth) j["external_auth"] = to_json(*p.external_auth);
   if (p.compression) j["compression"] = to_json(*p.compression);
+  if (p.sendfile) j["sendfile"] = to_json(*p.sendfile);
   if (p.rate_limits != d.rate_limits) {
     const RateLimits& r = p.rate_limits;
     const RateLimits dr;
@@ -931,6 +936,7 @@ RoutePolicy route_policy_from_json(const json& j) {
   r.string("upstream_vhost", p.upstream_vhost);
   r.string("forwarded_prefix", p.forwarded_prefix);
   r.boolean("access_log", p.access_log);
+  r.boolean("cache", p.cache);
   r.strings("upgrade_protocols", p.upgrade_protocols);
   if (const json* v = r.find("cors")) p.cors = cors_from_json(*v);
   if (const json* v = r.find("hsts")) {
@@ -945,6 +951,7 @@ RoutePolicy route_policy_from_json(const json& j) {
   if (const json* v = r.find("basic_auth")) p.basic_auth = basic_auth_from_json(*v);
   if (const json* v = r.find("external_auth")) p.external_auth = external_auth_from_json(*v);
   if (const json* v = r.find("compression")) p.compression = compression_from_json(*v);
+  if (const json* v = r.find("sendfile")) p.sendfile = sendfile_from_json(*v);
   if (r.find("source_ranges")) {
     SourceRanges ranges;
     r.strings("source_ranges", ranges.cidrs);

@@ -34,6 +34,7 @@
 #include "model/compression.h"
 #include "model/cors.h"
 #include "model/external_auth.h"
+#include "model/sendfile.h"
 
 namespace tidegate::model {
 
@@ -217,6 +218,10 @@ struct RoutePolicy {
   std::optional<BasicAuth> basic_auth;             // auth-type: basic (lib/model/auth.h)
   std::optional<Compression> compression;          // enable-compression (lib/model/compression.h)
   std::optional<ExternalAuth> external_auth = {};  // auth-url (lib/model/external_auth.h)
+  std::optional<Sendfile> sendfile = {};           // x-sendfile-directories (lib/model/sendfile.h)
+  // enable-cache: the route's GET and HEAD answers are kept in the data plane's response cache
+  // as RFC 9111 allows a shared cache (docs/annotations.md, "Response cache").
+  bool cache = false;
   bool operator==(const RoutePolicy&) const = default;
 };
 

@@ -241,6 +241,12 @@ class Parser {
   // annotations/compression.cc
   void parse_compression();
 
+  // annotations/sendfile.cc: x-sendfile-directories, x-accel-mapping.
+  void parse_sendfile();
+
+  // annotations/cache.cc: enable-cache.
+  void parse_cache();
+
   // annotations/canary.cc
   void parse_canary();
 

@@ -93,9 +93,10 @@ std::vector<Case> core_cases() {
 
 std::vector<annotation_table::Case> annotation_table::all_cases() {
   std::vector<Case> all = core_cases();
-  for (auto* family : {backend_cases, timeouts_cases, rewrites_cases, headers_cases, access_cases,
-                       canary_cases, auth_cases, external_auth_cases, buffering_cases,
-                       compression_cases, errors_cases, client_auth_cases}) {
+  for (auto* family :
+       {backend_cases, timeouts_cases, rewrites_cases, headers_cases, access_cases, canary_cases,
+        auth_cases, external_auth_cases, buffering_cases, compression_cases, errors_cases,
+        client_auth_cases, sendfile_cases, cache_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }

@@ -100,6 +100,8 @@ std::vector<Case> buffering_cases();
 std::vector<Case> compression_cases();
 std::vector<Case> errors_cases();
 std::vector<Case> client_auth_cases();
+std::vector<Case> sendfile_cases();
+std::vector<Case> cache_cases();
 // Every case of every family, and those of annotations_test.cc.
 std::vector<Case> all_cases();
 
