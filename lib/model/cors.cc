@@ -5,17 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "model/object_reader.h"
-#include "model/policy.h"
+#include "model/syntax.h"
 
 namespace tidegate::model {
 
+using detail::is_alnum;
+using detail::is_digit;
+using detail::quote;
 using nlohmann::json;
 
 namespace {
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 // "http(s)://host[:port]" with an optional leading "*." on the host, or "*".
 bool is_cors_origin(std::string_view s) {

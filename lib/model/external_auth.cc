@@ -7,26 +7,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/syntax.h"
+
 namespace tidegate::model {
 
+using detail::is_visible;
 using nlohmann::json;
 
 namespace {
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-  });
-}
-
-bool printable(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
 std::optional<TemplateVariable> variable_named(std::string_view name, std::string* arg) {
@@ -145,7 +136,7 @@ std::optional<AuthUrl> parse_auth_url(std::string_view url, std::string* error) 
     *error = "is longer than 2048 bytes";
     return std::nullopt;
   }
-  if (!printable(url)) {
+  if (!is_visible(url)) {
     *error = "must be printable ASCII without spaces";
     return std::nullopt;
   }
@@ -307,7 +298,7 @@ std::vector<std::string> validate(const ExternalAuth& a) {
   std::vector<TemplatePart> parts;
   for (const std::string* t : {&a.signin, &a.request_redirect, &a.cache_key}) {
     if (t->size() > 2048) problems.push_back("external_auth template longer than 2048 bytes");
-    if (!printable(*t)) problems.push_back("external_auth templates must be printable ASCII");
+    if (!is_visible(*t)) problems.push_back("external_auth templates must be printable ASCII");
     if (auto why = parse_template(*t, &parts)) problems.push_back("external_auth template " + *why);
   }
   if (!a.signin_redirect_param.empty() && !is_token(a.signin_redirect_param)) {

@@ -1,5 +1,5 @@
 #pragma once
-// The JSON object reader the model's family files share (policy.cc, cors.cc): typed members,
+// The JSON object reader the model's files share (policy.cc and the family files): typed members,
 // exact numbers, and unknown members refused, so that a side that does not know a field NACKs
 // it instead of half-applying it. Private to lib/model.
 
