@@ -347,7 +347,7 @@ ssize_t Http2Stream::read_data(uint8_t* buf, std::size_t length, uint32_t* flags
     return NGHTTP2_ERR_DEFERRED;
   }
   const std::size_t n = std::min(length, out_size_);
-  std::memcpy(buf, out_, n);
+  if (n != 0) std::memcpy(buf, out_, n);  // an empty body's end may come with no buffer at all
   out_ += n;
   out_size_ -= n;
   if (out_size_ == 0) {
