@@ -109,19 +109,8 @@ proxy_pids() {  # name
 
 # Prints "responses_per_second errors user_us_per_response system_us_per_response".
 measure() {  # name port
-  local out pids u0 s0 u1 s1 hz
-  hz=$(getconf CLK_TCK)
-  mapfile -t pids < <(proxy_pids "$1")
-  read -r u0 s0 < <(cpu_ticks "${pids[@]}")
-  out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-    -H "Accept-Encoding: $ENCODING" "http://127.0.0.1:$2/page.html")
-  read -r u1 s1 < <(cpu_ticks "${pids[@]}")
-  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
-    /Requests\/sec:/ { rps = $2 }
-    /requests in/ { total = $1 }
-    /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s %.1f %.1f\n", rps, (errors == "" ? "none" : "yes"),
-          du * 1e6 / hz / total, ds * 1e6 / hz / total }'
+  wrk_cpu "$(proxy_pids "$1" | tr '\n' ' ')" -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
+    -H "Accept-Encoding: $ENCODING" "http://127.0.0.1:$2/page.html"
 }
 
 PEERS=(tidegate nginx)

@@ -112,3 +112,22 @@ nginx_proxy_location() {
     }
 CONF
 }
+
+# wrk_cpu "PID ..." WRK_ARGS...: one wrk run (on the load CPU) with the CPU time the given
+# processes spent over it. Prints "responses_per_second errors user_us system_us" (per response;
+# errors: none or yes).
+wrk_cpu() {
+  local pids out u0 s0 u1 s1 hz
+  read -r -a pids <<<"$1"
+  shift
+  hz=$(getconf CLK_TCK)
+  read -r u0 s0 < <(cpu_ticks "${pids[@]}")
+  out=$("${LOAD_CPU[@]}" wrk "$@")
+  read -r u1 s1 < <(cpu_ticks "${pids[@]}")
+  echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
+    /Requests\/sec:/ { rps = $2 }
+    /requests in/ { total = $1 }
+    /Non-2xx|Socket errors/ { errors = errors $0 }
+    END { printf "%s %s %.1f %.1f\n", rps, (errors == "" ? "none" : "yes"),
+          du * 1e6 / hz / total, ds * 1e6 / hz / total }'
+}
