@@ -24,6 +24,7 @@
 #include "cli/flags.h"
 #include "control/control_server.h"
 #include "log/log.h"
+#include "model/sendfile.h"
 #include "observability/access_log.h"
 #include "observability/metrics.h"
 #include "runtime/publisher.h"
@@ -136,6 +137,9 @@ int main(int argc, char** argv) {
                "workers (each keeps its own shard)");
   flags.define("cache-max-item-kb", "1024",
                "largest response body the cache stores, in KiB; larger ones are passed through");
+  flags.define("x-sendfile-roots", "",
+               "directories (comma-separated) within which routes' x-sendfile-directories may "
+               "lie; empty: X-Sendfile is off (docs/annotations.md, \"X-Sendfile\")");
   flags.define("workers", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
                "worker threads");
   if (int exit_code = cli::parse_command_line(flags, argc, argv, "tidegate-dataplane");
@@ -336,6 +340,19 @@ int main(int argc, char** argv) {
     limits.cache_bytes_per_worker =
         static_cast<size_t>(cache_mb) * 1024 * 1024 / static_cast<size_t>(workers);
     limits.cache_max_item_bytes = static_cast<size_t>(item_kb) * 1024;
+  }
+  for (std::string_view rest = flags.get("x-sendfile-roots"); !rest.empty();) {
+    const size_t comma = rest.find(',');
+    std::string root(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    root.erase(0, root.find_first_not_of(' '));
+    root.erase(root.find_last_not_of(' ') + 1);
+    if (root.empty()) continue;
+    if (auto why = tidegate::model::check_sendfile_directory(root)) {
+      std::cerr << "tidegate-dataplane: --x-sendfile-roots: \"" << root << "\" " << *why << "\n";
+      return 2;
+    }
+    limits.sendfile_roots.push_back(std::move(root));
   }
   if (!dataplane::router::parse_escaped_slashes(flags.get("path-escaped-slashes"),
                                                 &limits.request_rules.path.escaped_slashes)) {

@@ -88,8 +88,9 @@ def test_a_fresh_answer_is_served_from_the_cache(cached):
     for target in ("/s-maxage", "/expires"):
         assert cached.get(target, host=HOST).header("X-Cache") == "MISS", target
         assert cached.get(target, host=HOST).header("X-Cache") == "HIT", target
-    # The query is part of the key.
+    # The query is part of the key, and so is the Host's port (a backend may build links from it).
     assert cached.get("/page?a=1", host=HOST).header("X-Cache") == "MISS"
+    assert cached.get("/page", host=HOST + ":8080").header("X-Cache") == "MISS"
 
 
 @pytest.mark.parametrize("target", ["/cookie", "/private", "/no-store", "/no-cache", "/silent",
@@ -113,6 +114,14 @@ def test_requests_that_bypass_the_cache(cached):
         assert r.header("X-Cache") == "BYPASS", headers
         assert backend_hits(cached.site, "/page") == before + 1, headers
     assert cached.get("/page", host=HOST).header("X-Cache") == "HIT"
+
+
+def test_a_successful_unsafe_request_invalidates(cached):
+    cached.get("/page", host=HOST)
+    assert cached.get("/page", host=HOST).header("X-Cache") == "HIT"
+    r = harness.proto_request(cached.port, "POST", "/page", HOST, body=b"x=1")
+    assert r.status == 200 and r.header("X-Cache") == "BYPASS"
+    assert cached.get("/page", host=HOST).header("X-Cache") == "MISS"
 
 
 def test_expiry_and_vary(cached):

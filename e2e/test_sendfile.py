@@ -24,8 +24,14 @@ PLAIN = "plain.example.com"
 
 
 @pytest.fixture
-def files(stack, tmp_path):
+def files(stack_factory, tmp_path):
     root = tmp_path / "srv"
+    stack = stack_factory()
+    # The operator's roots: the route's directory lies within; the other one is outside.
+    stack.dataplane.argv += ["--x-sendfile-roots", f"/nonexistent,{root}/files"]
+    stack.start_dataplane()
+    stack.start_controller()
+    stack.dataplane.wait_ready()
     (root / "files/sub").mkdir(parents=True)
     (root / "outside").mkdir()
     big = harness.pattern_bytes(6 * 1024 * 1024 + 123, seed=7)  # several sendfile(2) parts
@@ -67,7 +73,9 @@ def files(stack, tmp_path):
 
 
 def test_the_named_file_is_the_answer(files):
-    r = files.get("/report", host=HOST, headers={"X-Accel-Mapping": "/=/"})
+    r = files.get("/report", host=HOST,
+                  headers={"X-Accel-Mapping": "/=/", "X_Accel_Mapping": "/=/",
+                           "X_Sendfile_Type": "X-Accel-Redirect"})
     assert r.status == 200
     assert r.body == b"%PDF-1.7 " + b"r" * 991
     assert r.header("Content-Length") == "1000"
@@ -83,7 +91,9 @@ def test_the_named_file_is_the_answer(files):
     method, target, headers = files.site.requests()[-1]
     assert target == "/report"
     assert headers.get("X-Sendfile-Type") == "X-Sendfile"
-    assert "X-Accel-Mapping" not in headers
+    assert not any(k.lower().replace("_", "-") == "x-accel-mapping" for k in headers)
+    assert [v for k, v in headers.items()
+            if k.lower().replace("_", "-") == "x-sendfile-type"] == ["X-Sendfile"]
     # A large file, whole (several parts), and an empty one.
     r = files.get("/big", host=HOST, timeout=30)
     assert r.status == 200 and len(r.body) == len(files.big)
@@ -144,6 +154,28 @@ def test_a_route_without_the_annotation_relays_the_answer(files):
     assert r.header("X-Sendfile") == f"{files.dir}/report.pdf"
     method, target, headers = files.site.requests()[-1]
     assert "X-Sendfile-Type" not in headers
+
+
+def test_off_without_the_operators_roots(stack, tmp_path):
+    """--x-sendfile-roots not given: the annotation changes nothing (the backend is not told,
+    its answer is relayed), so a tenant cannot choose what the data plane reads."""
+    d = tmp_path / "files"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"file")
+    site = Site()
+    try:
+        site.page("/a", b"the app's own body", X_Sendfile=f"{d}/a.txt")
+        stack.manifests.write(
+            "site.yaml", *backend_objects("site", site.host, site.port),
+            ingress("files", [rule(HOST, path("/", "site"))],
+                    annotations={"tidegate.io/x-sendfile-directories": str(d)}))
+        wait_until(lambda: stack.get("/a", host=HOST).status == 200, 10, "the route")
+        r = stack.get("/a", host=HOST)
+        assert r.body == b"the app's own body"
+        method, target, headers = site.requests()[-1]
+        assert "X-Sendfile-Type" not in headers
+    finally:
+        site.stop()
 
 
 def test_keep_alive_after_files_and_a_slow_reader(files):

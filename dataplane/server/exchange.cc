@@ -406,12 +406,22 @@ void Exchange::prepare_upstream_request() {
   add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
   if (client_auth_ != nullptr) add_client_certificate_fields(req);
   ensure_request_id(req, worker_);
-  if (policy().sendfile) {
+  if (sendfile_on()) {
     // x-sendfile-directories: the backend may hand files over (Rack::Sendfile reads this field,
     // as behind Thruster). A client's own X-Accel-Mapping would let it choose how Rack maps
     // paths: never forwarded on these routes.
+    // Servers that map "_" to "-" (Unicorn, Thin, older Puma) would read X_Accel_Mapping as
+    // the same field: every spelling goes.
+    for (auto it = req.begin(); it != req.end();) {
+      std::string name(it->name_string());
+      for (char& c : name) c = c == '_' ? '-' : c;
+      if (beast::iequals(name, "X-Accel-Mapping") || beast::iequals(name, "X-Sendfile-Type")) {
+        it = req.erase(it);
+      } else {
+        ++it;
+      }
+    }
     req.set("X-Sendfile-Type", "X-Sendfile");
-    req.erase("X-Accel-Mapping");
   }
   // x-forwarded-prefix: the path prefix the client saw, for backends behind a rewrite.
   if (const auto& prefix = policy().forwarded_prefix; !prefix.empty()) {
@@ -814,6 +824,7 @@ void Exchange::on_response_header(error_code ec) {
     if (observing()) upstream_answered_ = std::chrono::steady_clock::now();
   }
   if (status == 101) {
+    end_cache_fill();
     if (!upgrade_ || up_.http2()) {
       end_attempt(true);
       up_.drop();
@@ -835,7 +846,7 @@ void Exchange::on_response_header(error_code ec) {
     read_response_header();
     return;
   }
-  if (policy().sendfile && serve_file(res)) return;
+  if (sendfile_on() && serve_file(res)) return;
   remove_hop_by_hop(res);
   note_grpc_status(res);
   ResponseBody body;
@@ -867,6 +878,11 @@ void Exchange::on_response_header(error_code ec) {
   }
   downstream_.send_response_head(res, body);
   relay_response();
+}
+
+bool Exchange::sendfile_on() const {
+  const auto& config = policy().sendfile;
+  return config && sendfile_allowed(*config, worker_.limits().sendfile_roots);
 }
 
 void Exchange::add_response_fields(ResponseMessage& res, unsigned status) {

@@ -197,6 +197,8 @@ class Exchange {
   // (X-Accel-Redirect or X-Sendfile); the file is the answer, or 404 when the route may not
   // serve it. False when the response names none (it is relayed as usual).
   bool serve_file(ResponseMessage& res);
+  // The route has x-sendfile-directories and the operator's --x-sendfile-roots allow them.
+  bool sendfile_on() const;
   // The next part of the file: sendfile(2) through the downstream where it can, else read into
   // the relay buffer and sent.
   void send_file_part();

@@ -23,15 +23,10 @@ namespace {
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
 std::string lower_host(std::string_view host) {
-  std::string out;
-  out.reserve(host.size());
-  for (char c : host) {
-    if (c == ':' && out.find(']') == std::string::npos && !out.empty() && out.front() != '[') {
-      break;  // the port
-    }
-    out.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
-    if (c == ']') break;
-  }
+  // With its port: a backend may build links from the Host it is sent (which keeps the port),
+  // so two ports are two keys.
+  std::string out(host);
+  for (char& c : out) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
   return out;
 }
 
@@ -48,13 +43,6 @@ bool kept_in_cache(std::string_view name) {
 
 bool Exchange::lookup_cache() {
   auto& req = downstream_.request();
-  const bool has_body =
-      !downstream_.request_complete() || downstream_.request_content_length().value_or(0) > 0;
-  if (upgrade_ ||
-      request_cacheability(req.method(), req, has_body) == RequestCacheability::kBypass) {
-    cache_state_ = CacheState::kBypass;
-    return false;
-  }
   const CompiledRoute* compiled = worker_.compiled(route_);
   const RequestTarget target = split_target(req.target(), req[http::field::host]);
   cache_key_.clear();
@@ -64,6 +52,17 @@ bool Exchange::lookup_cache() {
   cache_key_ += lower_host(target.host);
   cache_key_ += '|';
   cache_key_.append(target.path_and_query.data(), target.path_and_query.size());
+  const bool has_body =
+      !downstream_.request_complete() || downstream_.request_content_length().value_or(0) > 0;
+  // Upgrades, and routes with a canary (whose answer depends on which backend the request's
+  // header, cookie or the weight picks), never meet the cache.
+  const bool upgrade =
+      downstream_.upgrade_requested() || !downstream_.other_upgrade_requested().empty();
+  if (upgrade || route_->canary ||
+      request_cacheability(req.method(), req, has_body) == RequestCacheability::kBypass) {
+    cache_state_ = CacheState::kBypass;
+    return false;
+  }
   return cache_lookup_again(false);
 }
 
@@ -85,9 +84,14 @@ bool Exchange::cache_lookup_again(bool after_wait) {
   // Another exchange of this worker is asking the backend for this key: wait for its answer,
   // at most kCacheLockTimeout (nginx's proxy_cache_lock_timeout), then go on alone.
   const uint64_t token = ++cache_wait_token_;
-  cache.wait(cache_key_, [self = downstream_.hold(), this, token] {
-    asio::post(downstream_.executor(), [self, this, token] { on_cache_wake(token); });
+  // The waiter holds the connection weakly: a client that leaves is not kept alive by it.
+  const bool waiting = cache.wait(cache_key_, [weak = std::weak_ptr<void>(downstream_.hold()), this,
+                                               token, executor = downstream_.executor()] {
+    auto self = weak.lock();
+    if (!self) return;
+    asio::post(executor, [self, this, token] { on_cache_wake(token); });
   });
+  if (!waiting) return false;  // too many wait already: to the backend
   if (!cache_timer_) cache_timer_.emplace(downstream_.executor());
   cache_timer_->expires_after(kCacheLockTimeout);
   cache_timer_->async_wait([self = downstream_.hold(), this, token](error_code ec) {
@@ -108,11 +112,15 @@ void Exchange::serve_cached(std::shared_ptr<const CachedResponse> entry) {
   cache_state_ = CacheState::kHit;
   auto& req = downstream_.request();
   // Conditional requests answered from the entry's validators (RFC 9110 section 13.2.2).
+  // Preconditions only for a 2xx entry (RFC 9110 section 13.1: a 404 is sent as it is).
   bool not_modified = false;
-  if (auto inm = req[http::field::if_none_match]; !inm.empty()) {
+  const auto inm = req[http::field::if_none_match];
+  const auto ims = req[http::field::if_modified_since];
+  if (entry->status < 200 || entry->status >= 300) {
+    not_modified = false;
+  } else if (!inm.empty()) {
     not_modified = !entry->etag.empty() && etag_list_matches(inm, entry->etag, false);
-  } else if (auto ims = req[http::field::if_modified_since];
-             !ims.empty() && !entry->last_modified.empty()) {
+  } else if (!ims.empty() && !entry->last_modified.empty()) {
     const auto since = parse_http_date(ims);
     const auto modified = parse_http_date(entry->last_modified);
     not_modified = since && modified && *modified <= *since;
@@ -137,6 +145,13 @@ void Exchange::serve_cached(std::shared_ptr<const CachedResponse> entry) {
 void Exchange::start_cache_capture(ResponseMessage& res, unsigned status, bool body_expected,
                                    std::optional<uint64_t> content_length) {
   if (cache_state_ == CacheState::kBypass) {
+    // An unsafe method that succeeded changed the resource: its stored GET goes (RFC 9111
+    // section 4.4).
+    const auto method = downstream_.request().method();
+    if (status < 400 && method != http::verb::get && method != http::verb::head &&
+        method != http::verb::options && method != http::verb::trace) {
+      worker_.cache().erase(cache_key_);
+    }
     res.set("X-Cache", "BYPASS");
     return;
   }
@@ -145,7 +160,9 @@ void Exchange::start_cache_capture(ResponseMessage& res, unsigned status, bool b
   std::optional<int64_t> lifetime;
   const int64_t now_unix = unix_now();
   if (!head_request_ && !error_page_ && (body_expected || status == 204)) {
-    lifetime = storable_lifetime(status, res, now_unix, &why);
+    const bool authenticated = policy().external_auth.has_value() || client_auth_ != nullptr;
+    lifetime = storable_lifetime(status, res, now_unix, authenticated, &why);
+    if (lifetime && varies_on_proxy_fields(res)) lifetime.reset();
   }
   const size_t max_item = worker_.cache().max_item_bytes();
   if (lifetime && (!content_length || *content_length <= max_item)) {

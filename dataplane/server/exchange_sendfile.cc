@@ -46,6 +46,7 @@ bool Exchange::serve_file(ResponseMessage& res) {
     it = res.find("X-Sendfile");
     if (it == res.end()) return false;
   }
+  end_cache_fill();  // a file is never stored: waiters for this key go on now
   const model::Sendfile& config = *policy().sendfile;
   const std::string named(it->value());
   // The backend's own body (usually empty) is not sent: its connection is kept only when the
@@ -55,9 +56,8 @@ bool Exchange::serve_file(ResponseMessage& res) {
   end_attempt(false);
   std::string why = "names no usable path";
   std::optional<OpenedFile> file;
-  if (auto path = sendfile_path(config, accel, named)) {
-    file = open_within(config.directories, *path, &why);
-  }
+  const auto path = sendfile_path(config, accel, named);
+  if (path) file = open_within(config.directories, *path, &why);
   const bool close = !downstream_.request_complete();
   if (!file) {
     TG_WARN("http", (accel ? "X-Accel-Redirect" : "X-Sendfile")
@@ -94,7 +94,7 @@ bool Exchange::serve_file(ResponseMessage& res) {
   res.erase(http::field::transfer_encoding);
   res.result(plan.status);
   if (res.find(http::field::content_type) == res.end()) {
-    res.set(http::field::content_type, content_type_for(named));
+    res.set(http::field::content_type, content_type_for(*path));
   }
   res.set(http::field::last_modified, format_http_date(file->mtime));
   res.set(http::field::etag, etag);

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <climits>
@@ -146,6 +147,15 @@ std::optional<std::string> sendfile_path(const model::Sendfile& config, bool acc
   return path;
 }
 
+bool sendfile_allowed(const model::Sendfile& config, const std::vector<std::string>& roots) {
+  return !roots.empty() && !config.directories.empty() &&
+         std::all_of(config.directories.begin(), config.directories.end(), [&](const auto& d) {
+           return !model::check_sendfile_directory(d) &&
+                  std::any_of(roots.begin(), roots.end(),
+                              [&](const auto& root) { return model::path_within(d, root); });
+         });
+}
+
 std::optional<OpenedFile> open_within(const std::vector<std::string>& directories,
                                       const std::string& path, std::string* why) {
   const std::string* dir = nullptr;
@@ -171,7 +181,8 @@ std::optional<OpenedFile> open_within(const std::vector<std::string>& directorie
   how.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
   long fd = ::syscall(SYS_openat2, dir_fd.get(), relative.c_str(), &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) {
+  // ENOSYS: a kernel before 5.6; EPERM: a seccomp profile that refuses openat2.
+  if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
     // Kernels before 5.6: resolve the path ourselves and check where it lands (a link changed
     // between the check and the open could still move it; openat2 has no such window).
     char real_dir[PATH_MAX];
@@ -184,7 +195,17 @@ std::optional<OpenedFile> open_within(const std::vector<std::string>& directorie
     if (!model::path_within(real_file, real_dir)) {
       errno = EXDEV;
     } else {
-      fd = ::open(real_file, static_cast<int>(how.flags));
+      fd = ::open(real_file, static_cast<int>(how.flags) | O_NOFOLLOW);
+      // A link swapped in between the check and the open: where did it land?
+      char landed[PATH_MAX];
+      const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+      const ssize_t n = fd < 0 ? -1 : ::readlink(proc.c_str(), landed, sizeof landed - 1);
+      if (fd >= 0 && (n <= 0 || !model::path_within(
+                                    std::string_view(landed, static_cast<size_t>(n)), real_dir))) {
+        ::close(static_cast<int>(fd));
+        fd = -1;
+        errno = EXDEV;
+      }
     }
   }
   if (fd < 0) {

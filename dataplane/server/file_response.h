@@ -46,6 +46,10 @@ class FileHandle {
 std::optional<std::string> sendfile_path(const model::Sendfile& config, bool accel_redirect,
                                          std::string_view value);
 
+// The route's X-Sendfile takes effect: every one of its directories lies within one of the
+// operator's roots (--x-sendfile-roots; none: never).
+bool sendfile_allowed(const model::Sendfile& config, const std::vector<std::string>& roots);
+
 struct OpenedFile {
   FileHandle file;
   uint64_t size = 0;

@@ -449,13 +449,17 @@ void Http1Connection<S>::send_file_loop(int fd, uint64_t offset, std::size_t lef
       // The socket's buffer is full: wait until it drains, within the send timeout.
       if (!file_timer_) file_timer_.emplace(lowest().get_executor());
       file_timer_->expires_after(worker_.limits().client_send_timeout);
-      file_timer_->async_wait([self = this->shared_from_this()](error_code timer_ec) {
-        if (timer_ec) return;  // cancelled: the socket became writable first
+      const uint64_t wait = ++file_wait_;
+      file_timer_->async_wait([self = this->shared_from_this(), wait](error_code timer_ec) {
+        // Cancelled, or fired just as the socket became writable (its handler queued before
+        // the cancel): only the wait it was armed for may be cut.
+        if (timer_ec || wait != self->file_wait_) return;
         error_code ignored;
         self->lowest().socket().cancel(ignored);
       });
       socket.async_wait(asio::socket_base::wait_write, [self = this->shared_from_this(), fd, offset,
                                                         left, sent](error_code wec) {
+        ++self->file_wait_;
         self->file_timer_->cancel();
         if (wec) {
           self->file_sent(

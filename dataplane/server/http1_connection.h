@@ -186,6 +186,7 @@ class Http1Connection final : public SessionBase,
   void send_file_loop(int fd, uint64_t offset, std::size_t left, std::size_t sent);
   void file_sent(error_code ec, std::size_t sent);
   std::optional<WatchTimer> file_timer_;
+  uint64_t file_wait_ = 0;  // the socket wait the timer stands for
 };
 
 extern template class Http1Connection<runtime::Stream>;

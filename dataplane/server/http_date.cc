@@ -84,6 +84,7 @@ std::optional<int64_t> parse_http_date(std::string_view text) {
   int h = 0, m = 0, s = 0;
   const size_t comma = text.find(',');
   if (comma == 3) {
+    if (text.size() < 5) return std::nullopt;
     // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
     Reader r{text.substr(5)};
     const int day = r.number(2);

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "server/http1_policy.h"
 
@@ -58,6 +60,10 @@ struct Limits {
   // the workers) and the largest body stored (--cache-max-item-kb). Defaults as Thruster's.
   size_t cache_bytes_per_worker = 64 * 1024 * 1024;
   size_t cache_max_item_bytes = 1024 * 1024;
+  // --x-sendfile-roots: the directories X-Sendfile may serve from at all (normal form). A
+  // route's x-sendfile-directories take effect only when each lies within one of them; empty
+  // (the default): X-Sendfile is off for every route.
+  std::vector<std::string> sendfile_roots;
   // Size of the one relay buffer each connection owns; bodies stream through it.
   static constexpr size_t kRelayBufferBytes = 16 * 1024;
   // Initial capacity of the read buffers. Beast reads at most the free capacity (and at least

@@ -126,7 +126,7 @@ RequestCacheability request_cacheability(http::verb method, const Fields& reques
 }
 
 std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response, int64_t now_unix,
-                                         const char** why) {
+                                         bool authenticated, const char** why) {
   // Final statuses RFC 9110 calls heuristically cacheable; others are never stored here.
   static constexpr std::array<unsigned, 13> kCacheable = {200, 203, 204, 300, 301, 302, 307,
                                                           308, 404, 405, 410, 414, 501};
@@ -137,6 +137,10 @@ std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response
   const CacheControl cc = parse_cache_control(response);
   if (cc.no_store || cc.is_private || cc.no_cache) {
     *why = "Cache-Control";
+    return std::nullopt;
+  }
+  if (authenticated && !cc.is_public && !cc.s_maxage) {
+    *why = "authenticated request";
     return std::nullopt;
   }
   if (response.find(http::field::set_cookie) != response.end()) {
@@ -174,6 +178,21 @@ std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response
     return std::nullopt;
   }
   return lifetime;
+}
+
+bool varies_on_proxy_fields(const Fields& response) {
+  bool proxy_field = false;
+  for_each_item(response, "Vary", [&](std::string_view item) {
+    const std::string name = lower(item);
+    for (std::string_view prefix : {"x-forwarded-", "ssl-client-", "x-original-"}) {
+      proxy_field |= name.compare(0, prefix.size(), prefix) == 0;
+    }
+    for (std::string_view exact :
+         {"x-real-ip", "x-request-id", "x-sendfile-type", "forwarded", "x-accel-mapping"}) {
+      proxy_field |= name == exact;
+    }
+  });
+  return proxy_field;
 }
 
 int64_t initial_age(const Fields& response, int64_t now_unix) {
@@ -238,11 +257,15 @@ std::shared_ptr<const CachedResponse> ResponseCache::find(
 void ResponseCache::insert(const std::string& key, std::shared_ptr<const CachedResponse> entry) {
   if (auto it = map_.find(key); it != map_.end()) erase(it);
   const size_t cost = entry->cost() + key.size();
-  if (entry->body.size() > max_item_ || cost > capacity_) return;
+  if (entry->body.size() > max_item_bytes() || cost > capacity_) return;
   while (bytes_ + cost > capacity_ && !lru_.empty()) erase(map_.find(lru_.back()));
   lru_.push_front(key);
   map_.emplace(key, Slot{std::move(entry), lru_.begin()});
   bytes_ += cost;
+}
+
+void ResponseCache::erase(const std::string& key) {
+  if (auto it = map_.find(key); it != map_.end()) erase(it);
 }
 
 void ResponseCache::erase(std::unordered_map<std::string, Slot>::iterator it) {
@@ -253,8 +276,11 @@ void ResponseCache::erase(std::unordered_map<std::string, Slot>::iterator it) {
 
 bool ResponseCache::begin_fill(const std::string& key) { return filling_.try_emplace(key).second; }
 
-void ResponseCache::wait(const std::string& key, std::function<void()> wake) {
-  filling_[key].push_back(std::move(wake));
+bool ResponseCache::wait(const std::string& key, std::function<void()> wake) {
+  auto& waiters = filling_[key];
+  if (waiters.size() >= kMaxWaiters) return false;
+  waiters.push_back(std::move(wake));
+  return true;
 }
 
 void ResponseCache::end_fill(const std::string& key) {

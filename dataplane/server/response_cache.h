@@ -4,6 +4,7 @@
 // least recently used entries evicted first. The rules of what may be stored and served are
 // the pure functions below; the exchange (server/exchange_cache.cc) applies them.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -52,8 +53,15 @@ RequestCacheability request_cacheability(boost::beast::http::verb method, const 
 // the reason in *why: a status not cacheable, no-store, private, no-cache, Set-Cookie, Vary: *,
 // Content-Range, or no explicit freshness (s-maxage, then max-age, then Expires - Date; no
 // heuristic freshness: a response that says nothing is not stored).
+// `authenticated`: the proxy authenticated the request (auth-url, client certificates): as for
+// a request with Authorization (RFC 9111 section 3.5), only an answer marked public or with
+// s-maxage may be shared.
 std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response, int64_t now_unix,
-                                         const char** why);
+                                         bool authenticated, const char** why);
+// Vary names a field the proxy sets or replaces on the way up (X-Forwarded-*, X-Real-IP,
+// X-Request-ID, ssl-client-*, X-Sendfile-Type): the values seen by the cache are not the
+// backend's, so such an answer is not stored.
+bool varies_on_proxy_fields(const Fields& response);
 
 // The age a response already has when it arrives (RFC 9111 section 4.2.3, without the request
 // delay): its Age field, or how far its Date lies behind `now_unix` when that is more.
@@ -90,7 +98,11 @@ class ResponseCache {
  public:
   ResponseCache(size_t capacity_bytes, size_t max_item_bytes)
       : capacity_(capacity_bytes), max_item_(max_item_bytes) {}
-  size_t max_item_bytes() const { return max_item_; }
+  // The largest body that can be stored: the item limit, within the shard's capacity.
+  size_t max_item_bytes() const {
+    return std::min(max_item_, capacity_ > kEntryOverhead ? capacity_ - kEntryOverhead : 0);
+  }
+  static constexpr size_t kEntryOverhead = 4096;
 
   // A fresh entry under `key` whose Vary values match `request`; a stale one is dropped.
   std::shared_ptr<const CachedResponse> find(const std::string& key, const Fields& request,
@@ -98,11 +110,15 @@ class ResponseCache {
   // Stores (replacing the entry under `key`), evicting the least recently used entries until
   // it fits. An entry larger than the item limit or the capacity is not stored.
   void insert(const std::string& key, std::shared_ptr<const CachedResponse> entry);
+  // Drops the entry under `key` (an unsafe request changed the resource: RFC 9111 4.4).
+  void erase(const std::string& key);
 
   // Request collapsing: the first miss of a key fills it (true); later misses wait (false) and
   // are woken by end_fill(), whatever its outcome, to look again.
   bool begin_fill(const std::string& key);
-  void wait(const std::string& key, std::function<void()> wake);
+  // False when too many wait already (kMaxWaiters): the caller goes on alone.
+  bool wait(const std::string& key, std::function<void()> wake);
+  static constexpr size_t kMaxWaiters = 256;
   void end_fill(const std::string& key);
 
   size_t bytes() const { return bytes_; }

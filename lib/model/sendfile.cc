@@ -27,6 +27,13 @@ std::optional<std::string> check_sendfile_directory(std::string_view p) {
   if (p.size() > Sendfile::kMaxPathBytes) return "is longer than 1024 bytes";
   if (!is_path_text(p)) return "must be printable ASCII without spaces, quotes or backslashes";
   if (p == "/") return "must not be the root directory";
+  // Kernel and credential trees: never served, whatever the operator's roots say.
+  for (std::string_view forbidden :
+       {"/proc", "/sys", "/dev", "/run/secrets", "/var/run/secrets", "/etc"}) {
+    if (path_within(p, forbidden)) {
+      return "must not be within " + std::string(forbidden);
+    }
+  }
   if (p.back() == '/') return "must not end with '/'";
   size_t start = 1;
   while (start <= p.size()) {

@@ -34,7 +34,8 @@ struct Sendfile {
   bool operator==(const Sendfile&) const = default;
 };
 
-// An absolute directory in normal form, as above; nullopt == valid.
+// An absolute directory in normal form, as above, not within /proc, /sys, /dev, /etc,
+// /run/secrets or /var/run/secrets; nullopt == valid.
 std::optional<std::string> check_sendfile_directory(std::string_view path);
 // `path` is `directory` or beneath it (both in normal form).
 bool path_within(std::string_view path, std::string_view directory);

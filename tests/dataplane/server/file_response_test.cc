@@ -245,16 +245,29 @@ TEST(HttpDate, ThreeFormsAndRoundTrip) {
   EXPECT_EQ(parse_http_date("Sun Nov  6 08:49:37 1994"), 784111777);
   EXPECT_EQ(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), 0);
   EXPECT_EQ(parse_http_date("Tue, 29 Feb 2028 23:59:59 GMT"), 1835481599);
-  for (std::string_view bad :
-       {"", "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 UTC",
-        "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
-        "Sun, 06 Nov 1994 25:00:00 GMT", "1994-11-06", "Sun, 06 Nov 1994 08:49:37 GMTx"}) {
+  for (std::string_view bad : {"", "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 UTC",
+                               "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+                               "Sun, 06 Nov 1994 25:00:00 GMT", "1994-11-06",
+                               "Sun, 06 Nov 1994 08:49:37 GMTx", "Sun,", "Sun, ", "Sun", ","}) {
     EXPECT_FALSE(parse_http_date(bad)) << bad;
   }
   for (int64_t t : {int64_t{0}, int64_t{784111777}, int64_t{1835481599}, int64_t{4102444800}}) {
     EXPECT_EQ(parse_http_date(format_http_date(t)), t) << t;
   }
   EXPECT_EQ(format_http_date(784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
+}
+
+TEST(SendfileAllowed, OnlyWithinTheOperatorsRoots) {
+  model::Sendfile config;
+  config.directories = {"/srv/app/storage", "/srv/media"};
+  EXPECT_FALSE(sendfile_allowed(config, {}));  // no roots: off
+  EXPECT_TRUE(sendfile_allowed(config, {"/srv"}));
+  EXPECT_FALSE(sendfile_allowed(config, {"/srv/app"}));  // /srv/media is outside
+  EXPECT_TRUE(sendfile_allowed(config, {"/srv/app", "/srv/media"}));
+  config.directories = {"/var/run/secrets/kubernetes.io/serviceaccount"};
+  EXPECT_FALSE(sendfile_allowed(config, {"/var"}));  // never, whatever the roots
+  config.directories = {"/proc/self"};
+  EXPECT_FALSE(sendfile_allowed(config, {"/proc"}));
 }
 
 TEST(ContentType, ByExtension) {

@@ -96,12 +96,31 @@ TEST(StorableLifetime, Table) {
   int i = 0;
   for (const auto& c : cases) {
     const char* why = "";
-    EXPECT_EQ(storable_lifetime(c.status, c.response, now, &why), c.want) << "case " << i;
+    EXPECT_EQ(storable_lifetime(c.status, c.response, now, false, &why), c.want) << "case " << i;
     if (!c.want) {
       EXPECT_EQ(std::string_view(why), c.why) << "case " << i;
     }
     ++i;
   }
+}
+
+TEST(StorableLifetime, AuthenticatedRequestsShareOnlyPublicAnswers) {
+  const int64_t now = 1'800'000'000;
+  const char* why = "";
+  EXPECT_FALSE(storable_lifetime(200, fields({{"Cache-Control", "max-age=60"}}), now, true, &why));
+  EXPECT_EQ(std::string_view(why), "authenticated request");
+  EXPECT_EQ(
+      storable_lifetime(200, fields({{"Cache-Control", "public, max-age=60"}}), now, true, &why),
+      60);
+  EXPECT_EQ(storable_lifetime(200, fields({{"Cache-Control", "s-maxage=30"}}), now, true, &why),
+            30);
+}
+
+TEST(StorableLifetime, VaryOnFieldsTheProxySets) {
+  EXPECT_TRUE(varies_on_proxy_fields(fields({{"Vary", "Accept, X-Forwarded-For"}})));
+  EXPECT_TRUE(varies_on_proxy_fields(fields({{"Vary", "ssl-client-subject-dn"}})));
+  EXPECT_TRUE(varies_on_proxy_fields(fields({{"Vary", "X-Request-ID"}})));
+  EXPECT_FALSE(varies_on_proxy_fields(fields({{"Vary", "Accept-Encoding, Accept-Language"}})));
 }
 
 TEST(CachedResponse, AgeAndFreshness) {
@@ -148,23 +167,23 @@ std::shared_ptr<CachedResponse> entry(size_t body_bytes, int64_t lifetime = 60) 
 }
 
 TEST(ResponseCache, LeastRecentlyUsedGoesFirstWithinTheBudget) {
-  const size_t one = entry(1000)->cost() + 2;  // key "k1".."k9"
-  ResponseCache cache(3 * one, 4096);
+  const size_t one = entry(10000)->cost() + 2;  // key "k1".."k9"
+  ResponseCache cache(3 * one, 12000);
   const Fields none;
   const auto now = std::chrono::steady_clock::now();
-  cache.insert("k1", entry(1000));
-  cache.insert("k2", entry(1000));
-  cache.insert("k3", entry(1000));
+  cache.insert("k1", entry(10000));
+  cache.insert("k2", entry(10000));
+  cache.insert("k3", entry(10000));
   EXPECT_EQ(cache.entries(), 3u);
   EXPECT_LE(cache.bytes(), 3 * one);
   ASSERT_TRUE(cache.find("k1", none, now));  // k1 is now the most recent
-  cache.insert("k4", entry(1000));
+  cache.insert("k4", entry(10000));
   EXPECT_FALSE(cache.find("k2", none, now));  // the least recent went
   EXPECT_TRUE(cache.find("k1", none, now));
   EXPECT_TRUE(cache.find("k3", none, now));
   EXPECT_TRUE(cache.find("k4", none, now));
   // Too large for an item: not stored, and an older entry under the key is dropped.
-  cache.insert("k1", entry(5000));
+  cache.insert("k1", entry(13000));
   EXPECT_FALSE(cache.find("k1", none, now));
   EXPECT_EQ(cache.entries(), 2u);
   // A stale entry is dropped when found.
@@ -187,6 +206,11 @@ TEST(ResponseCache, OneFillPerKeyAndEveryWaiterWoken) {
   EXPECT_EQ(woken, 0);
   cache.end_fill("a");
   EXPECT_EQ(woken, 2);
+  // A bounded number of waiters per key.
+  EXPECT_TRUE(cache.begin_fill("c"));
+  for (size_t i = 0; i < ResponseCache::kMaxWaiters; ++i) EXPECT_TRUE(cache.wait("c", [] {}));
+  EXPECT_FALSE(cache.wait("c", [] {}));
+  cache.end_fill("c");
   cache.end_fill("a");  // twice: nothing more
   EXPECT_EQ(woken, 2);
   EXPECT_TRUE(cache.begin_fill("a"));  // free again

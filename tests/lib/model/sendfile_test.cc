@@ -26,6 +26,13 @@ TEST(SendfileModel, DirectoriesInNormalFormOnly) {
   for (const auto& c : cases) {
     EXPECT_EQ(!check_sendfile_directory(c.path).has_value(), c.ok) << c.path;
   }
+  for (std::string_view forbidden :
+       {"/proc", "/proc/1", "/sys/fs", "/dev", "/etc/ssl", "/run/secrets/x",
+        "/var/run/secrets/kubernetes.io/serviceaccount"}) {
+    EXPECT_TRUE(check_sendfile_directory(forbidden).has_value()) << forbidden;
+  }
+  EXPECT_FALSE(check_sendfile_directory("/var/run/app").has_value());
+  EXPECT_FALSE(check_sendfile_directory("/procfiles").has_value());
   EXPECT_TRUE(path_within("/srv/files/a", "/srv/files"));
   EXPECT_TRUE(path_within("/srv/files", "/srv/files"));
   EXPECT_FALSE(path_within("/srv/files2/a", "/srv/files"));
@@ -38,7 +45,7 @@ TEST(SendfileModel, ValidateNamesEachProblem) {
   s.directories = {"/srv/files"};
   s.mappings = {{"/p/", "/srv/files/sub"}};
   EXPECT_TRUE(validate(s).empty());
-  s.mappings = {{"/p", "/srv/files"}, {"/q/", "/etc"}, {"/r/../", "/srv/files"}};
+  s.mappings = {{"/p", "/srv/files"}, {"/q/", "/opt/other"}, {"/r/../", "/srv/files"}};
   const auto problems = validate(s);
   ASSERT_EQ(problems.size(), 3u);
   EXPECT_NE(problems[0].find("\"/p\""), std::string::npos);

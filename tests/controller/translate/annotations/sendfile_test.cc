@@ -38,14 +38,15 @@ std::vector<Case> sendfile_cases() {
        {E("must not contain \".\" or \"..\" components")}},
       {"an empty list", A({{"x-sendfile-directories", " , "}}), {}, {E("no directory given")}},
       {"a mapping outside the directories: read as paths",
-       A({{"x-sendfile-directories", "/srv/files"}, {"x-accel-mapping", "/p/=/etc"}}),
+       A({{"x-sendfile-directories", "/srv/files"}, {"x-accel-mapping", "/p/=/opt/other"}}),
        [](IngressPolicy& p) {
          model::Sendfile s;
          s.directories = {"/srv/files"};
          p.route.sendfile = s;
        },
-       {E("x-accel-mapping: invalid value \"/p/=/etc\": x-accel-mapping directory \"/etc\" is "
-          "not within the x-sendfile directories; X-Accel-Redirect values are read as file "
+       {E("x-accel-mapping: invalid value \"/p/=/opt/other\": x-accel-mapping directory "
+          "\"/opt/other\" is not within the x-sendfile directories; X-Accel-Redirect values are "
+          "read as file "
           "paths")}},
       {"a mapping without '='",
        A({{"x-sendfile-directories", "/srv/files"}, {"x-accel-mapping", "/p/"}}),
