@@ -146,6 +146,18 @@ def test_a_change_of_the_ingress_purges_its_entries(cached):
     r = cached.get("/page", host=HOST)
     assert r.header("X-Cache") == "MISS" and r.header("X-Version") == "2"
     assert cached.get("/page", host=HOST).header("X-Cache") == "HIT"
+    # A backend setting (load balancing is the upstream's, not the route's): purged too.
+    write_site(cached, cached.site, {"tidegate.io/custom-headers": "X-Version: 2",
+                                     "tidegate.io/load-balance": "ewma"})
+    wait_until(lambda: cached.get("/page", host=HOST).header("X-Cache") == "MISS", 10,
+               "the purge after the backend's change")
+    assert cached.get("/page", host=HOST).header("X-Cache") == "HIT"
+    # A change elsewhere keeps the entries.
+    cached.manifests.write("other.yaml", ingress("other", [rule("other.example.com",
+                                                                path("/", "site"))]))
+    wait_until(lambda: cached.get("/page", host="other.example.com").status == 200, 10,
+               "the other Ingress")
+    assert cached.get("/page", host=HOST).header("X-Cache") == "HIT"
 
 
 def test_concurrent_misses_ask_the_backend_once(cached):

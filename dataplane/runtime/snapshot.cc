@@ -5,6 +5,8 @@
 #include <functional>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "filters/substitution/stream.h"
 #include "tls/certificate_cache.h"
 #include "tls/upstream_context.h"
@@ -151,6 +153,9 @@ std::shared_ptr<const UpstreamState> build_upstream(
   auto state = std::make_shared<UpstreamState>();
   state->name = up.name;
   state->model = up;
+  state->config_tag = std::hash<std::string>{}(model::to_json(up.policy).dump() + '\n' +
+                                               (up.tls.enabled ? "tls\n" : "plain\n") +
+                                               up.tls.server_name + '\n' + up.tls.ca_pem);
   std::vector<balancer::EndpointSpec> specs;
   specs.reserve(up.endpoints.size());
   for (const auto& ep : up.endpoints) {

@@ -60,6 +60,10 @@ struct UpstreamState {
   bool affinity_path_from_route = false;
   // What it was built from: compared to reuse the state, and to reassemble Snapshot::config().
   model::Upstream model;
+  // The upstream as configured apart from its endpoints (policy, TLS): a hash, part of the
+  // response cache's keys, so that a change of the Service's settings purges the cache while
+  // endpoint changes (scaling) keep it.
+  uint64_t config_tag = 0;
 };
 
 // The Path of an affinity cookie set on a response of `route` (see SessionAffinity::path): the

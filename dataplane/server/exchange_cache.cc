@@ -49,6 +49,10 @@ bool Exchange::lookup_cache() {
   cache_key_ += client_https_ ? "https|" : "http|";
   cache_key_ += std::to_string(compiled != nullptr ? compiled->cache_tag : 0);
   cache_key_ += '|';
+  // The backend's settings (a Service's appProtocol, TLS): a change purges as a route's does.
+  const runtime::UpstreamState* backend = snapshot_->upstream(route_->upstream);
+  cache_key_ += std::to_string(backend != nullptr ? backend->config_tag : 0);
+  cache_key_ += '|';
   cache_key_ += lower_host(target.host);
   cache_key_ += '|';
   cache_key_.append(target.path_and_query.data(), target.path_and_query.size());
