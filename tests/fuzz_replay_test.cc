@@ -16,6 +16,7 @@
 #include "../fuzz/targets/annotations.h"
 #include "../fuzz/targets/http1_message.h"
 #include "../fuzz/targets/http2_downstream.h"
+#include "../fuzz/targets/http_cache.h"
 #include "../fuzz/targets/http_target.h"
 #include "../fuzz/targets/manifest.h"
 #include "../fuzz/targets/path_normalize.h"
@@ -46,6 +47,7 @@ const std::vector<Target>& targets() {
       {"http1_response", &run_http1_response},
       {"annotations", &run_annotations},
       {"http2_downstream", [](const uint8_t* d, size_t n) { return run_http2_downstream(d, n); }},
+      {"http_cache", &run_http_cache},
       // clang-format on
   };
   return kTargets;
