@@ -2,16 +2,11 @@
 
 #include <vector>
 
+#include "text/text.h"
+
 namespace tidegate::dataplane::router {
 
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // RFC 3986 section 2.3.
 bool unreserved(unsigned char c) {
@@ -33,8 +28,8 @@ PathError decode(std::string_view path, EscapedSlashes mode, std::string& out) {
   for (size_t i = 0; i < path.size(); ++i) {
     const char c = path[i];
     if (c == '%') {
-      const int hi = i + 2 < path.size() ? hex_value(path[i + 1]) : -1;
-      const int lo = hi >= 0 ? hex_value(path[i + 2]) : -1;
+      const int hi = i + 2 < path.size() ? text::hex_value(path[i + 1]) : -1;
+      const int lo = hi >= 0 ? text::hex_value(path[i + 2]) : -1;
       if (lo < 0) return PathError::kBadPercent;
       const auto octet = static_cast<unsigned char>(hi * 16 + lo);
       i += 2;

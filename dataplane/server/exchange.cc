@@ -93,6 +93,7 @@ void Exchange::reset() {
   client_verdict_ = nullptr;
   client_peer_ = nullptr;
   file_.reset();
+  sendfile_ = false;
 }
 
 void Exchange::begin(std::size_t header_bytes) {
@@ -162,6 +163,10 @@ void Exchange::proceed_to_backend() {
 
 void Exchange::go_to_backend() {
   auto& req = downstream_.request();
+  // x-sendfile-directories in effect (the operator's --x-sendfile-roots allow them): decided
+  // once, read when the request goes up and when the answer comes back.
+  sendfile_ = route_->policy.sendfile &&
+              sendfile_allowed(*route_->policy.sendfile, worker_.limits().sendfile_roots);
   RequestTarget target = split_target(req.target(), req[http::field::host]);
   if (!route_->policy.error_codes.empty()) original_target_ = std::string(req.target());
   upstream_ = choose_upstream();
@@ -406,16 +411,24 @@ void Exchange::prepare_upstream_request() {
   add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
   if (client_auth_ != nullptr) add_client_certificate_fields(req);
   ensure_request_id(req, worker_);
-  if (sendfile_on()) {
+  if (sendfile_) {
     // x-sendfile-directories: the backend may hand files over (Rack::Sendfile reads this field,
     // as behind Thruster). A client's own X-Accel-Mapping would let it choose how Rack maps
     // paths: never forwarded on these routes.
     // Servers that map "_" to "-" (Unicorn, Thin, older Puma) would read X_Accel_Mapping as
     // the same field: every spelling goes.
+    // Compared in place: '_' as '-', letters without case.
+    auto is = [](std::string_view name, std::string_view want) {
+      if (name.size() != want.size()) return false;
+      for (size_t i = 0; i < name.size(); ++i) {
+        char c = name[i] == '_' ? '-' : name[i];
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        if (c != want[i]) return false;
+      }
+      return true;
+    };
     for (auto it = req.begin(); it != req.end();) {
-      std::string name(it->name_string());
-      for (char& c : name) c = c == '_' ? '-' : c;
-      if (beast::iequals(name, "X-Accel-Mapping") || beast::iequals(name, "X-Sendfile-Type")) {
+      if (is(it->name_string(), "x-accel-mapping") || is(it->name_string(), "x-sendfile-type")) {
         it = req.erase(it);
       } else {
         ++it;
@@ -846,7 +859,7 @@ void Exchange::on_response_header(error_code ec) {
     read_response_header();
     return;
   }
-  if (sendfile_on() && serve_file(res)) return;
+  if (sendfile_ && serve_file(res)) return;
   remove_hop_by_hop(res);
   note_grpc_status(res);
   ResponseBody body;
@@ -878,11 +891,6 @@ void Exchange::on_response_header(error_code ec) {
   }
   downstream_.send_response_head(res, body);
   relay_response();
-}
-
-bool Exchange::sendfile_on() const {
-  const auto& config = policy().sendfile;
-  return config && sendfile_allowed(*config, worker_.limits().sendfile_roots);
 }
 
 void Exchange::add_response_fields(ResponseMessage& res, unsigned status) {

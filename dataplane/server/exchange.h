@@ -197,8 +197,6 @@ class Exchange {
   // (X-Accel-Redirect or X-Sendfile); the file is the answer, or 404 when the route may not
   // serve it. False when the response names none (it is relayed as usual).
   bool serve_file(ResponseMessage& res);
-  // The route has x-sendfile-directories and the operator's --x-sendfile-roots allow them.
-  bool sendfile_on() const;
   // The next part of the file: sendfile(2) through the downstream where it can, else read into
   // the relay buffer and sent.
   void send_file_part();
@@ -369,7 +367,9 @@ class Exchange {
   FieldList cache_request_fields_;
   std::shared_ptr<CachedResponse> cache_capture_;
 
-  // X-Sendfile: the file being sent, where the next part starts and how much is left.
+  // X-Sendfile: in effect for this request (go_to_backend()); the file being sent, where the
+  // next part starts and how much is left.
+  bool sendfile_ = false;
   FileHandle file_;
   uint64_t file_offset_ = 0;
   uint64_t file_left_ = 0;

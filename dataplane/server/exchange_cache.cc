@@ -12,6 +12,7 @@
 #include "server/file_response.h"
 #include "server/http_date.h"
 #include "server/worker.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::server {
 
@@ -21,14 +22,6 @@ namespace http = boost::beast::http;
 namespace {
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
-
-std::string lower_host(std::string_view host) {
-  // With its port: a backend may build links from the Host it is sent (which keeps the port),
-  // so two ports are two keys.
-  std::string out(host);
-  for (char& c : out) c = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  return out;
-}
 
 // Fields of the backend's head not kept with a stored response: framing (the hit gets its own),
 // Age (recomputed), and what a previous cache in front of the backend said.
@@ -53,7 +46,8 @@ bool Exchange::lookup_cache() {
   const runtime::UpstreamState* backend = snapshot_->upstream(route_->upstream);
   cache_key_ += std::to_string(backend != nullptr ? backend->config_tag : 0);
   cache_key_ += '|';
-  cache_key_ += lower_host(target.host);
+  // The Host with its port: a backend may build links from the Host it is sent.
+  cache_key_ += text::ascii_lower(std::string(target.host));
   cache_key_ += '|';
   cache_key_.append(target.path_and_query.data(), target.path_and_query.size());
   const bool has_body =

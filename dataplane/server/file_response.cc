@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "server/http_date.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::server {
 
@@ -34,13 +35,6 @@ namespace {
 
 constexpr size_t kMaxPath = 4096;
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Absolute, without NUL, "." or ".." components, not too long.
 bool is_plain_absolute(std::string_view p) {
   if (p.empty() || p.front() != '/' || p.size() > kMaxPath) return false;
@@ -56,17 +50,11 @@ bool is_plain_absolute(std::string_view p) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Calls `f(tag, weak)` for each entity tag of a list ("*" is given as the tag "*").
 template <class F>
 void for_each_etag(std::string_view list, F&& f) {
   while (!list.empty()) {
-    list = trim(list);
+    list = text::trim_ows(list);
     if (!list.empty() && list.front() == ',') {
       list.remove_prefix(1);
       continue;
@@ -101,21 +89,11 @@ bool parse_u64(std::string_view s, uint64_t& out) {
   return true;
 }
 
-bool iequals_prefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != prefix[i]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::optional<std::string> sendfile_path(const model::Sendfile& config, bool accel_redirect,
                                          std::string_view value) {
-  value = trim(value);
+  value = text::trim_ows(value);
   if (!accel_redirect) {
     if (!is_plain_absolute(value)) return std::nullopt;
     return std::string(value);
@@ -126,8 +104,8 @@ std::optional<std::string> sendfile_path(const model::Sendfile& config, bool acc
   path.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
     if (value[i] == '%' && i + 2 < value.size()) {
-      const int hi = hex_value(value[i + 1]);
-      const int lo = hex_value(value[i + 2]);
+      const int hi = text::hex_value(value[i + 1]);
+      const int lo = text::hex_value(value[i + 2]);
       if (hi < 0 || lo < 0) return std::nullopt;
       path.push_back(static_cast<char>(hi * 16 + lo));
       i += 2;
@@ -259,7 +237,8 @@ FilePlan plan_file_response(const FileRequest& request, uint64_t size, int64_t m
   if (!request.if_match.empty()) {
     if (!etag_list_matches(request.if_match, etag, true)) return FilePlan{412, 0, 0};
   } else if (!request.if_unmodified_since.empty()) {
-    if (auto since = parse_http_date(trim(request.if_unmodified_since)); since && mtime > *since) {
+    if (auto since = parse_http_date(text::trim_ows(request.if_unmodified_since));
+        since && mtime > *since) {
       return FilePlan{412, 0, 0};
     }
   }
@@ -268,26 +247,28 @@ FilePlan plan_file_response(const FileRequest& request, uint64_t size, int64_t m
       return FilePlan{request.get_or_head ? 304u : 412u, 0, 0};
     }
   } else if (request.get_or_head && !request.if_modified_since.empty()) {
-    if (auto since = parse_http_date(trim(request.if_modified_since)); since && mtime <= *since) {
+    if (auto since = parse_http_date(text::trim_ows(request.if_modified_since));
+        since && mtime <= *since) {
       return FilePlan{304, 0, 0};
     }
   }
   if (!request.get || request.range.empty()) return plan;
   if (!request.if_range.empty()) {
-    const std::string_view r = trim(request.if_range);
+    const std::string_view r = text::trim_ows(request.if_range);
     const bool fresh = r.front() == '"' ? r == etag : parse_http_date(r) == mtime;
     if (!fresh) return plan;  // the representation changed: the whole of it
   }
-  std::string_view range = trim(request.range);
-  if (!iequals_prefix(range, "bytes=")) return plan;  // an unknown unit is ignored
-  range = trim(range.substr(6));
+  std::string_view range = text::trim_ows(request.range);
+  if (!text::iequals_ascii(range.substr(0, 6), "bytes="))
+    return plan;  // an unknown unit is ignored
+  range = text::trim_ows(range.substr(6));
   // Several ranges would need multipart/byteranges: the whole file is sent instead, which the
   // RFC allows (a server may ignore Range).
   if (range.find(',') != std::string_view::npos) return plan;
   const size_t dash = range.find('-');
   if (dash == std::string_view::npos) return plan;
-  const std::string_view first = trim(range.substr(0, dash));
-  const std::string_view last = trim(range.substr(dash + 1));
+  const std::string_view first = text::trim_ows(range.substr(0, dash));
+  const std::string_view last = text::trim_ows(range.substr(dash + 1));
   uint64_t start = 0;
   uint64_t end = 0;
   if (first.empty()) {

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "server/http_date.h"
+#include "text/text.h"
 
 namespace tidegate::dataplane::server {
 
@@ -11,19 +12,7 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+std::string lower_name(std::string_view s) { return text::ascii_lower(std::string(s)); }
 
 // delta-seconds: digits; a value past 2^31 is 2^31 (RFC 9111 section 1.2.2).
 std::optional<int64_t> delta_seconds(std::string_view v) {
@@ -50,17 +39,17 @@ void for_each_item(const Fields& fields, std::string_view name, F&& f) {
     for (size_t i = 0; i <= v.size(); ++i) {
       if (i < v.size() && v[i] == '"') quoted = !quoted;
       if (i == v.size() || (v[i] == ',' && !quoted)) {
-        if (auto item = trim(v.substr(start, i - start)); !item.empty()) f(item);
+        if (auto item = text::trim_ows(v.substr(start, i - start)); !item.empty()) f(item);
         start = i + 1;
       }
     }
   }
 }
 
-std::string joined_values(const FieldList& fields, std::string_view lower_name) {
+std::string joined_values(const FieldList& fields, std::string_view name_lower) {
   std::string out;
   for (const auto& [name, value] : fields) {
-    if (name != lower_name) continue;
+    if (name != name_lower) continue;
     if (!out.empty()) out += ", ";
     out += value;
   }
@@ -83,8 +72,9 @@ CacheControl parse_cache_control(const Fields& fields) {
   CacheControl cc;
   for_each_item(fields, "Cache-Control", [&](std::string_view item) {
     const size_t eq = item.find('=');
-    const std::string name = lower(trim(item.substr(0, eq)));
-    const std::string_view value = eq == std::string_view::npos ? "" : trim(item.substr(eq + 1));
+    const std::string name = lower_name(text::trim_ows(item.substr(0, eq)));
+    const std::string_view value =
+        eq == std::string_view::npos ? "" : text::trim_ows(item.substr(eq + 1));
     if (name == "no-store") {
       cc.no_store = true;
     } else if (name == "no-cache") {
@@ -161,10 +151,10 @@ std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response
   if (!lifetime) {
     if (auto it = response.find(http::field::expires); it != response.end()) {
       // An Expires that does not parse means already expired (RFC 9111 section 5.3).
-      const auto expires = parse_http_date(trim(it->value()));
+      const auto expires = parse_http_date(text::trim_ows(it->value()));
       std::optional<int64_t> date;
       if (auto d = response.find(http::field::date); d != response.end()) {
-        date = parse_http_date(trim(d->value()));
+        date = parse_http_date(text::trim_ows(d->value()));
       }
       lifetime = expires ? *expires - date.value_or(now_unix) : 0;
     }
@@ -183,7 +173,7 @@ std::optional<int64_t> storable_lifetime(unsigned status, const Fields& response
 bool varies_on_proxy_fields(const Fields& response) {
   bool proxy_field = false;
   for_each_item(response, "Vary", [&](std::string_view item) {
-    const std::string name = lower(item);
+    const std::string name = lower_name(item);
     for (std::string_view prefix : {"x-forwarded-", "ssl-client-", "x-original-"}) {
       proxy_field |= name.compare(0, prefix.size(), prefix) == 0;
     }
@@ -198,10 +188,11 @@ bool varies_on_proxy_fields(const Fields& response) {
 int64_t initial_age(const Fields& response, int64_t now_unix) {
   int64_t age = 0;
   if (auto it = response.find(http::field::age); it != response.end()) {
-    age = delta_seconds(trim(it->value())).value_or(0);
+    age = delta_seconds(text::trim_ows(it->value())).value_or(0);
   }
   if (auto d = response.find(http::field::date); d != response.end()) {
-    if (auto date = parse_http_date(trim(d->value()))) age = std::max(age, now_unix - *date);
+    if (auto date = parse_http_date(text::trim_ows(d->value())))
+      age = std::max(age, now_unix - *date);
   }
   return age;
 }
@@ -220,7 +211,7 @@ size_t CachedResponse::cost() const {
 FieldList vary_values(const Fields& response, const FieldList& request) {
   FieldList out;
   for_each_item(response, "Vary", [&](std::string_view item) {
-    std::string name = lower(item);
+    std::string name = lower_name(item);
     for (const auto& [n, _] : out) {
       if (n == name) return;
     }
@@ -231,13 +222,22 @@ FieldList vary_values(const Fields& response, const FieldList& request) {
 }
 
 bool vary_matches(const CachedResponse& entry, const Fields& request) {
-  return std::all_of(entry.vary.begin(), entry.vary.end(),
-                     [&](const auto& nv) { return joined_values(request, nv.first) == nv.second; });
+  return std::all_of(entry.vary.begin(), entry.vary.end(), [&](const auto& nv) {
+    // The usual case, one field or none, is compared in place (the hit path joins nothing).
+    auto it = request.find(nv.first);
+    if (it == request.end()) return nv.second.empty();
+    auto next = std::next(it);
+    if (next == request.end() || !boost::beast::iequals(next->name_string(), nv.first)) {
+      return it->value() == nv.second;
+    }
+    return joined_values(request, nv.first) == nv.second;
+  });
 }
 
 FieldList copy_fields(const Fields& request) {
   FieldList out;
-  for (const auto& f : request) out.emplace_back(lower(f.name_string()), std::string(f.value()));
+  for (const auto& f : request)
+    out.emplace_back(lower_name(f.name_string()), std::string(f.value()));
   return out;
 }
 

@@ -38,6 +38,14 @@ inline bool has_token(std::string_view list, std::string_view token) {
   return false;
 }
 
+// The value of a hexadecimal digit, or -1 (percent-decoding).
+inline int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 // ASCII letters lowered; other bytes as they are (no locale).
 inline std::string ascii_lower(std::string s) {
   for (char& c : s) {
