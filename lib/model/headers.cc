@@ -98,7 +98,78 @@ std::optional<std::string> check_upgrade_protocol(std::string_view text) {
   return std::nullopt;
 }
 
+namespace {
+
+void validate_modifier(const HeaderModifier& m, const std::string& what,
+                       std::vector<std::string>& problems) {
+  for (const auto* list : {&m.set, &m.add}) {
+    if (list->size() > kMaxModifiedHeaders) {
+      problems.push_back(what + ": more than " + std::to_string(kMaxModifiedHeaders) + " fields");
+    }
+    std::set<std::string> names;
+    for (const auto& h : *list) {
+      if (auto why = check_response_header(h.name, h.value)) {
+        problems.push_back(what + ": " + *why);
+      } else if (!names.insert(text::ascii_lower(h.name)).second) {
+        problems.push_back(what + ": " + h.name + " appears twice in one list");
+      }
+    }
+  }
+  if (m.remove.size() > kMaxModifiedHeaders) {
+    problems.push_back(what + ": more than " + std::to_string(kMaxModifiedHeaders) + " removals");
+  }
+  std::set<std::string> names;
+  for (const auto& name : m.remove) {
+    if (auto why = check_response_header(name, "")) {
+      problems.push_back(what + ": " + *why);
+    } else if (!names.insert(text::ascii_lower(name)).second) {
+      problems.push_back(what + ": " + name + " is removed twice");
+    }
+  }
+}
+
+json modifier_json(const HeaderModifier& m) {
+  json j = json::object();
+  for (const auto& [key, list] : {std::pair{"set", &m.set}, std::pair{"add", &m.add}}) {
+    if (list->empty()) continue;
+    json fields = json::array();
+    for (const auto& h : *list) fields.push_back(json{{"name", h.name}, {"value", h.value}});
+    j[key] = std::move(fields);
+  }
+  if (!m.remove.empty()) j["remove"] = m.remove;
+  return j;
+}
+
+HeaderModifier modifier_from(const json& j, const std::string& what) {
+  HeaderModifier m;
+  ObjectReader r(j, what);
+  for (const auto& [key, list] : {std::pair{"set", &m.set}, std::pair{"add", &m.add}}) {
+    if (const json* v = r.find(key)) {
+      if (!v->is_array()) r.fail(key, "must be an array");
+      for (const auto& item : *v) {
+        Header h;
+        ObjectReader hr(item, what + " field");
+        hr.string("name", h.name);
+        hr.string("value", h.value);
+        hr.finish();
+        list->push_back(std::move(h));
+      }
+    }
+  }
+  r.strings("remove", m.remove);
+  r.finish();
+  return m;
+}
+
+}  // namespace
+
 void validate_headers(const RoutePolicy& p, std::vector<std::string>& problems) {
+  if (p.request_header_modifier) {
+    validate_modifier(*p.request_header_modifier, "request_header_modifier", problems);
+  }
+  if (p.response_header_modifier) {
+    validate_modifier(*p.response_header_modifier, "response_header_modifier", problems);
+  }
   if (p.response_headers.size() > kMaxResponseHeaders) {
     problems.push_back("more than " + std::to_string(kMaxResponseHeaders) + " response headers");
   }
@@ -139,6 +210,12 @@ void headers_to_json(const RoutePolicy& p, json& j) {
   if (!p.forwarded_prefix.empty()) j["forwarded_prefix"] = p.forwarded_prefix;
   if (!p.access_log) j["access_log"] = false;
   if (!p.upgrade_protocols.empty()) j["upgrade_protocols"] = p.upgrade_protocols;
+  if (p.request_header_modifier) {
+    j["request_header_modifier"] = modifier_json(*p.request_header_modifier);
+  }
+  if (p.response_header_modifier) {
+    j["response_header_modifier"] = modifier_json(*p.response_header_modifier);
+  }
 }
 
 void headers_from_json(ObjectReader& r, RoutePolicy& p) {
@@ -157,6 +234,12 @@ void headers_from_json(ObjectReader& r, RoutePolicy& p) {
   r.string("forwarded_prefix", p.forwarded_prefix);
   r.boolean("access_log", p.access_log);
   r.strings("upgrade_protocols", p.upgrade_protocols);
+  if (const json* v = r.find("request_header_modifier")) {
+    p.request_header_modifier = modifier_from(*v, "route policy request_header_modifier");
+  }
+  if (const json* v = r.find("response_header_modifier")) {
+    p.response_header_modifier = modifier_from(*v, "route policy response_header_modifier");
+  }
 }
 
 }  // namespace tidegate::model

@@ -26,6 +26,18 @@ struct Header {
   bool operator==(const Header&) const = default;
 };
 
+// The Gateway API's RequestHeaderModifier / ResponseHeaderModifier: fields set (replacing every
+// field of the name), added (beside those present) and removed, applied in that order: remove,
+// then set, then add. Names are compared without case and appear at most once in each list;
+// the proxy's framing fields (Connection, Content-Length, Transfer-Encoding, ...) are refused.
+struct HeaderModifier {
+  std::vector<Header> set;
+  std::vector<Header> add;
+  std::vector<std::string> remove;
+  bool operator==(const HeaderModifier&) const = default;
+};
+inline constexpr size_t kMaxModifiedHeaders = 16;  // per list, the Gateway API's maxItems
+
 // A response header the user may set: a token name the proxy does not manage (Connection,
 // Content-Length, Transfer-Encoding, ...) and a value without control characters.
 std::optional<std::string> check_response_header(std::string_view name, std::string_view value);
@@ -37,7 +49,8 @@ std::optional<std::string> check_host_port(std::string_view text);
 // nor "h2c" (never forwarded: h2c smuggling).
 std::optional<std::string> check_upgrade_protocol(std::string_view text);
 
-// response_headers, forwarded_prefix, upstream_vhost and upgrade_protocols of `p`: appends each
+// response_headers, forwarded_prefix, upstream_vhost, upgrade_protocols and the header
+// modifiers of `p`: appends each
 // problem to `problems`.
 void validate_headers(const RoutePolicy& p, std::vector<std::string>& problems);
 // Adds the fields that differ from their defaults to the route policy's object `j`.

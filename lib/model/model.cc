@@ -45,7 +45,10 @@ void sort_routes(std::vector<Route>& routes) {
     size_t la = effective_length(a), lb = effective_length(b);
     if (la != lb) return la > lb;
     if (a.match != b.match) return static_cast<int>(a.match) < static_cast<int>(b.match);
-    return a.path < b.path;
+    if (a.path != b.path) return a.path < b.path;
+    if (a.method.empty() != b.method.empty()) return !a.method.empty();
+    if (a.headers.size() != b.headers.size()) return a.headers.size() > b.headers.size();
+    return a.query.size() > b.query.size();
   });
 }
 
@@ -161,8 +164,15 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
     RE2 re(r.path, opts);
     if (!re.ok()) errors.push_back(where + ": invalid regex \"" + r.path + "\": " + re.error());
   }
-  if (!config.upstreams.contains(r.upstream)) {
+  if (!r.upstream.empty() && !config.upstreams.contains(r.upstream)) {
     errors.push_back(where + ": unknown upstream \"" + r.upstream + "\"");
+  }
+  validate_conditions(r, where + " path \"" + r.path + "\"", errors);
+  for (const auto& b : r.backends) {
+    if (!b.upstream.empty() && !config.upstreams.contains(b.upstream)) {
+      errors.push_back(where + " path \"" + r.path + "\": unknown backend upstream \"" +
+                       b.upstream + "\"");
+    }
   }
   if (!r.fallback_upstream.empty() && !config.upstreams.contains(r.fallback_upstream)) {
     errors.push_back(where + ": unknown fallback upstream \"" + r.fallback_upstream + "\"");

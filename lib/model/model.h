@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/client_auth.h"
+#include "model/conditions.h"
 #include "model/policy.h"
 #include "substitution/rule.h"
 
@@ -57,7 +58,10 @@ std::optional<PathMatch> path_match_from_string(const std::string& s);
 struct Route {
   std::string path;  // "/" for a catch-all prefix; an RE2 pattern when match == kRegex
   PathMatch match = PathMatch::kPrefix;
-  std::string upstream;  // Upstream::name
+  // Upstream::name. Empty: the route has no backend of its own (a Gateway API rule whose
+  // backendRefs are all unusable, or that only redirects): its requests are answered 500 unless
+  // the policy answers them (a redirect), or split between `backends`.
+  std::string upstream;
   std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
   // Substitution::name of the body substitution for this route's responses; empty: none.
   std::string substitution{};
@@ -71,6 +75,15 @@ struct Route {
   // Serves the route's requests while `upstream` has no endpoints (the default-backend
   // annotation, or the controller's --default-backend-service); empty: none (503).
   std::string fallback_upstream = {};
+  // Gateway API conditions besides the path (lib/model/conditions.h): all must hold for the
+  // route to take a request. Empty: none (Ingress routes).
+  std::string method = {};                    // upper-case token; empty: any method
+  std::vector<HeaderCondition> headers = {};  // every one must hold
+  std::vector<QueryCondition> query = {};     // every one must hold
+  // Gateway API weighted backendRefs: when not empty (and `upstream` is), each request goes to
+  // one of these in proportion to its weight; an entry without an upstream takes its share of
+  // the requests and answers them 500.
+  std::vector<WeightedBackend> backends = {};
   bool operator==(const Route&) const = default;
 };
 
@@ -152,7 +165,10 @@ struct Config {
 };
 
 // Sorts routes into match precedence: longest path first; on equal length Exact, then Prefix,
-// then Regex; then by path text so that the order is deterministic.
+// then Regex; then by path text; then (the Gateway API's order among routes of one path) a
+// route with a method before one without, more header conditions first, more query conditions
+// first. Routes equal in all of these keep their order (the translator's: the Gateway API's
+// oldest route first, then by name, then rule order).
 void sort_routes(std::vector<Route>& routes);
 
 // Returns every problem found (empty == valid): dangling upstream references, bad hosts, paths

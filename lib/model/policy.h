@@ -118,10 +118,17 @@ struct RoutePolicy {
   // app-root: requests for "/" are redirected (302) to this path.
   std::string app_root;
   std::optional<Redirect> redirect;  // permanent-redirect / temporal-redirect
+  // The Gateway API's RequestRedirect filter (built from the request; not with `redirect`).
+  std::optional<RequestRedirect> request_redirect = {};
+  // The Gateway API's URLRewrite path (not with rewrite_target); its hostname is upstream_vhost.
+  std::optional<PathModifier> path_rewrite = {};
 
   // Headers (lib/model/headers.h).
   std::vector<Header> response_headers;  // custom-headers, in the order written, unique names
   std::string upstream_vhost;            // Host header sent to the backend; empty: the client's
+  // The Gateway API's RequestHeaderModifier and ResponseHeaderModifier filters (headers.h).
+  std::optional<HeaderModifier> request_header_modifier = {};
+  std::optional<HeaderModifier> response_header_modifier = {};
   // x-forwarded-prefix: the X-Forwarded-Prefix request header sent to the backend; empty: none.
   std::string forwarded_prefix;
   // enable-access-log: "false" leaves the route's requests out of the access log (metrics stay).

@@ -51,7 +51,81 @@ std::optional<std::string> check_redirect_url(std::string_view url) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_path_modifier(const PathModifier& m) {
+  if (m.value.empty() || m.value.front() != '/') return "must start with '/'";
+  if (m.value.size() > 1024) return "longer than 1024 bytes";
+  if (!is_visible(m.value) || m.value.find_first_of("?#") != std::string::npos) {
+    return "may hold only printable characters without spaces, '?' or '#'";
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+const char* to_string(PathModifier::Kind k) {
+  return k == PathModifier::Kind::kPrefix ? "ReplacePrefixMatch" : "ReplaceFullPath";
+}
+
+json path_modifier_json(const PathModifier& m) {
+  return json{{"kind", to_string(m.kind)}, {"value", m.value}};
+}
+
+PathModifier path_modifier_from(const json& j, const char* what) {
+  PathModifier m;
+  ObjectReader r(j, what);
+  std::string kind;
+  r.string("kind", kind);
+  if (kind == "ReplacePrefixMatch") {
+    m.kind = PathModifier::Kind::kPrefix;
+  } else if (kind != "ReplaceFullPath") {
+    r.fail("kind", "must be ReplaceFullPath or ReplacePrefixMatch");
+  }
+  r.string("value", m.value);
+  r.finish();
+  return m;
+}
+
+bool is_dns_name(std::string_view s) {
+  if (s.empty() || s.size() > 253 || s.front() == '.' || s.back() == '.' || s.front() == '-') {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || detail::is_digit(c) || c == '-' || c == '.';
+  });
+}
+
+}  // namespace
+
 void validate_rewrites(const RoutePolicy& p, std::vector<std::string>& problems) {
+  if (p.request_redirect) {
+    const RequestRedirect& r = *p.request_redirect;
+    if (!r.scheme.empty() && r.scheme != "http" && r.scheme != "https") {
+      problems.push_back("request_redirect scheme " + quote(r.scheme) + " is not http or https");
+    }
+    if (!r.hostname.empty() && !is_dns_name(r.hostname)) {
+      problems.push_back("request_redirect hostname " + quote(r.hostname) +
+                         " is not a lower-case DNS name");
+    }
+    if (r.path) {
+      if (auto why = check_path_modifier(*r.path)) {
+        problems.push_back("request_redirect path " + quote(r.path->value) + ": " + *why);
+      }
+    }
+    if (std::find(std::begin(kRedirectCodes), std::end(kRedirectCodes), r.code) ==
+        std::end(kRedirectCodes)) {
+      problems.push_back("request_redirect code " + std::to_string(r.code) +
+                         " is not one of 301, 302, 303, 307, 308");
+    }
+    if (p.redirect) problems.push_back("a route has redirect or request_redirect, not both");
+  }
+  if (p.path_rewrite) {
+    if (auto why = check_path_modifier(*p.path_rewrite)) {
+      problems.push_back("path_rewrite " + quote(p.path_rewrite->value) + ": " + *why);
+    }
+    if (!p.rewrite_target.empty()) {
+      problems.push_back("a route has rewrite_target or path_rewrite, not both");
+    }
+  }
   if (!p.rewrite_target.empty()) {
     if (auto why = check_rewrite_target(p.rewrite_target)) {
       problems.push_back("rewrite_target " + quote(p.rewrite_target) + ": " + *why);
@@ -78,6 +152,16 @@ void rewrites_to_json(const RoutePolicy& p, json& j) {
   if (!p.rewrite_target.empty()) j["rewrite_target"] = p.rewrite_target;
   if (!p.app_root.empty()) j["app_root"] = p.app_root;
   if (p.redirect) j["redirect"] = json{{"url", p.redirect->url}, {"code", p.redirect->code}};
+  if (p.request_redirect) {
+    const RequestRedirect& r = *p.request_redirect;
+    json o{{"code", r.code}};
+    if (!r.scheme.empty()) o["scheme"] = r.scheme;
+    if (!r.hostname.empty()) o["hostname"] = r.hostname;
+    if (r.path) o["path"] = path_modifier_json(*r.path);
+    if (r.port != 0) o["port"] = r.port;
+    j["request_redirect"] = std::move(o);
+  }
+  if (p.path_rewrite) j["path_rewrite"] = path_modifier_json(*p.path_rewrite);
 }
 
 void rewrites_from_json(ObjectReader& r, RoutePolicy& p) {
@@ -90,6 +174,22 @@ void rewrites_from_json(ObjectReader& r, RoutePolicy& p) {
     rr.integer("code", redirect.code, 999);
     rr.finish();
     p.redirect = std::move(redirect);
+  }
+  if (const json* v = r.find("request_redirect")) {
+    RequestRedirect redirect;
+    ObjectReader rr(*v, "route policy request_redirect");
+    rr.string("scheme", redirect.scheme);
+    rr.string("hostname", redirect.hostname);
+    if (const json* path = rr.find("path")) {
+      redirect.path = path_modifier_from(*path, "route policy request_redirect path");
+    }
+    rr.integer("port", redirect.port, 65535);
+    rr.integer("code", redirect.code, 999);
+    rr.finish();
+    p.request_redirect = std::move(redirect);
+  }
+  if (const json* v = r.find("path_rewrite")) {
+    p.path_rewrite = path_modifier_from(*v, "route policy path_rewrite");
   }
 }
 

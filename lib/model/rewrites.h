@@ -25,6 +25,30 @@ struct Redirect {
   bool operator==(const Redirect&) const = default;
 };
 
+// A path edit of the Gateway API (HTTPPathModifier), for URL rewrites and redirects: kFull
+// replaces the whole path, kPrefix replaces the part the route's Prefix path matched (element-wise;
+// "/" as the replacement drops the prefix, "/foo/bar" with prefix "/foo" and "/" gives "/bar").
+struct PathModifier {
+  enum class Kind : uint8_t { kFull, kPrefix };
+  Kind kind = Kind::kFull;
+  std::string value;  // a path starting with '/'
+  bool operator==(const PathModifier&) const = default;
+};
+
+// A redirect built from the request (the Gateway API's RequestRedirect filter). Each part left
+// unset keeps the request's: its scheme, its host (without port), its path. The port: `port`
+// when set; otherwise, when `scheme` is set, the scheme's well-known port; otherwise the port the
+// request came to. A port that is the scheme's well-known one is left out of the Location. The
+// query string is kept.
+struct RequestRedirect {
+  std::string scheme;    // "http", "https" or empty
+  std::string hostname;  // a lower-case DNS name or empty
+  std::optional<PathModifier> path;
+  uint16_t port = 0;  // 0: see above
+  uint16_t code = 302;
+  bool operator==(const RequestRedirect&) const = default;
+};
+
 // rewrite-target: printable, no spaces; '$' only as "$1".."$9".
 std::optional<std::string> check_rewrite_target(std::string_view text);
 // The highest "$N" a rewrite target refers to (0: none).
@@ -34,7 +58,10 @@ int max_capture_reference(std::string_view rewrite_target);
 std::optional<std::string> check_redirect_url(std::string_view text);
 inline constexpr uint16_t kRedirectCodes[] = {301, 302, 303, 307, 308};
 
-// rewrite_target, app_root and redirect of `p`: appends each problem to `problems`.
+// A PathModifier's value: a path starting with '/', printable, without spaces, '?' or '#'.
+std::optional<std::string> check_path_modifier(const PathModifier& m);
+
+// rewrite_target, app_root, redirect, request_redirect and path_rewrite of `p`: appends each problem to `problems`.
 void validate_rewrites(const RoutePolicy& p, std::vector<std::string>& problems);
 // Adds the fields that are set to the route policy's object `j`.
 void rewrites_to_json(const RoutePolicy& p, nlohmann::json& j);

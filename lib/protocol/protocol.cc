@@ -32,6 +32,7 @@ json to_json(const model::Route& r) {
   if (json p = model::to_json(r.policy); !p.empty()) j["policy"] = std::move(p);
   if (r.canary) j["canary"] = model::to_json(*r.canary);
   if (!r.fallback_upstream.empty()) j["fallback_upstream"] = r.fallback_upstream;
+  model::conditions_to_json(r, j);
   return j;
 }
 
@@ -176,6 +177,7 @@ model::Route route_from(const json& j) {
   if (auto it = j.find("policy"); it != j.end()) r.policy = model::route_policy_from_json(*it);
   if (auto it = j.find("canary"); it != j.end()) r.canary = model::canary_from_json(*it);
   r.fallback_upstream = j.value("fallback_upstream", std::string());
+  model::conditions_from_json(j, r);
   return r;
 }
 
