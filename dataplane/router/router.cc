@@ -13,6 +13,52 @@ struct Router::CompiledRoute {
   std::size_t prefix_length = 0;
   // kRegex: the compiled pattern.
   std::unique_ptr<re2::RE2> regex;
+  // Conditions besides the path: route.method/headers/query set. The RegularExpression ones'
+  // patterns, by index into route.headers and route.query (null for Exact).
+  bool has_conditions = false;
+  std::vector<std::unique_ptr<re2::RE2>> header_regexes;
+  std::vector<std::unique_ptr<re2::RE2>> query_regexes;
+
+  bool conditions_hold(const RequestView* request) const {
+    if (!has_conditions) return true;
+    if (request == nullptr) return false;
+    if (!route.method.empty() && request->method() != route.method) return false;
+    std::string scratch;
+    for (std::size_t i = 0; i < route.headers.size(); ++i) {
+      const model::HeaderCondition& c = route.headers[i];
+      auto value = request->header(c.name, scratch);
+      if (!value || !value_matches(*value, c.value, header_regexes[i].get())) return false;
+    }
+    if (!route.query.empty()) {
+      const std::string_view query = request->query();
+      for (std::size_t i = 0; i < route.query.size(); ++i) {
+        const model::QueryCondition& c = route.query[i];
+        auto value = query_parameter(query, c.name);
+        if (!value || !value_matches(*value, c.value, query_regexes[i].get())) return false;
+      }
+    }
+    return true;
+  }
+
+  static bool value_matches(std::string_view value, const std::string& want,
+                            const re2::RE2* regex) {
+    if (regex == nullptr) return value == want;
+    return re2::RE2::FullMatch(re2::StringPiece(value.data(), value.size()), *regex);
+  }
+
+  // The value of the first "name=value" (or bare "name") pair of `query` named `name`.
+  static std::optional<std::string_view> query_parameter(std::string_view query,
+                                                         std::string_view name) {
+    while (!query.empty()) {
+      const std::size_t amp = query.find('&');
+      std::string_view pair = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+      const std::size_t eq = pair.find('=');
+      if (pair.substr(0, eq) != name) continue;
+      return eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    }
+    return std::nullopt;
+  }
 
   bool matches(std::string_view path) const {
     switch (route.match) {
@@ -125,6 +171,33 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
           break;
         }
       }
+      compiled.has_conditions =
+          !route.method.empty() || !route.headers.empty() || !route.query.empty();
+      auto compile_values = [&](const auto& conditions,
+                                std::vector<std::unique_ptr<re2::RE2>>& out) {
+        for (const auto& c : conditions) {
+          if (c.match != model::ValueMatch::kRegex) {
+            out.push_back(nullptr);
+            continue;
+          }
+          re2::RE2::Options options;
+          options.set_log_errors(false);
+          auto re = std::make_unique<re2::RE2>(c.value, options);
+          if (!re->ok()) {
+            if (error != nullptr) {
+              *error = "host " + virtual_host.host + ": invalid regex \"" + c.value +
+                       "\" in a condition: " + re->error();
+            }
+            return false;
+          }
+          out.push_back(std::move(re));
+        }
+        return true;
+      };
+      if (!compile_values(route.headers, compiled.header_regexes) ||
+          !compile_values(route.query, compiled.query_regexes)) {
+        return nullptr;
+      }
       compiled.route = std::move(route);
       table.routes.push_back(std::move(compiled));
     }
@@ -166,7 +239,8 @@ const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
   return catch_all_;
 }
 
-Match Router::match(std::string_view raw_host, std::string_view path) const {
+Match Router::match(std::string_view raw_host, std::string_view path,
+                    const RequestView* request) const {
   // Defensive: the caller should already have removed the query string.
   path = path.substr(0, path.find('?'));
 
@@ -179,7 +253,7 @@ Match Router::match(std::string_view raw_host, std::string_view path) const {
   if (const VirtualHostTable* virtual_host = find_virtual_host(host, name.ip_literal)) {
     result.virtual_host = virtual_host->host;
     for (const CompiledRoute& route : virtual_host->routes) {
-      if (route.matches(path)) {
+      if (route.matches(path) && route.conditions_hold(request)) {
         result.route = &route.route;
         return result;
       }

@@ -30,9 +30,17 @@
 //   - Regex: an RE2 pattern anchored at the START of the path but not at its end ("/api/v[0-9]"
 //     matches "/api/v1/users"); add "$" to anchor the end.
 //
+// Conditions besides the path (Gateway API routes, model/conditions.h): the method compared
+// exactly; each header's value (see RequestView::header) and each query parameter's first value
+// (raw, not percent-decoded; the name compared byte-for-byte) equal to the condition's, or, for
+// RegularExpression, matched as a whole by the RE2 pattern. A route whose path matches but whose
+// conditions do not is passed over and the next route is tried.
+//
 // Precedence within a virtual host: routes are tried in model::sort_routes order (longest path
-// text first; on equal length Exact, then Prefix, then Regex) and the first match wins. build()
-// applies model::sort_routes itself, so the result does not depend on the order of the input.
+// text first; on equal length Exact, then Prefix, then Regex; then routes with a method, more
+// header conditions, more query conditions first) and the first match wins. build() applies
+// model::sort_routes itself (a stable sort), so only routes equal in all of these keep their
+// input order.
 //
 // Pointers and views in a Match point into the Router and stay valid as long as it lives: keep the
 // Router in the same immutable snapshot as whatever uses the Match.
@@ -52,6 +60,20 @@ namespace tidegate::dataplane::router {
 
 // Hosts up to this many bytes are normalised in a stack buffer; longer ones use a heap string.
 inline constexpr std::size_t kMaxStackHostLength = 255;
+
+// What a route's conditions besides the path read from a request (the Gateway API's method,
+// header and query parameter matches, model/conditions.h). Implemented by the caller over its
+// request head; only asked for when a candidate route has such conditions.
+class RequestView {
+ public:
+  virtual ~RequestView() = default;
+  virtual std::string_view method() const = 0;  // as received ("GET")
+  virtual std::string_view query() const = 0;   // after the first '?'; empty when none
+  // The value of the request's fields named `lower_name` (lower case): one field's value as it
+  // is, several joined with ", " into `scratch`. nullopt when the request has none.
+  virtual std::optional<std::string_view> header(std::string_view lower_name,
+                                                 std::string& scratch) const = 0;
+};
 
 struct Match {
   // The route that takes the request, or nullptr: nothing matched and there is no default
@@ -76,7 +98,10 @@ class Router {
   ~Router();
 
   // `host`: the raw Host header value; `path`: the request path without the query string.
-  Match match(std::string_view host, std::string_view path) const;
+  // `request`: for routes with conditions besides the path; a route with conditions never
+  // matches without it.
+  Match match(std::string_view host, std::string_view path,
+              const RequestView* request = nullptr) const;
 
   // Calls `visit` once per route a Match can return, with the virtual host that owns it
   // ("" for Config::default_route). The Route references are the same objects match() points

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <re2/re2.h>
 
+#include "model/conditions.h"
 #include "model/policy.h"
 
 namespace tidegate::dataplane::server {
@@ -52,6 +54,27 @@ inline bool canary_by_weight(uint64_t turn, uint32_t weight, uint32_t total) {
   if (weight >= total) return true;
   uint64_t t = turn % total;
   return (t + 1) * weight / total > t * weight / total;
+}
+
+// The Gateway API's weighted backendRefs: the backend for request number `turn` of a worker.
+// Turns are spread by the golden ratio (a low-discrepancy sequence), so that any run of
+// requests divides close to the weights without a per-request random draw. nullptr when every
+// weight is 0 (the route then answers 500, as a rule without backends).
+inline const model::WeightedBackend* pick_weighted_backend(
+    const std::vector<model::WeightedBackend>& backends, uint64_t turn) {
+  uint64_t total = 0;
+  for (const auto& b : backends) total += b.weight;
+  if (total == 0) return nullptr;
+  // The fractional part of turn * (golden ratio - 1), in 64-bit fixed point, scaled to total.
+  const uint64_t fraction = turn * 0x9E3779B97F4A7C15ULL;
+  const uint64_t point =
+      static_cast<uint64_t>((static_cast<unsigned __int128>(fraction) * total) >> 64);
+  uint64_t sum = 0;
+  for (const auto& b : backends) {
+    sum += b.weight;
+    if (point < sum) return &b;
+  }
+  return &backends.back();
 }
 
 }  // namespace tidegate::dataplane::server

@@ -10,6 +10,7 @@
 #include "log/log.h"
 #include "ratelimit/client_address.h"
 #include "server/canary.h"
+#include "server/route_filters.h"
 #include "server/worker.h"
 #include "text/text.h"
 
@@ -77,6 +78,7 @@ void Exchange::reset() {
   attempts_ = 0;
   retry_deadline_.reset();
   error_page_ = false;
+  no_backend_ = false;
   original_target_.clear();
   request_body_started_ = false;
   duplex_ = false;
@@ -116,6 +118,48 @@ void Exchange::begin(std::size_t header_bytes) {
   resolve_client();
 }
 
+namespace {
+
+// The request head as the router's conditions read it (Gateway API matches).
+class RequestHeadView final : public router::RequestView {
+ public:
+  RequestHeadView(const RequestMessage& req, std::string_view path_and_query)
+      : req_(req), path_and_query_(path_and_query) {}
+  std::string_view method() const override { return req_.method_string(); }
+  std::string_view query() const override {
+    const std::size_t q = path_and_query_.find('?');
+    return q == std::string_view::npos ? std::string_view{} : path_and_query_.substr(q + 1);
+  }
+  std::optional<std::string_view> header(std::string_view lower_name,
+                                         std::string& scratch) const override {
+    auto [first, last] = req_.equal_range(lower_name);
+    if (first == last) return std::nullopt;
+    if (std::next(first) == last) return first->value();
+    scratch.clear();
+    for (auto it = first; it != last; ++it) {
+      if (!scratch.empty()) scratch += ", ";
+      scratch.append(it->value().data(), it->value().size());
+    }
+    return std::string_view(scratch);
+  }
+
+ private:
+  const RequestMessage& req_;
+  std::string_view path_and_query_;
+};
+
+// The bytes of the request path a route's Prefix (or Exact) path matched: its path without
+// trailing slashes (the Gateway API's ReplacePrefixMatch replaces them).
+std::size_t matched_prefix_length(const model::Route& route) {
+  std::size_t n = route.path.size();
+  if (route.match == model::PathMatch::kPrefix) {
+    while (n > 0 && route.path[n - 1] == '/') --n;
+  }
+  return n;
+}
+
+}  // namespace
+
 void Exchange::route() {
   snapshot_ = worker_.snapshot();
   if (!snapshot_) {
@@ -124,7 +168,8 @@ void Exchange::route() {
   }
   auto& req = downstream_.request();
   RequestTarget target = split_target(req.target(), req[http::field::host]);
-  auto match = snapshot_->router->match(target.host, target.path);
+  const RequestHeadView view(req, target.path_and_query);
+  auto match = snapshot_->router->match(target.host, target.path, &view);
   if (!match.virtual_host.empty()) {
     const auto& redirects = snapshot_->routing->host_redirects;
     if (!redirects.empty()) {
@@ -175,6 +220,12 @@ void Exchange::go_to_backend() {
     // default-backend: serves the route while its own backend has no endpoints.
     if (const auto* f = snapshot_->upstream(route_->fallback_upstream); f != nullptr) upstream_ = f;
   }
+  if (upstream_ == nullptr && no_backend_) {
+    // A Gateway API rule without a usable backend (an unknown Service, a reference not
+    // granted): 500, as the Gateway API asks; 503 stays "a backend without endpoints".
+    respond(500, "no backend for this route\n", !downstream_.request_complete());
+    return;
+  }
   if (upstream_ == nullptr || upstream_->endpoints.empty()) {
     respond(503, "no endpoints available\n", !downstream_.request_complete());
     return;
@@ -198,7 +249,8 @@ void Exchange::go_to_backend() {
                              req.find(http::field::authorization) != req.end());
   start_balancing();  // before the request is edited: hash keys read it as received
   prepare_upstream_request();
-  if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty()) {
+  if (const auto& p = policy(); !p.rewrite_target.empty() || !p.upstream_vhost.empty() ||
+                                p.path_rewrite || p.request_header_modifier) {
     rewrite_upstream_request(target);
   }
   connect_endpoint(pick_endpoint());
@@ -331,6 +383,15 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
     respond(p.redirect->code, "redirecting\n", incomplete, p.redirect->url);
     return false;
   }
+  if (p.request_redirect) {
+    auto pq = target.path_and_query;
+    auto question = pq.find('?');
+    auto query = question == std::string_view::npos ? std::string_view{} : pq.substr(question + 1);
+    respond(p.request_redirect->code, "redirecting\n", incomplete,
+            redirect_location(*p.request_redirect, client_https_, target.host, target.path, query,
+                              matched_prefix_length(*route_)));
+    return false;
+  }
   if (!p.app_root.empty() && target.path == "/") {
     respond(302, "redirecting\n", incomplete, p.app_root);
     return false;
@@ -377,8 +438,20 @@ void Exchange::rewrite_upstream_request(const RequestTarget& target) {
     req.target(rewrite_path(p.rewrite_target, compiled ? compiled->rewrite_regex.get() : nullptr,
                             target.path, query));
   }
+  if (p.path_rewrite) {
+    // The Gateway API's URLRewrite path: the query string stays.
+    auto pq = target.path_and_query;
+    auto question = pq.find('?');
+    std::string rewritten =
+        modify_path(*p.path_rewrite, target.path, matched_prefix_length(*route_));
+    if (question != std::string_view::npos) rewritten.append(pq.substr(question));
+    req.target(rewritten);
+  }
   // upstream-vhost: the Host the backend sees (X-Forwarded-Host keeps the client's).
   if (!p.upstream_vhost.empty()) req.set(http::field::host, p.upstream_vhost);
+  // The Gateway API's RequestHeaderModifier: after the proxy's own fields, so that it can
+  // change them too (as Envoy applies request_headers_to_add last).
+  if (p.request_header_modifier) apply_header_modifier(*p.request_header_modifier, req);
 }
 
 void Exchange::prepare_upstream_request() {
@@ -896,6 +969,8 @@ void Exchange::on_response_header(error_code ec) {
 void Exchange::add_response_fields(ResponseMessage& res, unsigned status) {
   // custom-headers: set on the backend's responses (not on the proxy's own answers).
   for (const auto& h : policy().response_headers) res.set(h.name, h.value);
+  // The Gateway API's ResponseHeaderModifier.
+  if (const auto& m = policy().response_header_modifier) apply_header_modifier(*m, res);
   add_cors_fields(res);
   add_hsts(res);
   add_affinity_cookie(res);
@@ -1195,6 +1270,21 @@ void Exchange::add_cors_fields(http::header<false, Fields>& res) const {
 }
 
 const runtime::UpstreamState* Exchange::choose_upstream() {
+  if (!route_->backends.empty()) {
+    // Gateway API weighted backendRefs: each worker's turns spread over the weights.
+    const CompiledRoute* compiled = worker_.compiled(route_);
+    const uint64_t turn = compiled != nullptr ? compiled->next_canary_turn(worker_.id()) : 0;
+    const model::WeightedBackend* b = pick_weighted_backend(route_->backends, turn);
+    if (b == nullptr || b->upstream.empty()) {
+      no_backend_ = true;
+      return nullptr;
+    }
+    return snapshot_->upstream(b->upstream);
+  }
+  if (route_->upstream.empty()) {
+    no_backend_ = true;
+    return nullptr;
+  }
   const auto& canary = route_->canary;
   if (!canary) return snapshot_->upstream(route_->upstream);
   auto& req = downstream_.request();

@@ -268,6 +268,9 @@ class Exchange {
   // routes with error codes; and whether the current attempt asks for an error page.
   std::string original_target_;
   bool error_page_ = false;
+  // The route has no usable backend for this request (a Gateway API rule whose backendRef
+  // could not be resolved): answered 500.
+  bool no_backend_ = false;
   // Load balancing of this exchange. balancer_ is upstream_'s Balancer of this worker, kept
   // alive by snapshot_ (or, in a tunnel, by tunnel_balancer_) until end_attempt().
   balancer::Balancer* balancer_ = nullptr;

@@ -35,6 +35,9 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
                   route.upstream + '\n' + route.ingress + '\n' + route.substitution + '\n' +
                   route.fallback_upstream + '\n' + model::to_json(route.policy).dump();
       if (route.canary) identity += '\n' + model::to_json(*route.canary).dump();
+      nlohmann::json conditions = nlohmann::json::object();
+      model::conditions_to_json(route, conditions);
+      if (!conditions.empty()) identity += '\n' + conditions.dump();
       c.cache_tag = std::hash<std::string>{}(identity);
     }
     if (ids) {
@@ -89,7 +92,7 @@ RouteTable::RouteTable(const router::Router& router, observability::Metrics* met
       auto pattern = std::make_unique<re2::RE2>(route.canary->header_pattern, options);
       if (pattern->ok()) c.canary_pattern = std::move(pattern);
     }
-    if (route.canary) {
+    if (route.canary || !route.backends.empty()) {
       c.canary_workers = std::max<size_t>(workers, 1);
       c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);
     }

@@ -57,8 +57,9 @@ struct CompiledRoute {
   uint64_t cache_tag = 0;
   // hsts: the Strict-Transport-Security value for the route's HTTPS responses; empty: none.
   std::string hsts;
-  // A route with a canary: each worker's count of requests the weight decided (indexed by
-  // worker id, each written by its own worker only, so no atomics). Null without a canary.
+  // A route with a canary or weighted backends: each worker's count of requests the weights decided
+  // (indexed by worker id, each written by its own worker only, so no atomics). Null without a
+  // canary.
   struct alignas(64) Turn {
     mutable uint64_t value = 0;
   };

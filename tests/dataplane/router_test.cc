@@ -1,5 +1,6 @@
 #include "router/router.h"
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -426,6 +427,124 @@ TEST(RouterConcurrencyTest, ConcurrentMatchesOnOneRouter) {
   }
   for (auto& th : threads) th.join();
   for (int f : failures) EXPECT_EQ(f, 0);
+}
+
+// --- Conditions besides the path (Gateway API matches) ---------------------------------------
+
+// A request with a method, a query and header fields (names lower case), for the router's
+// conditions.
+class FakeRequest final : public RequestView {
+ public:
+  FakeRequest(std::string method, std::string query,
+              std::vector<std::pair<std::string, std::string>> fields)
+      : method_(std::move(method)), query_(std::move(query)), fields_(std::move(fields)) {}
+  std::string_view method() const override { return method_; }
+  std::string_view query() const override { return query_; }
+  std::optional<std::string_view> header(std::string_view name,
+                                         std::string& scratch) const override {
+    std::vector<std::string_view> values;
+    for (const auto& [n, v] : fields_) {
+      if (n == name) values.push_back(v);
+    }
+    if (values.empty()) return std::nullopt;
+    if (values.size() == 1) return values[0];
+    scratch.clear();
+    for (auto v : values) {
+      if (!scratch.empty()) scratch += ", ";
+      scratch += v;
+    }
+    return std::string_view(scratch);
+  }
+
+ private:
+  std::string method_, query_;
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+model::Route conditional(const std::string& name, std::function<void(model::Route&)> set) {
+  model::Route r = prefix("/");
+  r.upstream = name;
+  set(r);
+  return r;
+}
+
+std::string resolve_request(const Router& router, const std::string& path,
+                            const FakeRequest& request) {
+  const Match m = router.match("x.com", path, &request);
+  return m.route == nullptr ? "404" : m.route->upstream;
+}
+
+TEST(RouterConditionsTest, MethodHeadersAndQueryDecideBetweenRoutesOfOnePath) {
+  using model::ValueMatch;
+  auto router = build_or_die(config(
+      {virtual_host("x.com", {conditional("plain", [](model::Route&) {}),
+                              conditional("post", [](model::Route& r) { r.method = "POST"; }),
+                              conditional("v2",
+                                          [](model::Route& r) {
+                                            r.headers = {{"version", "v2", ValueMatch::kExact}};
+                                          }),
+                              conditional("v2 beta",
+                                          [](model::Route& r) {
+                                            r.headers = {
+                                                {"version", "v2", ValueMatch::kExact},
+                                                {"channel", "beta|canary", ValueMatch::kRegex}};
+                                          }),
+                              conditional("debug",
+                                          [](model::Route& r) {
+                                            r.query = {{"debug", "1", ValueMatch::kExact}};
+                                          }),
+                              conditional("user",
+                                          [](model::Route& r) {
+                                            r.query = {{"user", "[a-z]+", ValueMatch::kRegex}};
+                                          }),
+                              [] {
+                                model::Route r = exact("/exact");
+                                r.upstream = "exact get";
+                                r.method = "GET";
+                                return r;
+                              }()})}));
+  struct Case {
+    std::string path;
+    FakeRequest request;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"/", {"GET", "", {}}, "plain"},
+      {"/", {"POST", "", {}}, "post"},
+      {"/", {"post", "", {}}, "plain"},                  // methods are case-sensitive
+      {"/", {"POST", "", {{"version", "v2"}}}, "post"},  // a method first
+      {"/a", {"GET", "", {{"version", "v2"}}}, "v2"},
+      {"/a", {"GET", "", {{"version", "V2"}}}, "plain"},  // values are case-sensitive
+      {"/a", {"GET", "", {{"version", "v2"}, {"channel", "beta"}}}, "v2 beta"},
+      {"/a", {"GET", "", {{"version", "v2"}, {"channel", "beta2"}}}, "v2"},  // a whole match
+      {"/a", {"GET", "", {{"version", "v2"}, {"version", "v3"}}}, "plain"},  // "v2, v3"
+      {"/a", {"GET", "debug=1", {}}, "debug"},
+      {"/a", {"GET", "x=2&debug=1", {}}, "debug"},
+      {"/a", {"GET", "debug=10", {}}, "plain"},
+      {"/a", {"GET", "debug=1&debug=2", {}}, "debug"},  // the first occurrence
+      {"/a", {"GET", "Debug=1", {}}, "plain"},          // names are case-sensitive
+      {"/a", {"GET", "user=bob", {}}, "user"},
+      {"/a", {"GET", "user=Bob", {}}, "plain"},
+      {"/a", {"GET", "user", {}}, "plain"},                   // a bare name has the empty value
+      {"/a", {"GET", "debug=1", {{"version", "v2"}}}, "v2"},  // headers before query
+      {"/exact", {"GET", "", {}}, "exact get"},
+      {"/exact", {"HEAD", "", {}}, "plain"},  // passed over: the next route takes it
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(resolve_request(*router, c.path, c.request), c.want)
+        << c.request.method() << " " << c.path << "?" << c.request.query();
+  }
+  // Without a request view a route with conditions never matches.
+  EXPECT_EQ(resolve(*router, "x.com", "/exact"), "plain");
+}
+
+TEST(RouterConditionsTest, AnInvalidConditionRegexFailsTheBuild) {
+  model::Route r = conditional("bad", [](model::Route& route) {
+    route.headers = {{"x", "(", model::ValueMatch::kRegex}};
+  });
+  std::string error;
+  EXPECT_EQ(Router::build(config({virtual_host("x.com", {r})}), &error), nullptr);
+  EXPECT_NE(error.find("invalid regex"), std::string::npos) << error;
 }
 
 }  // namespace

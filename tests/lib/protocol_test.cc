@@ -64,6 +64,24 @@ model::Config sample_config() {
   c.upstreams["default/api:80"].policy.protocol = model::BackendProtocol::kHttps;
   c.upstreams["default/api:80"].policy.tls_server_name = "api.internal";
   c.default_route->policy.max_body_bytes = 8 << 20;
+  // Gateway API routes: conditions besides the path, weighted backends (one unresolved), header
+  // modifiers, a redirect built from the request and a prefix rewrite.
+  model::Route gw = route(PathMatch::kPrefix, "/gw", "");
+  gw.method = "POST";
+  gw.headers = {{"x-version", "v2", model::ValueMatch::kExact},
+                {"x-user", "[a-z]+", model::ValueMatch::kRegex}};
+  gw.query = {{"debug", "1", model::ValueMatch::kExact}};
+  gw.backends = {{"default/web:80", 3}, {"default/api:80", 1}, {"", 1}};
+  gw.policy.request_header_modifier =
+      model::HeaderModifier{{{"X-Set", "1"}}, {{"X-Add", "2"}}, {"X-Gone"}};
+  gw.policy.response_header_modifier = model::HeaderModifier{{}, {{"X-Out", "3"}}, {}};
+  gw.policy.path_rewrite = model::PathModifier{model::PathModifier::Kind::kPrefix, "/v2"};
+  model::Route redirect = route(PathMatch::kExact, "/old", "");
+  redirect.policy.request_redirect = model::RequestRedirect{
+      "https", "new.example.com", model::PathModifier{model::PathModifier::Kind::kFull, "/new"},
+      8443, 301};
+  c.virtual_hosts["foo.com"].routes.push_back(gw);
+  c.virtual_hosts["foo.com"].routes.push_back(redirect);
   return c;
 }
 

@@ -22,7 +22,45 @@ TEST(PolicyHeaders, EachFieldRoundTripsAlone) {
       {"forwarded_prefix", [&](RoutePolicy& p) { p.forwarded_prefix = "/api"; }},
       {"access_log", [&](RoutePolicy& p) { p.access_log = false; }},
       {"upgrade_protocols", [&](RoutePolicy& p) { p.upgrade_protocols = full.upgrade_protocols; }},
+      {"request_header_modifier",
+       [&](RoutePolicy& p) {
+         p.request_header_modifier =
+             HeaderModifier{{{"X-Set", "1"}}, {{"X-Add", "a, b"}}, {"X-Gone"}};
+       }},
+      {"response_header_modifier only removes",
+       [&](RoutePolicy& p) {
+         p.response_header_modifier = HeaderModifier{{}, {}, {"Server"}};
+       }},
   });
+}
+
+TEST(PolicyHeaders, HeaderModifiersAreChecked) {
+  expect_each_reported_alone<RoutePolicy>({
+      {"set framing field",
+       [](RoutePolicy& p) {
+         p.request_header_modifier = HeaderModifier{{{"Content-Length", "1"}}, {}, {}};
+       },
+       "managed by the proxy"},
+      {"add twice",
+       [](RoutePolicy& p) {
+         p.response_header_modifier = HeaderModifier{{}, {{"X-A", "1"}, {"x-a", "2"}}, {}};
+       },
+       "twice"},
+      {"remove a non-token",
+       [](RoutePolicy& p) {
+         p.request_header_modifier = HeaderModifier{{}, {}, {"a b"}};
+       },
+       "not a token"},
+      {"value with a newline",
+       [](RoutePolicy& p) {
+         p.response_header_modifier = HeaderModifier{{{"X-A", "1\r\n2"}}, {}, {}};
+       },
+       "control character"},
+  });
+  // A name may be in more than one list (removed, then set).
+  RoutePolicy p;
+  p.request_header_modifier = HeaderModifier{{{"X-A", "1"}}, {{"X-A", "2"}}, {"x-a"}};
+  EXPECT_TRUE(validate(p).empty());
 }
 
 TEST(PolicyHeaders, MalformedInputIsRefusedWithTheFieldNamed) {

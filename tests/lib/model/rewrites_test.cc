@@ -19,12 +19,69 @@ TEST(PolicyRewrites, EachFieldRoundTripsAlone) {
       {"rewrite_target", [&](RoutePolicy& p) { p.rewrite_target = full.rewrite_target; }},
       {"app_root", [&](RoutePolicy& p) { p.app_root = full.app_root; }},
       {"redirect", [&](RoutePolicy& p) { p.redirect = full.redirect; }},
+      {"request_redirect, all parts",
+       [&](RoutePolicy& p) {
+         p.request_redirect =
+             RequestRedirect{"https", "b.example.com",
+                             PathModifier{PathModifier::Kind::kPrefix, "/new"}, 8443, 307};
+       }},
+      {"request_redirect, code only",
+       [&](RoutePolicy& p) { p.request_redirect = RequestRedirect{}; }},
+      {"path_rewrite",
+       [&](RoutePolicy& p) {
+         p.path_rewrite = PathModifier{PathModifier::Kind::kFull, "/x"};
+       }},
+  });
+}
+
+TEST(PolicyRewrites, GatewayRedirectsAndRewritesAreChecked) {
+  expect_each_reported_alone<RoutePolicy>({
+      {"ftp scheme",
+       [](RoutePolicy& p) {
+         p.request_redirect = RequestRedirect{"ftp", "", {}, 0, 302};
+       },
+       "scheme"},
+      {"upper-case hostname",
+       [](RoutePolicy& p) {
+         p.request_redirect = RequestRedirect{"", "A.com", {}, 0, 302};
+       },
+       "hostname"},
+      {"relative path",
+       [](RoutePolicy& p) {
+         p.request_redirect =
+             RequestRedirect{"", "", PathModifier{PathModifier::Kind::kFull, "x"}, 0, 302};
+       },
+       "start with '/'"},
+      {"code 200",
+       [](RoutePolicy& p) {
+         p.request_redirect = RequestRedirect{"", "", {}, 0, 200};
+       },
+       "code"},
+      {"both redirects",
+       [](RoutePolicy& p) {
+         p.request_redirect = RequestRedirect{};
+         p.redirect = Redirect{"/x", 302};
+       },
+       "not both"},
+      {"rewrite path with query",
+       [](RoutePolicy& p) {
+         p.path_rewrite = PathModifier{PathModifier::Kind::kFull, "/a?b"};
+       },
+       "path_rewrite"},
+      {"both rewrites",
+       [](RoutePolicy& p) {
+         p.path_rewrite = PathModifier{PathModifier::Kind::kFull, "/a"};
+         p.rewrite_target = "/b";
+       },
+       "not both"},
   });
 }
 
 TEST(PolicyRewrites, MalformedInputIsRefusedWithTheFieldNamed) {
   expect_route_refused({
       {R"({"redirect": {"url": "/x", "code": 302, "extra": 1}})", "extra"},
+      {R"({"path_rewrite": {"kind": "Regex", "value": "/x"}})", "kind"},
+      {R"({"request_redirect": {"code": 301, "port": 70000}})", "port"},
       {R"({"redirect": {"url": "/x", "code": 1000}})", "code"},
       {R"({"rewrite_target": 1})", "rewrite_target"},
       {R"({"app_root": ["/"]})", "app_root"},
