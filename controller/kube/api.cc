@@ -20,6 +20,18 @@ Resource resource_of(Kind kind) {
       return {"/api/v1", "secrets", true};
     case Kind::kSubstitutionRuleSet:  // crds/substitutionruleset.yaml
       return {"/apis/tidegate.io/v1alpha1", "substitutionrulesets", true};
+    case Kind::kGatewayClass:
+      return {"/apis/gateway.networking.k8s.io/v1", "gatewayclasses", false};
+    case Kind::kGateway:
+      return {"/apis/gateway.networking.k8s.io/v1", "gateways", true};
+    case Kind::kHTTPRoute:
+      return {"/apis/gateway.networking.k8s.io/v1", "httproutes", true};
+    case Kind::kGRPCRoute:
+      return {"/apis/gateway.networking.k8s.io/v1", "grpcroutes", true};
+    case Kind::kReferenceGrant:
+      return {"/apis/gateway.networking.k8s.io/v1beta1", "referencegrants", true};
+    case Kind::kNamespace:
+      return {"/api/v1", "namespaces", false};
   }
   return {"/api/v1", "unknown", true};
 }

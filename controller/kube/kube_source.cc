@@ -136,11 +136,29 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       case Kind::kSubstitutionRuleSet:
         before = keys_of(store_.substitution_rule_sets());
         break;
+      case Kind::kGatewayClass:
+        before = keys_of(store_.gateway_classes());
+        break;
+      case Kind::kGateway:
+        before = keys_of(store_.gateways());
+        break;
+      case Kind::kHTTPRoute:
+        before = keys_of(store_.http_routes());
+        break;
+      case Kind::kGRPCRoute:
+        before = keys_of(store_.grpc_routes());
+        break;
+      case Kind::kReferenceGrant:
+        before = keys_of(store_.reference_grants());
+        break;
+      case Kind::kNamespace:
+        before = keys_of(store_.namespaces());
+        break;
     }
     for (auto& o : objects) {
       const auto& meta = objects::meta_of(o);
       before.erase(
-          store::object_key(kind == Kind::kIngressClass ? "" : meta.namespace_, meta.name));
+          store::object_key(objects::is_namespaced(kind) ? meta.namespace_ : "", meta.name));
       if (kind == Kind::kSecret && !secret_referenced(meta.namespace_, meta.name)) continue;
       changed |= store_.insert(std::move(o));
     }

@@ -82,6 +82,42 @@ std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
       result.error = r.error;
       break;
     }
+    case Kind::kGatewayClass: {
+      auto r = objects::parse_gateway_class(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kGateway: {
+      auto r = objects::parse_gateway(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kHTTPRoute: {
+      auto r = objects::parse_http_route(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kGRPCRoute: {
+      auto r = objects::parse_grpc_route(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kReferenceGrant: {
+      auto r = objects::parse_reference_grant(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kNamespace: {
+      auto r = objects::parse_namespace(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
   }
   // The message names the field, never a value, so this is safe for Secrets too.
   std::string ns, name;

@@ -8,6 +8,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "objects/fields.h"
+
 namespace tidegate::controller::objects {
 
 std::string PortRef::to_string() const { return number ? std::to_string(*number) : name; }
@@ -48,6 +50,18 @@ const char* to_string(Kind k) {
       return "Secret";
     case Kind::kSubstitutionRuleSet:
       return "SubstitutionRuleSet";
+    case Kind::kGatewayClass:
+      return "GatewayClass";
+    case Kind::kGateway:
+      return "Gateway";
+    case Kind::kHTTPRoute:
+      return "HTTPRoute";
+    case Kind::kGRPCRoute:
+      return "GRPCRoute";
+    case Kind::kReferenceGrant:
+      return "ReferenceGrant";
+    case Kind::kNamespace:
+      return "Namespace";
   }
   return "?";
 }
@@ -63,7 +77,9 @@ const ObjectMeta& meta_of(const Object& o) {
   return std::visit([](const auto& obj) -> const ObjectMeta& { return obj.metadata; }, o);
 }
 
-bool is_namespaced(Kind k) { return k != Kind::kIngressClass; }
+bool is_namespaced(Kind k) {
+  return k != Kind::kIngressClass && k != Kind::kGatewayClass && k != Kind::kNamespace;
+}
 
 std::optional<Kind> kind_from_string(std::string_view kind) {
   for (Kind k : kAllKinds) {
@@ -81,11 +97,25 @@ std::string_view api_version_of(Kind k) {
       return "discovery.k8s.io/v1";
     case Kind::kService:
     case Kind::kSecret:
+    case Kind::kNamespace:
       return "v1";
     case Kind::kSubstitutionRuleSet:
       return kSubstitutionRuleSetApiVersion;
+    case Kind::kGatewayClass:
+    case Kind::kGateway:
+    case Kind::kHTTPRoute:
+    case Kind::kGRPCRoute:
+      return kGatewayApiVersion;
+    case Kind::kReferenceGrant:
+      return kReferenceGrantApiVersion;
   }
   return "";
+}
+
+bool accepts_api_version(Kind k, std::string_view api_version) {
+  // ReferenceGrant is served as v1beta1 and (since v1.5) as v1, with one schema.
+  return api_version == api_version_of(k) ||
+         (k == Kind::kReferenceGrant && api_version == kGatewayApiVersion);
 }
 
 std::optional<std::string> decode_base64(std::string_view text) {
@@ -137,220 +167,7 @@ std::optional<std::string> decode_base64(std::string_view text) {
 
 namespace {
 
-// Conversion is a deep descent where any field can be wrong; an exception private to this file
-// carries the first error up to the public function, which turns it into a ParseResult. Nothing
-// escapes: every public entry point catches it (and yaml-cpp's exceptions).
-struct FieldError {
-  std::string path;
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string& path, std::string message) {
-  throw FieldError{path, std::move(message)};
-}
-
-std::string field(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string item(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
-
-const char* type_name(const YAML::Node& n) {
-  if (!n.IsDefined()) return "nothing";
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Scalar:
-      return "a scalar";
-    case YAML::NodeType::Sequence:
-      return "a sequence";
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Undefined:
-      return "nothing";
-  }
-  return "?";
-}
-
-// Absent and explicit null are the same thing for Kubernetes objects.
-bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
-
-// parent[key] when parent is a mapping; otherwise (null, or an absent field, which yaml-cpp
-// represents by a node whose every accessor but IsDefined throws) an absent node.
-YAML::Node child(const YAML::Node& parent, const char* key) {
-  if (!parent.IsDefined() || !parent.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-  return parent[key];
-}
-
-void expect_map(const YAML::Node& n, const std::string& path) {
-  if (!n.IsDefined() || !n.IsMap())
-    fail(path, std::string("expected a mapping, got ") + type_name(n));
-}
-
-std::optional<std::string> opt_string(const YAML::Node& parent, const char* key,
-                                      const std::string& path) {
-  YAML::Node n = child(parent, key);
-  if (!present(n)) return std::nullopt;
-  if (!n.IsScalar()) fail(field(path, key), std::string("expected a string, got ") + type_name(n));
-  return n.Scalar();
-}
-
-std::string req_string(const YAML::Node& parent, const char* key, const std::string& path) {
-  auto s = opt_string(parent, key, path);
-  if (!s || s->empty()) fail(field(path, key), "required field missing");
-  return *s;
-}
-
-std::optional<int64_t> to_integer(const std::string& s) {
-  std::string_view v = s;
-  if (v.starts_with('+')) v.remove_prefix(1);
-  int64_t out = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) return std::nullopt;
-  return out;
-}
-
-std::optional<int32_t> opt_port_number(const YAML::Node& parent, const char* key,
-                                       const std::string& path) {
-  YAML::Node n = child(parent, key);
-  if (!present(n)) return std::nullopt;
-  std::string where = field(path, key);
-  if (!n.IsScalar()) fail(where, std::string("expected an integer, got ") + type_name(n));
-  auto v = to_integer(n.Scalar());
-  if (!v) fail(where, "expected an integer, got \"" + n.Scalar() + "\"");
-  if (*v < 1 || *v > 65535) fail(where, std::to_string(*v) + " is out of range 1-65535");
-  return static_cast<int32_t>(*v);
-}
-
-std::optional<bool> opt_bool(const YAML::Node& parent, const char* key, const std::string& path) {
-  YAML::Node n = child(parent, key);
-  if (!present(n)) return std::nullopt;
-  std::string where = field(path, key);
-  if (n.IsScalar()) {
-    // The YAML 1.2 core schema's spellings; JSON's true/false are among them.
-    const std::string& s = n.Scalar();
-    if (s == "true" || s == "True" || s == "TRUE") return true;
-    if (s == "false" || s == "False" || s == "FALSE") return false;
-    fail(where, "expected true or false, got \"" + s + "\"");
-  }
-  fail(where, std::string("expected true or false, got ") + type_name(n));
-}
-
-// Kubernetes' IntOrString for ports: a scalar made only of digits is a number (quoted or not;
-// Kubernetes would take a quoted "8080" as a port name and then reject it), anything else a name.
-std::optional<PortRef> opt_int_or_string(const YAML::Node& parent, const char* key,
-                                         const std::string& path) {
-  YAML::Node n = child(parent, key);
-  if (!present(n)) return std::nullopt;
-  std::string where = field(path, key);
-  if (!n.IsScalar()) fail(where, std::string("expected a number or a name, got ") + type_name(n));
-  const std::string& s = n.Scalar();
-  if (s.empty()) return std::nullopt;
-  if (auto v = to_integer(s)) {
-    if (*v < 1 || *v > 65535) fail(where, std::to_string(*v) + " is out of range 1-65535");
-    return PortRef{static_cast<int32_t>(*v), {}};
-  }
-  return PortRef{std::nullopt, s};
-}
-
-// Calls fn(item_node, item_path) for each element of the sequence at parent[key], if any.
-template <typename Fn>
-void for_each_item(const YAML::Node& parent, const char* key, const std::string& path, Fn&& fn) {
-  const YAML::Node n = child(parent, key);
-  if (!present(n)) return;
-  std::string where = field(path, key);
-  if (!n.IsSequence()) fail(where, std::string("expected a sequence, got ") + type_name(n));
-  for (size_t i = 0; i < n.size(); ++i) fn(n[i], item(where, i));
-}
-
-std::vector<std::string> string_list(const YAML::Node& parent, const char* key,
-                                     const std::string& path) {
-  std::vector<std::string> out;
-  for_each_item(parent, key, path, [&](const YAML::Node& n, const std::string& where) {
-    if (!n.IsScalar()) fail(where, std::string("expected a string, got ") + type_name(n));
-    out.push_back(n.Scalar());
-  });
-  return out;
-}
-
-// A mapping of string to string (labels, annotations, Secret data). A null value reads as "".
-std::map<std::string, std::string> string_map(const YAML::Node& parent, const char* key,
-                                              const std::string& path) {
-  std::map<std::string, std::string> out;
-  YAML::Node n = child(parent, key);
-  if (!present(n)) return out;
-  std::string where = field(path, key);
-  expect_map(n, where);
-  for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) fail(where, "keys must be strings");
-    const std::string& k = kv.first.Scalar();
-    if (present(kv.second) && !kv.second.IsScalar()) {
-      fail(where + "[\"" + k + "\"]",
-           std::string("expected a string, got ") + type_name(kv.second));
-    }
-    out[k] = present(kv.second) ? kv.second.Scalar() : std::string();
-  }
-  return out;
-}
-
-// Kubernetes object names are DNS-1123 subdomains and namespaces DNS-1123 labels; the API server
-// enforces it, so a manifest that breaks it would never reach a real cluster.
-bool is_dns_subdomain(const std::string& s, size_t max) {
-  if (s.empty() || s.size() > max) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(s.front()) || !alnum(s.back())) return false;
-  for (char c : s) {
-    if (!alnum(c) && c != '-' && c != '.') return false;
-  }
-  return true;
-}
-
-// Port names are IANA service names in Kubernetes (lower-case letters, digits and '-'); they end
-// up in upstream names, logs and the control protocol.
-void check_port_name(const std::string& name, const std::string& path) {
-  if (name.empty()) return;
-  bool ok = name.size() <= 63 && std::all_of(name.begin(), name.end(), [](char c) {
-              return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-            });
-  if (!ok) fail(path + ".name", "\"" + name.substr(0, 64) + "\" is not a valid port name");
-}
-
-ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
-  ObjectMeta m;
-  YAML::Node n = child(obj, "metadata");
-  const std::string path = "metadata";
-  if (present(n)) expect_map(n, path);
-  m.name = req_string(n, "name", path);
-  m.namespace_ = opt_string(n, "namespace", path).value_or("");
-  // A manifest without a namespace lands in the namespace kubectl applies it to; "default" is the
-  // only choice that does not depend on the reader's kubeconfig. Cluster-scoped objects have none.
-  if (!namespaced) {
-    m.namespace_.clear();
-  } else if (m.namespace_.empty()) {
-    m.namespace_ = "default";
-  }
-  if (!is_dns_subdomain(m.name, 253)) {
-    fail(path + ".name", "\"" + m.name.substr(0, 64) +
-                             "\" is not a valid name (lower-case letters, digits, '-' and '.')");
-  }
-  if (!m.namespace_.empty() &&
-      (!is_dns_subdomain(m.namespace_, 63) || m.namespace_.find('.') != std::string::npos)) {
-    fail(path + ".namespace", "\"" + m.namespace_.substr(0, 64) +
-                                  "\" is not a valid namespace (lower-case letters, digits, '-')");
-  }
-  m.uid = opt_string(n, "uid", path).value_or("");
-  m.resource_version = opt_string(n, "resourceVersion", path).value_or("");
-  m.creation_timestamp = opt_string(n, "creationTimestamp", path).value_or("");
-  m.labels = string_map(n, "labels", path);
-  m.annotations = string_map(n, "annotations", path);
-  return m;
-}
-
-YAML::Node spec_of(const YAML::Node& obj) {
-  YAML::Node spec = child(obj, "spec");
-  if (present(spec)) expect_map(spec, "spec");
-  return spec;
-}
+using namespace detail;
 
 IngressBackend parse_backend(const YAML::Node& n, const std::string& path) {
   expect_map(n, path);
@@ -510,6 +327,13 @@ Secret convert_secret(const YAML::Node& obj) {
   return secret;
 }
 
+// The value of a public parse function, or its error thrown again (for parse_object).
+template <typename T>
+T rethrow(ParseResult<T> result) {
+  if (!result.ok()) throw FieldError{"", std::move(result.error)};
+  return std::move(*result.value);
+}
+
 SubstitutionRuleSet convert_substitution_rule_set(const YAML::Node& obj) {
   SubstitutionRuleSet set;
   set.metadata = parse_meta(obj, /*namespaced=*/true);
@@ -532,24 +356,6 @@ SubstitutionRuleSet convert_substitution_rule_set(const YAML::Node& obj) {
     set.rules.push_back(std::move(rule));
   });
   return set;
-}
-
-template <typename T, typename Convert>
-ParseResult<T> guarded(const YAML::Node& node, Convert convert) {
-  ParseResult<T> result;
-  try {
-    if (!node.IsDefined() || !node.IsMap()) {
-      fail("", std::string("expected a mapping, got ") + type_name(node));
-    }
-    result.value = convert(node);
-  } catch (const FieldError& e) {
-    result.error = e.path.empty() ? e.message : e.path + ": " + e.message;
-  } catch (const YAML::Exception& e) {
-    result.error = std::string("invalid document: ") + e.what();
-  } catch (const std::exception& e) {
-    result.error = std::string("internal error: ") + e.what();
-  }
-  return result;
 }
 
 }  // namespace
@@ -584,7 +390,7 @@ ParseResult<Object> parse_object(const YAML::Node& node) {
     std::string kind_name = req_string(obj, "kind", "");
     auto kind = kind_from_string(kind_name);
     if (!kind) fail("kind", "unsupported kind \"" + kind_name + "\"");
-    if (api_version != api_version_of(*kind)) {
+    if (!accepts_api_version(*kind, api_version)) {
       fail("apiVersion", "unsupported apiVersion \"" + api_version + "\" for kind " + kind_name +
                              " (want " + std::string(api_version_of(*kind)) + ")");
     }
@@ -601,6 +407,18 @@ ParseResult<Object> parse_object(const YAML::Node& node) {
         return convert_secret(obj);
       case Kind::kSubstitutionRuleSet:
         return convert_substitution_rule_set(obj);
+      case Kind::kGatewayClass:
+        return rethrow(parse_gateway_class(obj));
+      case Kind::kGateway:
+        return rethrow(parse_gateway(obj));
+      case Kind::kHTTPRoute:
+        return rethrow(parse_http_route(obj));
+      case Kind::kGRPCRoute:
+        return rethrow(parse_grpc_route(obj));
+      case Kind::kReferenceGrant:
+        return rethrow(parse_reference_grant(obj));
+      case Kind::kNamespace:
+        return rethrow(parse_namespace(obj));
     }
     fail("kind", "unsupported kind \"" + kind_name + "\"");
   });

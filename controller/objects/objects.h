@@ -17,9 +17,8 @@
 #include <variant>
 #include <vector>
 
-namespace YAML {
-class Node;
-}
+#include "objects/gateway.h"
+#include "objects/meta.h"
 
 namespace tidegate::controller::objects {
 
@@ -27,17 +26,6 @@ inline constexpr std::string_view kIngressClassAnnotation = "kubernetes.io/ingre
 inline constexpr std::string_view kDefaultClassAnnotation =
     "ingressclass.kubernetes.io/is-default-class";
 inline constexpr std::string_view kServiceNameLabel = "kubernetes.io/service-name";
-
-struct ObjectMeta {
-  std::string namespace_;  // "default" when a namespaced manifest omits it; empty for IngressClass
-  std::string name;
-  std::string uid;
-  std::string resource_version;
-  std::string creation_timestamp;  // RFC 3339 as the API server writes it; empty in most manifests
-  std::map<std::string, std::string> labels;
-  std::map<std::string, std::string> annotations;
-  bool operator==(const ObjectMeta&) const = default;
-};
 
 // A port given as a number or as a name (Kubernetes' IntOrString, and ServiceBackendPort's
 // number/name pair). Exactly one is set.
@@ -215,17 +203,26 @@ enum class Kind {
   kService,
   kEndpointSlice,
   kSecret,
-  kSubstitutionRuleSet
+  kSubstitutionRuleSet,
+  // The Gateway API (gateway.h) and the Namespaces its allowedRoutes selectors look at.
+  kGatewayClass,
+  kGateway,
+  kHTTPRoute,
+  kGRPCRoute,
+  kReferenceGrant,
+  kNamespace,
 };
 const char* to_string(Kind k);  // "Ingress", ...
 // Every kind, in declaration order.
-inline constexpr Kind kAllKinds[] = {Kind::kIngress, Kind::kIngressClass,
-                                     Kind::kService, Kind::kEndpointSlice,
-                                     Kind::kSecret,  Kind::kSubstitutionRuleSet};
+inline constexpr Kind kAllKinds[] = {
+    Kind::kIngress,   Kind::kIngressClass,        Kind::kService,        Kind::kEndpointSlice,
+    Kind::kSecret,    Kind::kSubstitutionRuleSet, Kind::kGatewayClass,   Kind::kGateway,
+    Kind::kHTTPRoute, Kind::kGRPCRoute,           Kind::kReferenceGrant, Kind::kNamespace};
 
 // Alternatives in the same order as Kind (kind_of relies on it).
 using Object =
-    std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret, SubstitutionRuleSet>;
+    std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret, SubstitutionRuleSet,
+                 GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, Namespace>;
 
 Kind kind_of(const Object& o);
 const ObjectMeta& meta_of(const Object& o);
@@ -233,16 +230,10 @@ bool is_namespaced(Kind k);
 
 // The kind named by `kind` when we understand it, whatever the apiVersion (see api_version_of).
 std::optional<Kind> kind_from_string(std::string_view kind);
-// The only apiVersion we read for a kind, e.g. "networking.k8s.io/v1" for Ingress.
+// The apiVersion we read for a kind, e.g. "networking.k8s.io/v1" for Ingress. (ReferenceGrant is
+// also read as gateway.networking.k8s.io/v1, whose schema is the same: see accepts_api_version.)
 std::string_view api_version_of(Kind k);
-
-// Either a value or an error naming the field. Never both.
-template <typename T>
-struct ParseResult {
-  std::optional<T> value;
-  std::string error;
-  bool ok() const { return value.has_value(); }
-};
+bool accepts_api_version(Kind k, std::string_view api_version);
 
 // Converts one object. `node` is the whole object (apiVersion and kind are not checked here;
 // parse_object does that). Never throws.

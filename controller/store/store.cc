@@ -46,11 +46,24 @@ std::string object_key(std::string_view namespace_, std::string_view name) {
   return key;
 }
 
+bool gateway_is_ours(const objects::Gateway& gateway,
+                     const std::map<std::string, objects::GatewayClass>& classes,
+                     const ClassOptions& options) {
+  auto it = classes.find(gateway.gateway_class_name);
+  return it != classes.end() && it->second.controller_name == options.gateway_controller_name;
+}
+
+std::string route_key(objects::Kind kind, const objects::ObjectMeta& meta) {
+  return std::string(objects::to_string(kind)) + " " + object_key(meta.namespace_, meta.name);
+}
+
 Store::Store(ClassOptions options) : options_(std::move(options)) {}
 
 size_t Store::size() const {
   return ingresses_.size() + ingress_classes_.size() + services_.size() + endpoint_slices_.size() +
-         secrets_.size() + substitution_rule_sets_.size();
+         secrets_.size() + substitution_rule_sets_.size() + gateway_classes_.size() +
+         gateways_.size() + http_routes_.size() + grpc_routes_.size() + reference_grants_.size() +
+         namespaces_.size();
 }
 
 bool Store::ingress_matters(const objects::Ingress& ingress) const {
@@ -189,6 +202,37 @@ void Store::index_ingress(const objects::Ingress& ingress, bool add) {
   }
 }
 
+// The backendRefs of a route's rules, one list per rule (HTTPRoute and GRPCRoute alike).
+template <typename Route>
+std::vector<std::vector<objects::BackendRef>> backend_refs_of(const Route& route) {
+  std::vector<std::vector<objects::BackendRef>> out;
+  for (const auto& rule : route.rules) out.push_back(rule.backend_refs);
+  return out;
+}
+
+void Store::index_route(const std::string& key, const std::string& namespace_,
+                        const std::vector<std::vector<objects::BackendRef>>& refs, bool add) {
+  // Every Service a backendRef names, whatever its kind or grant: naming too many only costs a
+  // rebuild, the translator decides what may be used.
+  for (const auto& rule : refs) {
+    for (const auto& ref : rule) {
+      index_entry(services_by_route_ref_, object_key(ref.namespace_.value_or(namespace_), ref.name),
+                  key, add);
+    }
+  }
+}
+
+void Store::index_gateway(const objects::Gateway& gateway, bool add) {
+  const std::string key = object_key(gateway.metadata.namespace_, gateway.metadata.name);
+  for (const auto& listener : gateway.listeners) {
+    for (const auto& ref : listener.certificate_refs) {
+      index_entry(secrets_by_gateway_ref_,
+                  object_key(ref.namespace_.value_or(gateway.metadata.namespace_), ref.name), key,
+                  add);
+    }
+  }
+}
+
 void Store::index_slice(const objects::EndpointSlice& slice, bool add) {
   index_entry(slices_by_service_, object_key(slice.metadata.namespace_, slice.service_name()),
               object_key(slice.metadata.namespace_, slice.metadata.name), add);
@@ -222,13 +266,51 @@ bool Store::service_referenced(const std::string& namespace_, const std::string&
     return true;
   }
   return any_in(services_by_ingress_ref_, object_key(namespace_, service),
-                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
+                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); }) ||
+         any_in(services_by_route_ref_, object_key(namespace_, service),
+                [&](const std::string& key) { return route_key_matters(key); });
+}
+
+bool Store::route_key_matters(const std::string& key) const {
+  const size_t space = key.find(' ');
+  const std::string kind = key.substr(0, space);
+  const std::string name = key.substr(space + 1);
+  if (kind == "HTTPRoute") return matters(http_routes_.at(name));
+  return matters(grpc_routes_.at(name));
+}
+
+bool Store::gateway_matters(const objects::Gateway& gateway) const {
+  return gateway_is_ours(gateway, gateway_classes_, options_);
+}
+
+bool Store::route_matters(const std::string& namespace_,
+                          const std::vector<objects::ParentReference>& parents) const {
+  for (const auto& parent : parents) {
+    if (parent.group != objects::kGatewayGroup || parent.kind != "Gateway") continue;
+    auto it = gateways_.find(object_key(parent.namespace_.value_or(namespace_), parent.name));
+    if (it != gateways_.end() && gateway_matters(it->second)) return true;
+  }
+  return false;
+}
+
+// Gateways are few (one per team or environment), so these scan them.
+bool Store::any_gateway_of_ours(bool with_selector) const {
+  for (const auto& [key, gateway] : gateways_) {
+    if (!gateway_matters(gateway)) continue;
+    if (!with_selector) return true;
+    for (const auto& listener : gateway.listeners) {
+      if (listener.namespace_selector) return true;
+    }
+  }
+  return false;
 }
 
 bool Store::secret_referenced(const std::string& namespace_, const std::string& secret) const {
   // Secrets named by our Ingresses' spec.tls become the model's certificates.
   return any_in(secrets_by_ingress_ref_, object_key(namespace_, secret),
-                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); });
+                [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); }) ||
+         any_in(secrets_by_gateway_ref_, object_key(namespace_, secret),
+                [&](const std::string& key) { return gateway_matters(gateways_.at(key)); });
 }
 
 bool Store::rule_set_referenced(const std::string& namespace_, const std::string& name) const {
@@ -251,6 +333,20 @@ bool Store::matters(const objects::Secret& o) const {
 bool Store::matters(const objects::SubstitutionRuleSet& o) const {
   return rule_set_referenced(o.metadata.namespace_, o.metadata.name);
 }
+bool Store::matters(const objects::GatewayClass& o) const {
+  return o.controller_name == options_.gateway_controller_name;
+}
+bool Store::matters(const objects::Gateway& o) const { return gateway_matters(o); }
+bool Store::matters(const objects::HTTPRoute& o) const {
+  return route_matters(o.metadata.namespace_, o.parent_refs);
+}
+bool Store::matters(const objects::GRPCRoute& o) const {
+  return route_matters(o.metadata.namespace_, o.parent_refs);
+}
+// A grant can allow a reference of any of our routes or Gateways, which may be in any namespace.
+bool Store::matters(const objects::ReferenceGrant&) const { return any_gateway_of_ours(false); }
+// Namespace labels only matter to allowedRoutes selectors.
+bool Store::matters(const objects::Namespace&) const { return any_gateway_of_ours(true); }
 
 template <typename T>
 void Store::index(const T& object, bool add) {
@@ -258,6 +354,14 @@ void Store::index(const T& object, bool add) {
     index_ingress(object, add);
   } else if constexpr (std::is_same_v<T, objects::EndpointSlice>) {
     index_slice(object, add);
+  } else if constexpr (std::is_same_v<T, objects::HTTPRoute>) {
+    index_route(route_key(objects::Kind::kHTTPRoute, object.metadata), object.metadata.namespace_,
+                backend_refs_of(object), add);
+  } else if constexpr (std::is_same_v<T, objects::GRPCRoute>) {
+    index_route(route_key(objects::Kind::kGRPCRoute, object.metadata), object.metadata.namespace_,
+                backend_refs_of(object), add);
+  } else if constexpr (std::is_same_v<T, objects::Gateway>) {
+    index_gateway(object, add);
   }
 }
 
@@ -314,9 +418,23 @@ bool Store::insert(objects::Object object) {
           return upsert(endpoint_slices_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::Secret>) {
           return upsert(secrets_, std::move(obj));
-        } else {
-          static_assert(std::is_same_v<T, objects::SubstitutionRuleSet>);
+        } else if constexpr (std::is_same_v<T, objects::SubstitutionRuleSet>) {
           return upsert(substitution_rule_sets_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::GatewayClass>) {
+          obj.metadata.namespace_.clear();
+          return upsert(gateway_classes_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::Gateway>) {
+          return upsert(gateways_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::HTTPRoute>) {
+          return upsert(http_routes_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::GRPCRoute>) {
+          return upsert(grpc_routes_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::ReferenceGrant>) {
+          return upsert(reference_grants_, std::move(obj));
+        } else {
+          static_assert(std::is_same_v<T, objects::Namespace>);
+          obj.metadata.namespace_.clear();
+          return upsert(namespaces_, std::move(obj));
         }
       },
       object);
@@ -336,6 +454,18 @@ bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_
       return erase(secrets_, object_key(namespace_, name));
     case objects::Kind::kSubstitutionRuleSet:
       return erase(substitution_rule_sets_, object_key(namespace_, name));
+    case objects::Kind::kGatewayClass:
+      return erase(gateway_classes_, object_key("", name));
+    case objects::Kind::kGateway:
+      return erase(gateways_, object_key(namespace_, name));
+    case objects::Kind::kHTTPRoute:
+      return erase(http_routes_, object_key(namespace_, name));
+    case objects::Kind::kGRPCRoute:
+      return erase(grpc_routes_, object_key(namespace_, name));
+    case objects::Kind::kReferenceGrant:
+      return erase(reference_grants_, object_key(namespace_, name));
+    case objects::Kind::kNamespace:
+      return erase(namespaces_, object_key("", name));
   }
   return false;
 }

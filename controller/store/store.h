@@ -16,6 +16,8 @@ namespace tidegate::controller::store {
 
 inline constexpr std::string_view kDefaultIngressClass = "tidegate";
 inline constexpr std::string_view kDefaultControllerName = "tidegate.io/ingress-controller";
+// The GatewayClass spec.controllerName that makes a class (and its Gateways) ours.
+inline constexpr std::string_view kDefaultGatewayControllerName = "tidegate.io/gateway-controller";
 
 // Which Ingresses are ours. The translator takes the same two values in its own options.
 struct ClassOptions {
@@ -23,7 +25,18 @@ struct ClassOptions {
   std::string controller_name{kDefaultControllerName};
   // --default-backend-service "namespace/name": that Service (and its slices) always matter.
   std::string default_backend_service = {};
+  // Gateway API: GatewayClasses with this spec.controllerName are ours (docs/gateway-api.md).
+  std::string gateway_controller_name{kDefaultGatewayControllerName};
 };
+
+// Whether a Gateway's class is one of ours: a GatewayClass of that name exists with our
+// controllerName. Shared by the store's relevance answers and the Gateway translator.
+bool gateway_is_ours(const objects::Gateway& gateway,
+                     const std::map<std::string, objects::GatewayClass>& classes,
+                     const ClassOptions& options);
+
+// "HTTPRoute ns/name" or "GRPCRoute ns/name": the key of a route in the store's route indexes.
+std::string route_key(objects::Kind kind, const objects::ObjectMeta& meta);
 
 enum class IngressSelection {
   kOurs,
@@ -81,6 +94,17 @@ class Store {
   const std::map<std::string, objects::SubstitutionRuleSet>& substitution_rule_sets() const {
     return substitution_rule_sets_;
   }
+  // The Gateway API (docs/gateway-api.md) and Namespaces (their labels, for allowedRoutes).
+  const std::map<std::string, objects::GatewayClass>& gateway_classes() const {
+    return gateway_classes_;
+  }
+  const std::map<std::string, objects::Gateway>& gateways() const { return gateways_; }
+  const std::map<std::string, objects::HTTPRoute>& http_routes() const { return http_routes_; }
+  const std::map<std::string, objects::GRPCRoute>& grpc_routes() const { return grpc_routes_; }
+  const std::map<std::string, objects::ReferenceGrant>& reference_grants() const {
+    return reference_grants_;
+  }
+  const std::map<std::string, objects::Namespace>& namespaces() const { return namespaces_; }
   size_t size() const;
 
   // The EndpointSlices labelled with `service` in `namespace_`, in key order (an index: no scan).
@@ -88,7 +112,9 @@ class Store {
                                                                 const std::string& service) const;
   // Whether some Ingress in `namespace_`, of any class, names `secret` (secrets_named; an index).
   bool secret_named(const std::string& namespace_, const std::string& secret) const;
-  // Whether one of our Ingresses refers to `service` (a backend) or names `secret`:
+  // Whether one of our Ingresses refers to `service` (a backend) or names `secret`, or (Gateway
+  // API) a route attached to one of our Gateways names the Service in a backendRef, or one of our
+  // Gateways names the Secret in a listener's certificateRefs:
   // what insert() and remove() answer for Services, EndpointSlices and Secrets.
   bool service_referenced(const std::string& namespace_, const std::string& service) const;
   bool secret_referenced(const std::string& namespace_, const std::string& secret) const;
@@ -108,6 +134,18 @@ class Store {
   bool matters(const objects::EndpointSlice& slice) const;
   bool matters(const objects::Secret& secret) const;
   bool matters(const objects::SubstitutionRuleSet& rule_set) const;
+  bool matters(const objects::GatewayClass& gateway_class) const;
+  bool matters(const objects::Gateway& gateway) const;
+  bool matters(const objects::HTTPRoute& route) const;
+  bool matters(const objects::GRPCRoute& route) const;
+  bool matters(const objects::ReferenceGrant& grant) const;
+  bool matters(const objects::Namespace& ns) const;
+  bool gateway_matters(const objects::Gateway& gateway) const;
+  // A route matters when one of its parentRefs names one of our Gateways.
+  bool route_matters(const std::string& namespace_,
+                     const std::vector<objects::ParentReference>& parents) const;
+  bool route_key_matters(const std::string& key) const;  // route_key() of a stored route
+  bool any_gateway_of_ours(bool with_selector) const;
 
   ClassOptions options_;
   std::map<std::string, objects::Ingress> ingresses_;
@@ -116,6 +154,12 @@ class Store {
   std::map<std::string, objects::EndpointSlice> endpoint_slices_;
   std::map<std::string, objects::Secret> secrets_;
   std::map<std::string, objects::SubstitutionRuleSet> substitution_rule_sets_;
+  std::map<std::string, objects::GatewayClass> gateway_classes_;
+  std::map<std::string, objects::Gateway> gateways_;
+  std::map<std::string, objects::HTTPRoute> http_routes_;
+  std::map<std::string, objects::GRPCRoute> grpc_routes_;
+  std::map<std::string, objects::ReferenceGrant> reference_grants_;
+  std::map<std::string, objects::Namespace> namespaces_;
 
   // Indexes, so that "does anything refer to this object" never scans a kind (with 10,000
   // Ingresses in one namespace, scanning them for every Service listed made start-up quadratic).
@@ -130,16 +174,27 @@ class Store {
   void index(const T& object, bool add);
   void index_ingress(const objects::Ingress& ingress, bool add);
   void index_slice(const objects::EndpointSlice& slice, bool add);
+  void index_route(const std::string& key, const std::string& namespace_,
+                   const std::vector<std::vector<objects::BackendRef>>& refs, bool add);
+  void index_gateway(const objects::Gateway& gateway, bool add);
   void record(const objects::Ingress&) { changes_.other = true; }
   void record(const objects::IngressClass&) { changes_.other = true; }
   void record(const objects::Service&) { changes_.other = true; }
   void record(const objects::Secret&) { changes_.other = true; }
   void record(const objects::SubstitutionRuleSet&) { changes_.other = true; }
+  void record(const objects::GatewayClass&) { changes_.other = true; }
+  void record(const objects::Gateway&) { changes_.other = true; }
+  void record(const objects::HTTPRoute&) { changes_.other = true; }
+  void record(const objects::GRPCRoute&) { changes_.other = true; }
+  void record(const objects::ReferenceGrant&) { changes_.other = true; }
+  void record(const objects::Namespace&) { changes_.other = true; }
   void record(const objects::EndpointSlice& slice);
   Index services_by_ingress_ref_;   // "ns/service" -> Ingresses naming it in a backend
   Index secrets_by_ingress_ref_;    // "ns/secret" -> Ingresses naming it (secrets_named)
   Index rule_sets_by_ingress_ref_;  // "ns/set" -> Ingresses naming it (rule_set_named)
   Index slices_by_service_;         // "ns/service" -> its EndpointSlices
+  Index services_by_route_ref_;     // "ns/service" -> route_key()s of routes naming it
+  Index secrets_by_gateway_ref_;    // "ns/secret" -> Gateways naming it in certificateRefs
   Changes changes_;
 };
 

@@ -3,6 +3,7 @@
 #include "translate/annotations.h"
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
+#include "translate/gateway/gateway.h"
 
 #include <arpa/inet.h>
 
@@ -1399,7 +1400,10 @@ class Translator {
 }  // namespace
 
 TranslateResult translate(const store::Store& store, const TranslateOptions& options) {
-  return Translator(store, options).run();
+  TranslateResult result = Translator(store, options).run();
+  // The Gateway API's objects add to the same Config (docs/gateway-api.md).
+  gateway::translate_gateway(store, options, result);
+  return result;
 }
 
 }  // namespace tidegate::controller::translate

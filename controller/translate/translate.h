@@ -3,6 +3,7 @@
 // Store gives the same Config and the same diagnostics, in the same order, every time. Invalid
 // parts of an object are dropped and reported, never thrown. The rules are in docs/translation.md.
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "model/model.h"
 #include "store/store.h"
+#include "translate/gateway/status.h"
 
 namespace tidegate::controller::translate {
 
@@ -27,6 +29,12 @@ struct TranslateOptions {
   // first port (unless an Ingress's spec.defaultBackend takes them), and routes whose backend has
   // no endpoints fall back to it (unless their Ingress names its own default-backend).
   std::string default_backend_service = {};
+  // The Gateway API (docs/gateway-api.md): GatewayClasses with this controllerName are ours, and
+  // the data plane's HTTP and HTTPS ports, which every Gateway of those classes shares (a
+  // listener on another port is not accepted: PortUnavailable).
+  std::string gateway_controller_name{store::kDefaultGatewayControllerName};
+  int32_t gateway_http_port = 80;
+  int32_t gateway_https_port = 443;
 };
 
 enum class Severity {
@@ -54,6 +62,9 @@ struct TranslateResult {
   // Upstreams whose one endpoint is their Service's ClusterIP (service-upstream): the endpoint
   // fast path leaves them alone too.
   std::set<std::string> service_ip_upstreams;
+  // The Gateway API objects' status, computed in the same pass (translate/gateway/status.h);
+  // written to the API server by a status writer, not by the translator.
+  gateway::GatewayStatusReport gateway_status;
 };
 
 TranslateResult translate(const store::Store& store, const TranslateOptions& options = {});

@@ -31,9 +31,12 @@ TEST(KubeApi, ResourcePaths) {
   // Every kind has a path of its own (a kind added without one would read "unknown").
   std::set<std::string> paths;
   for (Kind kind : objects::kAllKinds) {
-    EXPECT_EQ(resource_of(kind).group_version_path.substr(1),
-              std::string(kind == Kind::kService || kind == Kind::kSecret ? "api/" : "apis/") +
-                  std::string(objects::api_version_of(kind)))
+    EXPECT_EQ(
+        resource_of(kind).group_version_path.substr(1),
+        std::string(kind == Kind::kService || kind == Kind::kSecret || kind == Kind::kNamespace
+                        ? "api/"
+                        : "apis/") +
+            std::string(objects::api_version_of(kind)))
         << objects::to_string(kind);
     EXPECT_TRUE(paths.insert(resource_path(kind, "")).second) << objects::to_string(kind);
   }

@@ -1,0 +1,1182 @@
+#include "translate/gateway/gateway.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include <re2/re2.h>
+
+#include "text/text.h"
+#include "translate/certificates.h"
+#include "translate/endpoints.h"
+
+namespace tidegate::controller::translate::gateway {
+
+const Condition* find_condition(const std::vector<Condition>& conditions, const std::string& type) {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+namespace {
+
+using objects::kGatewayGroup;
+
+std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+bool is_wildcard(const std::string& host) { return host.size() > 2 && host.starts_with("*."); }
+
+// Whether the wildcard `w` ("*.example.com") covers `h`: an exact name with at least one more
+// label, or a wildcard at least as narrow. (The Gateway API's wildcards are suffix matches:
+// "*.example.com" covers "a.b.example.com".)
+bool covers(const std::string& w, const std::string& h) {
+  const std::string suffix = w.substr(1);  // ".example.com"
+  if (is_wildcard(h)) return h.substr(1) == suffix || h.substr(1).ends_with(suffix);
+  return h.size() > suffix.size() && h.ends_with(suffix);
+}
+
+}  // namespace
+
+std::vector<std::string> intersect_hostnames(const std::string& listener,
+                                             const std::vector<std::string>& route) {
+  if (route.empty()) return {listener.empty() ? std::string("*") : listener};
+  if (listener.empty()) return route;
+  std::vector<std::string> out;
+  auto add = [&](const std::string& h) {
+    if (std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+  };
+  for (const auto& r : route) {
+    if (r == listener) {
+      add(r);
+    } else if (is_wildcard(listener) && covers(listener, r)) {
+      add(r);
+    } else if (is_wildcard(r) && covers(r, listener)) {
+      add(listener);
+    }
+  }
+  return out;
+}
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  int64_t total = 0;
+  int groups = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t digits = 0;
+    int64_t value = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      value = value * 10 + (text[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (digits == 0 || digits > 5 || i == text.size()) return std::nullopt;
+    int64_t unit = 0;
+    if (text.substr(i, 2) == "ms") {
+      unit = 1;
+      i += 2;
+    } else if (text[i] == 'h') {
+      unit = 3'600'000;
+      ++i;
+    } else if (text[i] == 'm') {
+      unit = 60'000;
+      ++i;
+    } else if (text[i] == 's') {
+      unit = 1'000;
+      ++i;
+    } else {
+      return std::nullopt;
+    }
+    total += value * unit;
+    if (++groups > 4) return std::nullopt;
+  }
+  return std::chrono::milliseconds(total);
+}
+
+namespace {
+
+constexpr const char* kTrue = "True";
+constexpr const char* kFalse = "False";
+const std::string kHTTPRoute = "HTTPRoute";
+const std::string kGRPCRoute = "GRPCRoute";
+
+// The methods the Gateway API's HTTPMethod enum lists; another is an unsupported value.
+bool is_gateway_method(const std::string& m) {
+  static const std::set<std::string> kMethods = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                                 "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+  return kMethods.contains(m);
+}
+
+bool is_token_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool is_token(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), is_token_char);
+}
+
+std::string regex_error(const std::string& pattern) {
+  RE2::Options options;
+  options.set_log_errors(false);
+  RE2 re(pattern, options);
+  return re.ok() ? std::string() : re.error();
+}
+
+Condition condition(std::string type, bool status, std::string reason, std::string message,
+                    int64_t generation) {
+  return Condition{std::move(type), status ? kTrue : kFalse, std::move(reason), std::move(message),
+                   generation};
+}
+
+// One listener of one of our Gateways, as routes see it.
+struct ListenerInfo {
+  const objects::Listener* spec = nullptr;
+  std::string hostname;               // lower-case; empty: any
+  bool programmed = false;            // routes attach to it
+  std::set<std::string> kinds;        // route kinds it takes ("HTTPRoute", "GRPCRoute")
+  std::string certificate;            // HTTPS: model::Certificate name; empty: none usable
+  std::set<std::string> route_hosts;  // hosts of the routes attached (TLS hosts when no hostname)
+  ListenerStatus status;
+};
+
+struct GatewayInfo {
+  const objects::Gateway* gateway = nullptr;
+  std::string key;     // "namespace/name"
+  std::string object;  // "Gateway namespace/name"
+  bool accepted = false;
+  std::vector<ListenerInfo> listeners;
+};
+
+// A route (HTTPRoute or GRPCRoute) in the form both share.
+struct RouteView {
+  const std::string* kind = nullptr;
+  const objects::ObjectMeta* meta = nullptr;
+  const std::vector<objects::ParentReference>* parents = nullptr;
+  const std::vector<std::string>* hostnames = nullptr;
+  const objects::HTTPRoute* http = nullptr;
+  const objects::GRPCRoute* grpc = nullptr;
+  std::string key;     // "HTTPRoute ns/name"
+  std::string object;  // same, for diagnostics
+};
+
+// The model routes of one route object (without their host), and what its status says of them.
+struct BuiltRoute {
+  std::vector<model::Route> routes;  // in rule order, then match order
+  std::vector<std::string> dropped;  // "spec.rules[1]: <why>"
+  size_t rules = 0;
+  std::string unsupported;  // set: the message of an unknown enum value (route not accepted)
+  // ResolvedRefs: the first failing backendRef's reason and message; empty reason: all resolved.
+  std::string refs_reason;
+  std::string refs_message;
+};
+
+class GatewayTranslator {
+ public:
+  GatewayTranslator(const store::Store& store, const TranslateOptions& options,
+                    TranslateResult& result)
+      : store_(store), options_(options), result_(result) {
+    class_options_.gateway_controller_name = options.gateway_controller_name;
+  }
+
+  void run() {
+    add_classes();
+    for (const auto& [key, gw] : store_.gateways()) {
+      if (store::gateway_is_ours(gw, store_.gateway_classes(), class_options_)) add_gateway(gw);
+    }
+    for (const auto& view : select_routes()) add_route(view);
+    finish_gateways();
+    assemble();
+  }
+
+ private:
+  void report(std::string object, Severity severity, std::string message) {
+    result_.diagnostics.push_back(Diagnostic{std::move(object), std::move(message), severity});
+  }
+
+  void add_classes() {
+    for (const auto& [name, gc] : store_.gateway_classes()) {
+      if (gc.controller_name != options_.gateway_controller_name) continue;
+      GatewayClassStatus status{name, {}};
+      status.conditions.push_back(condition("Accepted", true, "Accepted",
+                                            "handled by " + options_.gateway_controller_name,
+                                            gc.metadata.generation));
+      result_.gateway_status.gateway_classes.emplace(name, std::move(status));
+    }
+  }
+
+  // ---- Gateways and listeners ----
+
+  void add_gateway(const objects::Gateway& gw) {
+    GatewayInfo info;
+    info.gateway = &gw;
+    info.key = store::object_key(gw.metadata.namespace_, gw.metadata.name);
+    info.object = "Gateway " + info.key;
+    const int64_t gen = gw.metadata.generation;
+    const auto& listeners = gw.listeners;
+    for (size_t i = 0; i < listeners.size(); ++i) {
+      const objects::Listener& l = listeners[i];
+      ListenerInfo li;
+      li.spec = &l;
+      li.hostname = text::ascii_lower(l.hostname);
+      li.status.name = l.name;
+      const std::string where = "listener " + quote(l.name);
+      const bool http = l.protocol == "HTTP";
+      const bool https = l.protocol == "HTTPS";
+
+      // Conflicts with the Gateway's other listeners on the same port.
+      std::string conflict;
+      for (size_t j = 0; j < listeners.size(); ++j) {
+        if (j == i || listeners[j].port != l.port) continue;
+        if (listeners[j].protocol != l.protocol) {
+          conflict = "ProtocolConflict";
+          break;
+        }
+        if (text::ascii_lower(listeners[j].hostname) == li.hostname) conflict = "HostnameConflict";
+      }
+
+      // The route kinds it takes.
+      std::string refs_reason, refs_message;
+      if (http || https) {
+        if (l.kinds.empty()) {
+          li.status.supported_kinds = {{std::string(kGatewayGroup), kHTTPRoute},
+                                       {std::string(kGatewayGroup), kGRPCRoute}};
+        }
+        for (const auto& k : l.kinds) {
+          if (k.group == kGatewayGroup && (k.kind == kHTTPRoute || k.kind == kGRPCRoute)) {
+            li.status.supported_kinds.push_back(k);
+          } else if (refs_reason.empty()) {
+            refs_reason = "InvalidRouteKinds";
+            refs_message = "route kind " + k.group + "/" + k.kind + " is not supported";
+          }
+        }
+        for (const auto& k : li.status.supported_kinds) li.kinds.insert(k.kind);
+      } else if (!l.kinds.empty()) {
+        refs_reason = "InvalidRouteKinds";
+        refs_message = "protocol " + l.protocol + " takes no route kind Tidegate supports";
+      }
+
+      // Accepted.
+      std::string accept_reason = "Accepted", accept_message = "listener accepted";
+      if (!http && !https) {
+        accept_reason = "UnsupportedProtocol";
+        accept_message = "protocol " + l.protocol + " is not supported (HTTP and HTTPS are)";
+      } else if (l.port != (http ? options_.gateway_http_port : options_.gateway_https_port)) {
+        accept_reason = "PortUnavailable";
+        accept_message =
+            "port " + std::to_string(l.port) + " is not the data plane's " + l.protocol + " port " +
+            std::to_string(http ? options_.gateway_http_port : options_.gateway_https_port) +
+            " (all Gateways share the data plane's ports)";
+      } else if (https && l.tls_mode.value_or("Terminate") != "Terminate") {
+        accept_reason = "UnsupportedValue";
+        accept_message = "tls.mode " + *l.tls_mode + " is not supported on HTTPS (Terminate is)";
+      } else if (!li.hostname.empty() &&
+                 (li.hostname == "*" || !model::is_valid_host(li.hostname))) {
+        accept_reason = "UnsupportedValue";
+        accept_message = "hostname " + quote(l.hostname) + " is not a DNS name or wildcard";
+      } else if (auto why = check_allowed_namespaces(l)) {
+        accept_reason = "UnsupportedValue";
+        accept_message = *why;
+      }
+      const bool accepted = accept_reason == "Accepted";
+
+      // Certificates (HTTPS).
+      if (https && accepted) resolve_certificate(gw, l, li, refs_reason, refs_message);
+      const bool cert_ok = !https || !li.certificate.empty();
+
+      li.programmed = accepted && conflict.empty() && cert_ok;
+      auto& c = li.status.conditions;
+      c.push_back(condition("Accepted", accepted, accept_reason, accept_message, gen));
+      c.push_back(condition("Programmed", li.programmed, li.programmed ? "Programmed" : "Invalid",
+                            li.programmed ? "listener programmed" : "listener not programmed",
+                            gen));
+      c.push_back(condition("ResolvedRefs", refs_reason.empty(),
+                            refs_reason.empty() ? "ResolvedRefs" : refs_reason,
+                            refs_reason.empty() ? "references resolved" : refs_message, gen));
+      c.push_back(condition(
+          "Conflicted", !conflict.empty(), conflict.empty() ? "NoConflicts" : conflict,
+          conflict.empty() ? "no conflicts"
+                           : "another listener uses port " + std::to_string(l.port) +
+                                 (conflict == "ProtocolConflict" ? " with another protocol"
+                                                                 : " with the same hostname"),
+          gen));
+      if (!accepted) {
+        report(info.object, Severity::kError, where + ": " + accept_message + "; not accepted");
+      } else if (!conflict.empty()) {
+        report(info.object, Severity::kError,
+               where + ": " + conflict + " with another listener on port " +
+                   std::to_string(l.port) + "; not programmed");
+      }
+      if (!refs_reason.empty()) {
+        report(info.object, Severity::kError, where + ": " + refs_reason + ": " + refs_message);
+      }
+      info.listeners.push_back(std::move(li));
+    }
+    GatewayStatus status{gw.metadata.namespace_, gw.metadata.name, {}, {}};
+    size_t valid = 0, programmed = 0;
+    for (const auto& li : info.listeners) {
+      const Condition* a = find_condition(li.status.conditions, "Accepted");
+      const Condition* k = find_condition(li.status.conditions, "Conflicted");
+      if (a->status == kTrue && k->status == kFalse) ++valid;
+      if (li.programmed) ++programmed;
+    }
+    if (gw.has_addresses) {
+      info.accepted = false;
+      status.conditions.push_back(condition(
+          "Accepted", false, "UnsupportedAddress",
+          "spec.addresses is not supported: every Gateway shares the data plane's address", gen));
+      status.conditions.push_back(
+          condition("Programmed", false, "Invalid", "the Gateway is not accepted", gen));
+      report(info.object, Severity::kError,
+             "spec.addresses is not supported (every Gateway shares the data plane's address); "
+             "Gateway not accepted");
+      for (auto& li : info.listeners) li.programmed = false;
+    } else {
+      info.accepted = valid > 0 || info.listeners.empty();
+      const bool all = valid == info.listeners.size();
+      status.conditions.push_back(
+          condition("Accepted", info.accepted, all ? "Accepted" : "ListenersNotValid",
+                    all ? "Gateway accepted"
+                        : std::to_string(info.listeners.size() - valid) + " of " +
+                              std::to_string(info.listeners.size()) + " listeners are not valid",
+                    gen));
+      status.conditions.push_back(condition(
+          "Programmed", programmed > 0, programmed > 0 ? "Programmed" : "Invalid",
+          programmed > 0 ? "programmed in the shared data plane" : "no listener can be programmed",
+          gen));
+    }
+    result_.gateway_status.gateways.emplace(info.key, std::move(status));
+    gateways_.emplace(info.key, std::move(info));
+  }
+
+  // nullopt when allowedRoutes.namespaces is usable; otherwise why not.
+  static std::optional<std::string> check_allowed_namespaces(const objects::Listener& l) {
+    const std::string& from = l.namespaces_from;
+    if (from != "Same" && from != "All" && from != "Selector") {
+      return "allowedRoutes.namespaces.from " + quote(from) + " is not Same, All or Selector";
+    }
+    if (from == "Selector") {
+      if (!l.namespace_selector) return "allowedRoutes.namespaces.from Selector without a selector";
+      for (const auto& e : l.namespace_selector->match_expressions) {
+        if (e.op != "In" && e.op != "NotIn" && e.op != "Exists" && e.op != "DoesNotExist") {
+          return "allowedRoutes.namespaces.selector: unknown operator " + quote(e.op);
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Whether a ReferenceGrant in `to_namespace` lets (from_group, from_kind) objects of
+  // `from_namespace` refer to the (to_group, to_kind) object `to_name`.
+  bool granted(const std::string& from_kind, const std::string& from_namespace,
+               const std::string& to_kind, const std::string& to_name,
+               const std::string& to_namespace) const {
+    const auto& grants = store_.reference_grants();
+    const std::string prefix = to_namespace + "/";
+    for (auto it = grants.lower_bound(prefix); it != grants.end() && it->first.starts_with(prefix);
+         ++it) {
+      const auto& g = it->second;
+      const bool from = std::any_of(g.from.begin(), g.from.end(), [&](const auto& f) {
+        return f.group == kGatewayGroup && f.kind == from_kind && f.namespace_ == from_namespace;
+      });
+      const bool to = std::any_of(g.to.begin(), g.to.end(), [&](const auto& t) {
+        return (t.group.empty() || t.group == "core") && t.kind == to_kind &&
+               (!t.name || *t.name == to_name);
+      });
+      if (from && to) return true;
+    }
+    return false;
+  }
+
+  // An HTTPS listener's certificate: its first certificateRef (the model has one certificate per
+  // host name). Every ref must resolve for ResolvedRefs to be True.
+  void resolve_certificate(const objects::Gateway& gw, const objects::Listener& l, ListenerInfo& li,
+                           std::string& reason, std::string& message) {
+    auto fail = [&](std::string r, std::string m) {
+      if (reason.empty()) {
+        reason = std::move(r);
+        message = std::move(m);
+      }
+    };
+    if (l.certificate_refs.empty()) {
+      fail("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs");
+      return;
+    }
+    for (size_t i = 0; i < l.certificate_refs.size(); ++i) {
+      const auto& ref = l.certificate_refs[i];
+      const std::string ns = ref.namespace_.value_or(gw.metadata.namespace_);
+      const std::string key = store::object_key(ns, ref.name);
+      if (!(ref.group.empty() || ref.group == "core") || ref.kind != "Secret") {
+        fail("InvalidCertificateRef",
+             "certificateRef " + ref.group + "/" + ref.kind + " " + ref.name + " is not a Secret");
+        continue;
+      }
+      if (ns != gw.metadata.namespace_ &&
+          !granted("Gateway", gw.metadata.namespace_, "Secret", ref.name, ns)) {
+        fail("RefNotPermitted",
+             "Secret " + key + " is in another namespace and no ReferenceGrant allows it");
+        continue;
+      }
+      auto secret = store_.secrets().find(key);
+      if (secret == store_.secrets().end()) {
+        fail("InvalidCertificateRef", "Secret " + key + " not found");
+        continue;
+      }
+      const auto& data = secret->second.data;
+      auto crt = data.find("tls.crt");
+      auto pem_key = data.find("tls.key");
+      std::string problem = crt == data.end() || pem_key == data.end()
+                                ? std::string("has no tls.crt and tls.key")
+                                : check_certificate_pair(crt->second, pem_key->second);
+      if (!problem.empty()) {
+        fail("InvalidCertificateRef", "Secret " + key + " " + problem);
+        continue;
+      }
+      if (i == 0) {
+        li.certificate = key;
+        certificates_.emplace(key, model::Certificate{key, crt->second, pem_key->second});
+      } else {
+        report("Gateway " + store::object_key(gw.metadata.namespace_, gw.metadata.name),
+               Severity::kWarning,
+               "listener " + quote(l.name) + ": certificateRefs[" + std::to_string(i) +
+                   "] (Secret " + key + ") is not used: one certificate per listener");
+      }
+    }
+    if (!reason.empty()) li.certificate.clear();
+  }
+
+  // The labels of a namespace: its Namespace object's, with the name label the API server
+  // always sets (so that selectors on it work without Namespace objects, as in manifests).
+  std::map<std::string, std::string> namespace_labels(const std::string& ns) const {
+    std::map<std::string, std::string> labels;
+    if (auto it = store_.namespaces().find(ns); it != store_.namespaces().end()) {
+      labels = it->second.metadata.labels;
+    }
+    labels["kubernetes.io/metadata.name"] = ns;
+    return labels;
+  }
+
+  bool namespace_allowed(const objects::Listener& l, const std::string& gateway_ns,
+                         const std::string& route_ns) const {
+    if (l.namespaces_from == "All") return true;
+    if (l.namespaces_from == "Same") return route_ns == gateway_ns;
+    const auto labels = namespace_labels(route_ns);
+    const auto& sel = *l.namespace_selector;
+    for (const auto& [k, v] : sel.match_labels) {
+      auto it = labels.find(k);
+      if (it == labels.end() || it->second != v) return false;
+    }
+    for (const auto& e : sel.match_expressions) {
+      auto it = labels.find(e.key);
+      const bool in = it != labels.end() &&
+                      std::find(e.values.begin(), e.values.end(), it->second) != e.values.end();
+      if (e.op == "In" && !in) return false;
+      if (e.op == "NotIn" && in) return false;
+      if (e.op == "Exists" && it == labels.end()) return false;
+      if (e.op == "DoesNotExist" && it != labels.end()) return false;
+    }
+    return true;
+  }
+
+  // ---- Routes ----
+
+  // Our routes (a parentRef names one of our Gateways), in the Gateway API's precedence order
+  // among routes: oldest first, then "namespace/name"; an HTTPRoute before a GRPCRoute of the
+  // same name.
+  std::vector<RouteView> select_routes() const {
+    std::vector<RouteView> out;
+    auto ours = [&](const objects::ObjectMeta& meta,
+                    const std::vector<objects::ParentReference>& parents) {
+      return std::any_of(parents.begin(), parents.end(), [&](const auto& p) {
+        return p.group == kGatewayGroup && p.kind == "Gateway" &&
+               gateways_.contains(
+                   store::object_key(p.namespace_.value_or(meta.namespace_), p.name));
+      });
+    };
+    for (const auto& [key, r] : store_.http_routes()) {
+      if (!ours(r.metadata, r.parent_refs)) continue;
+      RouteView v{&kHTTPRoute, &r.metadata, &r.parent_refs, &r.hostnames, &r, nullptr, {}, {}};
+      v.key = store::route_key(objects::Kind::kHTTPRoute, r.metadata);
+      v.object = v.key;
+      out.push_back(std::move(v));
+    }
+    for (const auto& [key, r] : store_.grpc_routes()) {
+      if (!ours(r.metadata, r.parent_refs)) continue;
+      RouteView v{&kGRPCRoute, &r.metadata, &r.parent_refs, &r.hostnames, nullptr, &r, {}, {}};
+      v.key = store::route_key(objects::Kind::kGRPCRoute, r.metadata);
+      v.object = v.key;
+      out.push_back(std::move(v));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const RouteView& a, const RouteView& b) {
+      return std::forward_as_tuple(a.meta->creation_timestamp, a.meta->namespace_, a.meta->name,
+                                   *a.kind) < std::forward_as_tuple(b.meta->creation_timestamp,
+                                                                    b.meta->namespace_,
+                                                                    b.meta->name, *b.kind);
+    });
+    return out;
+  }
+
+  void add_route(const RouteView& view) {
+    const int64_t gen = view.meta->generation;
+    const std::string& ns = view.meta->namespace_;
+    // Hostnames: lower-case, invalid ones left out (reported).
+    std::vector<std::string> hostnames;
+    for (size_t i = 0; i < view.hostnames->size(); ++i) {
+      const std::string h = text::ascii_lower((*view.hostnames)[i]);
+      if (h == "*" || !model::is_valid_host(h)) {
+        report(view.object, Severity::kError,
+               text::index_path("spec.hostnames", i) + ": invalid hostname " +
+                   quote((*view.hostnames)[i]) + "; ignored");
+        continue;
+      }
+      if (std::find(hostnames.begin(), hostnames.end(), h) == hostnames.end()) {
+        hostnames.push_back(h);
+      }
+    }
+    const bool all_hostnames_invalid = !view.hostnames->empty() && hostnames.empty();
+
+    BuiltRoute built = view.http ? build_http(*view.http, view) : build_grpc(*view.grpc, view);
+    const bool usable =
+        built.unsupported.empty() && (built.rules == 0 || built.dropped.size() < built.rules);
+    for (const auto& d : built.dropped) {
+      report(view.object, Severity::kError, d + "; rule dropped");
+    }
+    if (!built.unsupported.empty()) {
+      report(view.object, Severity::kError, built.unsupported + "; route not accepted");
+    }
+
+    RouteStatus status{*view.kind, ns, view.meta->name, {}};
+    std::set<std::string> hosts;
+    std::set<std::pair<std::string, size_t>> attached;  // (gateway key, listener index)
+    std::set<std::string> seen_parents;
+    for (size_t p = 0; p < view.parents->size(); ++p) {
+      const auto& parent = (*view.parents)[p];
+      if (parent.group != kGatewayGroup || parent.kind != "Gateway") continue;
+      const std::string gw_key = store::object_key(parent.namespace_.value_or(ns), parent.name);
+      auto gw = gateways_.find(gw_key);
+      if (gw == gateways_.end()) continue;  // not ours (or absent): not ours to report on
+      GatewayInfo& info = gw->second;
+      RouteParentStatus ps;
+      ps.parent_ref = parent;
+      ps.controller_name = options_.gateway_controller_name;
+      const std::string where = text::index_path("spec.parentRefs", p) + " (Gateway " + gw_key +
+                                (parent.section_name ? " section " + *parent.section_name : "") +
+                                ")";
+
+      std::string reason = "Accepted", message = "route accepted";
+      std::vector<std::pair<size_t, std::vector<std::string>>> matched;  // listener, hosts
+      bool any_candidate = false, any_allowed = false;
+      for (size_t i = 0; i < info.listeners.size(); ++i) {
+        ListenerInfo& li = info.listeners[i];
+        if (parent.section_name && *parent.section_name != li.spec->name) continue;
+        if (parent.port && *parent.port != li.spec->port) continue;
+        any_candidate = true;
+        if (!info.accepted || !li.programmed || !li.kinds.contains(*view.kind) ||
+            !namespace_allowed(*li.spec, info.gateway->metadata.namespace_, ns)) {
+          continue;
+        }
+        any_allowed = true;
+        auto h = intersect_hostnames(li.hostname, hostnames);
+        if (all_hostnames_invalid) h.clear();
+        if (!h.empty()) matched.emplace_back(i, std::move(h));
+      }
+      if (!any_candidate) {
+        reason = "NoMatchingParent";
+        message = "no listener of Gateway " + gw_key + " matches the sectionName and port";
+      } else if (!any_allowed) {
+        reason = "NotAllowedByListeners";
+        message = "no listener of Gateway " + gw_key + " allows this route";
+      } else if (matched.empty()) {
+        reason = "NoMatchingListenerHostname";
+        message = "no listener hostname of Gateway " + gw_key + " intersects the route's";
+      } else if (!usable) {
+        reason = "UnsupportedValue";
+        message = built.unsupported.empty() ? "every rule is invalid" : built.unsupported;
+      }
+      const bool accepted = reason == "Accepted";
+      if (!accepted && usable) {
+        report(view.object, Severity::kError, where + ": " + reason + ": " + message);
+      }
+      if (accepted) {
+        for (auto& [i, h] : matched) {
+          attached.emplace(gw_key, i);
+          for (const auto& host : h) {
+            hosts.insert(host);
+            info.listeners[i].route_hosts.insert(host);
+          }
+        }
+      }
+      ps.conditions.push_back(condition("Accepted", accepted, reason, message, gen));
+      ps.conditions.push_back(
+          condition("ResolvedRefs", built.refs_reason.empty(),
+                    built.refs_reason.empty() ? "ResolvedRefs" : built.refs_reason,
+                    built.refs_reason.empty() ? "references resolved" : built.refs_message, gen));
+      if (accepted && !built.dropped.empty()) {
+        std::string dropped = "Dropped Rule(s): ";
+        for (size_t i = 0; i < built.dropped.size(); ++i) {
+          dropped += (i ? "; " : "") + built.dropped[i];
+        }
+        ps.conditions.push_back(
+            condition("PartiallyInvalid", true, "UnsupportedValue", dropped, gen));
+      }
+      // One entry per distinct parentRef (the API server refuses duplicates; be safe).
+      const std::string id = gw_key + "/" + parent.section_name.value_or("") + "/" +
+                             (parent.port ? std::to_string(*parent.port) : "");
+      if (seen_parents.insert(id).second) status.parents.push_back(std::move(ps));
+    }
+    for (const auto& [gw_key, i] : attached) {
+      ++gateways_.at(gw_key).listeners[i].status.attached_routes;
+    }
+    if (!status.parents.empty()) result_.gateway_status.routes.emplace(view.key, std::move(status));
+    for (const auto& host : hosts) {
+      auto& routes = pending_[host];
+      routes.insert(routes.end(), built.routes.begin(), built.routes.end());
+    }
+    for (const auto& r : built.routes) {
+      if (!hosts.empty()) {
+        if (!r.upstream.empty()) used_upstreams_.insert(r.upstream);
+        for (const auto& b : r.backends) {
+          if (!b.upstream.empty()) used_upstreams_.insert(b.upstream);
+        }
+      }
+    }
+  }
+
+  // ---- Rules ----
+
+  // A backendRef's upstream (created on first use); empty with built.refs_* set when it cannot
+  // be resolved (its share of the requests is answered 500).
+  std::string resolve_backend(const objects::BackendRef& ref, const RouteView& view,
+                              const std::string& where, bool grpc, BuiltRoute& built) {
+    const std::string& route_ns = view.meta->namespace_;
+    const std::string ns = ref.namespace_.value_or(route_ns);
+    const std::string key = store::object_key(ns, ref.name);
+    std::string reason, message;
+    const objects::Service* service = nullptr;
+    const objects::ServicePort* port = nullptr;
+    if (!(ref.group.empty() || ref.group == "core") || ref.kind != "Service") {
+      reason = "InvalidKind";
+      message = "backendRef kind " + (ref.group.empty() ? "" : ref.group + "/") + ref.kind +
+                " is not supported (Service is)";
+    } else if (ns != route_ns && !granted(*view.kind, route_ns, "Service", ref.name, ns)) {
+      reason = "RefNotPermitted";
+      message = "Service " + key + " is in another namespace and no ReferenceGrant allows it";
+    } else if (auto svc = store_.services().find(key); svc == store_.services().end()) {
+      reason = "BackendNotFound";
+      message = "Service " + key + " not found";
+    } else if (!ref.port) {
+      reason = "BackendNotFound";
+      message = "backendRef to Service " + key + " has no port (required for a Service)";
+    } else {
+      service = &svc->second;
+      objects::PortRef pr;
+      pr.number = *ref.port;
+      port = find_service_port(*service, pr);
+      if (port == nullptr) {
+        reason = "BackendNotFound";
+        message = "Service " + key + " has no port " + std::to_string(*ref.port);
+      } else if (port->protocol != "TCP") {
+        reason = "UnsupportedProtocol";
+        message = "Service " + key + " port " + std::to_string(*ref.port) + " uses protocol " +
+                  port->protocol + "; only TCP can be proxied";
+      }
+    }
+    if (!reason.empty()) {
+      report(view.object, Severity::kError,
+             where + ": " + reason + ": " + message + "; its share of the requests gets 500");
+      if (built.refs_reason.empty()) {
+        built.refs_reason = reason;
+        built.refs_message = message;
+      }
+      return {};
+    }
+    // Named as the Ingress translator names a Service port's upstream ("ns/svc:80", "+h2" for
+    // HTTP/2 cleartext), so the two share upstreams and the endpoint fast path finds them.
+    const bool h2c = grpc || port->app_protocol == "kubernetes.io/h2c" ||
+                     port->app_protocol == "h2c" || port->app_protocol == "grpc";
+    std::string name = key + ":" + std::to_string(*ref.port) + (h2c ? "+h2" : "");
+    sources_.emplace(name, std::make_pair(service, port));
+    return name;
+  }
+
+  // Filters of a rule (HTTPRoute or GRPCRoute) into the policy; false when the rule is dropped.
+  bool apply_filters(const std::vector<objects::HTTPRouteFilter>& filters, bool grpc,
+                     bool all_prefix, const std::string& where, model::RoutePolicy& policy,
+                     BuiltRoute& built) {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < filters.size(); ++i) {
+      const auto& f = filters[i];
+      const std::string fwhere = text::index_path(where + ".filters", i);
+      if (!seen.insert(f.type).second) {
+        built.dropped.push_back(fwhere + ": filter " + f.type + " appears twice");
+        return false;
+      }
+      if (f.type == "RequestHeaderModifier" || f.type == "ResponseHeaderModifier") {
+        const auto& in =
+            f.request_header_modifier ? *f.request_header_modifier : *f.response_header_modifier;
+        model::HeaderModifier m;
+        for (const auto& h : in.set) m.set.push_back({h.name, h.value});
+        for (const auto& h : in.add) m.add.push_back({h.name, h.value});
+        m.remove = in.remove;
+        (f.request_header_modifier ? policy.request_header_modifier
+                                   : policy.response_header_modifier) = std::move(m);
+      } else if (!grpc && f.type == "RequestRedirect") {
+        const auto& in = *f.request_redirect;
+        model::RequestRedirect r;
+        r.scheme = in.scheme.value_or("");
+        r.hostname = text::ascii_lower(in.hostname.value_or(""));
+        r.port = static_cast<uint16_t>(in.port.value_or(0));
+        r.code = static_cast<uint16_t>(in.status_code.value_or(302));
+        if (in.status_code && (*in.status_code < 300 || *in.status_code > 399)) r.code = 0;
+        if (in.path) {
+          auto m = path_modifier(*in.path, all_prefix, fwhere + ".requestRedirect.path", built);
+          if (!m) return false;
+          r.path = std::move(*m);
+        }
+        policy.request_redirect = std::move(r);
+      } else if (!grpc && f.type == "URLRewrite") {
+        const auto& in = *f.url_rewrite;
+        if (in.hostname) policy.upstream_vhost = text::ascii_lower(*in.hostname);
+        if (in.path) {
+          auto m = path_modifier(*in.path, all_prefix, fwhere + ".urlRewrite.path", built);
+          if (!m) return false;
+          policy.path_rewrite = std::move(*m);
+        }
+      } else if (f.type == "RequestMirror" || f.type == "CORS" || f.type == "ExtensionRef" ||
+                 f.type == "ExternalAuth") {
+        built.dropped.push_back(fwhere + ": filter " + f.type + " is not supported");
+        return false;
+      } else {
+        built.unsupported = fwhere + ": unsupported filter type " + quote(f.type);
+        return false;
+      }
+    }
+    if (seen.contains("RequestRedirect") && seen.contains("URLRewrite")) {
+      built.dropped.push_back(where + ": RequestRedirect and URLRewrite cannot be combined");
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<model::PathModifier> path_modifier(const objects::HTTPPathModifier& in,
+                                                   bool all_prefix, const std::string& where,
+                                                   BuiltRoute& built) {
+    model::PathModifier m;
+    if (in.type == "ReplaceFullPath") {
+      m.kind = model::PathModifier::Kind::kFull;
+      m.value = in.replace_full_path;
+    } else if (in.type == "ReplacePrefixMatch") {
+      if (!all_prefix) {
+        built.dropped.push_back(where + ": ReplacePrefixMatch needs PathPrefix matches");
+        return std::nullopt;
+      }
+      m.kind = model::PathModifier::Kind::kPrefix;
+      m.value = in.replace_prefix_match.empty() ? "/" : in.replace_prefix_match;
+    } else {
+      built.unsupported = where + ": unsupported path modifier type " + quote(in.type);
+      return std::nullopt;
+    }
+    if (auto why = model::check_path_modifier(m)) {
+      built.dropped.push_back(where + ": " + quote(m.value) + " " + *why);
+      return std::nullopt;
+    }
+    return m;
+  }
+
+  // HTTPRoute timeouts: the model has no deadline for a whole exchange, so backendRequest (or
+  // request) bounds the wait for the backend (read_timeout) and request bounds retries
+  // (next_upstream_timeout). 0s: no timeout (the longest the model allows).
+  bool apply_timeouts(const objects::HTTPRouteRule& rule, const std::string& where,
+                      model::RoutePolicy& policy, BuiltRoute& built) {
+    std::optional<std::chrono::milliseconds> request, backend;
+    if (rule.timeout_request) {
+      request = parse_duration(*rule.timeout_request);
+      if (!request) {
+        built.dropped.push_back(where + ".timeouts.request: invalid duration " +
+                                quote(*rule.timeout_request));
+        return false;
+      }
+    }
+    if (rule.timeout_backend_request) {
+      backend = parse_duration(*rule.timeout_backend_request);
+      if (!backend) {
+        built.dropped.push_back(where + ".timeouts.backendRequest: invalid duration " +
+                                quote(*rule.timeout_backend_request));
+        return false;
+      }
+    }
+    auto bounded = [](std::chrono::milliseconds t) {
+      return t.count() == 0 ? model::RoutePolicy::kMaxTimeout
+                            : std::min(t, model::RoutePolicy::kMaxTimeout);
+    };
+    if (request) policy.next_upstream_timeout = std::min(*request, model::RoutePolicy::kMaxTimeout);
+    std::optional<std::chrono::milliseconds> wait = backend ? backend : request;
+    if (wait) {
+      policy.read_timeout = bounded(*wait);
+      if (request && request->count() > 0)
+        policy.read_timeout = std::min(policy.read_timeout, *request);
+    }
+    return true;
+  }
+
+  // Header (or query parameter) matches: the first entry of a name counts, later ones are
+  // ignored (the Gateway API says so); nullopt when the rule is dropped or the route unsupported.
+  template <typename Condition>
+  std::optional<std::vector<Condition>> conditions(const std::vector<objects::HTTPHeaderMatch>& in,
+                                                   bool header, const std::string& where,
+                                                   BuiltRoute& built) {
+    std::vector<Condition> out;
+    std::set<std::string> names;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const auto& m = in[i];
+      const std::string w = text::index_path(where, i);
+      Condition c;
+      c.name = header ? text::ascii_lower(m.name) : m.name;
+      c.value = m.value;
+      if (m.type == "Exact") {
+        c.match = model::ValueMatch::kExact;
+      } else if (m.type == "RegularExpression") {
+        c.match = model::ValueMatch::kRegex;
+        if (auto error = regex_error(m.value); !error.empty()) {
+          built.dropped.push_back(w + ": invalid regex " + quote(m.value) + ": " + error);
+          return std::nullopt;
+        }
+      } else {
+        built.unsupported = w + ": unsupported match type " + quote(m.type);
+        return std::nullopt;
+      }
+      if (header && !is_token(m.name)) {
+        built.dropped.push_back(w + ": header name " + quote(m.name) + " is not a token");
+        return std::nullopt;
+      }
+      if (!names.insert(header ? c.name : m.name).second) continue;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+
+  // The backends of a rule into the route: one valid backend is `upstream`, several (or invalid
+  // ones) are `backends`; none, or none with weight: no upstream (500, unless a redirect).
+  void set_backends(const std::vector<objects::BackendRef>& refs, const RouteView& view,
+                    const std::string& where, bool grpc, model::Route& route, BuiltRoute& built) {
+    std::vector<model::WeightedBackend> backends;
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const std::string bwhere = text::index_path(where + ".backendRefs", i);
+      std::string upstream = resolve_backend(refs[i], view, bwhere, grpc, built);
+      if (refs[i].weight == 0) continue;  // takes no requests
+      backends.push_back(model::WeightedBackend{upstream, static_cast<uint32_t>(refs[i].weight)});
+    }
+    const bool all_invalid = std::all_of(backends.begin(), backends.end(),
+                                         [](const auto& b) { return b.upstream.empty(); });
+    if (all_invalid) return;  // 500 for all
+    if (backends.size() == 1) {
+      route.upstream = backends.front().upstream;
+      return;
+    }
+    route.backends = std::move(backends);
+  }
+
+  // Checks the route with the model's own rules, so the Config always validates.
+  bool valid_in_model(const model::Route& r, const std::string& where, BuiltRoute& built) {
+    std::vector<std::string> problems = model::validate(r.policy);
+    model::validate_conditions(r, "route", problems);
+    if (problems.empty()) return true;
+    built.dropped.push_back(where + ": " + problems.front());
+    return false;
+  }
+
+  BuiltRoute build_http(const objects::HTTPRoute& http, const RouteView& view) {
+    BuiltRoute built;
+    std::vector<objects::HTTPRouteRule> rules = http.rules;
+    // The API server defaults an empty rule list to one rule matching every path.
+    if (rules.empty()) rules.push_back({});
+    built.rules = rules.size();
+    const std::string name = store::object_key(view.meta->namespace_, view.meta->name);
+    for (size_t r = 0; r < rules.size() && built.unsupported.empty(); ++r) {
+      const auto& rule = rules[r];
+      const std::string where = text::index_path("spec.rules", r);
+      std::vector<objects::HTTPRouteMatch> matches = rule.matches;
+      if (matches.empty()) matches.push_back({});
+      const bool all_prefix = std::all_of(matches.begin(), matches.end(), [](const auto& m) {
+        return !m.path || m.path->type == "PathPrefix";
+      });
+      if (rule.has_retry || rule.has_session_persistence) {
+        report(view.object, Severity::kWarning,
+               where + ": " + (rule.has_retry ? "retry" : "sessionPersistence") +
+                   " (experimental) is not supported; ignored");
+      }
+      model::RoutePolicy policy;
+      const size_t dropped_before = built.dropped.size();
+      if (!apply_filters(rule.filters, false, all_prefix, where, policy, built)) continue;
+      if (!apply_timeouts(rule, where, policy, built)) continue;
+      if (std::any_of(rule.backend_refs.begin(), rule.backend_refs.end(),
+                      [](const auto& b) { return !b.filters.empty(); })) {
+        built.dropped.push_back(where + ": backendRef filters are not supported");
+        continue;
+      }
+      model::Route base;
+      base.ingress = name;
+      base.policy = policy;
+      set_backends(rule.backend_refs, view, where, false, base, built);
+      std::vector<model::Route> routes;
+      for (size_t m = 0; m < matches.size(); ++m) {
+        const auto& match = matches[m];
+        const std::string mwhere = text::index_path(where + ".matches", m);
+        model::Route route = base;
+        const objects::HTTPPathMatch path = match.path.value_or(objects::HTTPPathMatch{});
+        route.path = path.value;
+        if (path.type == "Exact") {
+          route.match = model::PathMatch::kExact;
+        } else if (path.type == "PathPrefix") {
+          route.match = model::PathMatch::kPrefix;
+        } else if (path.type == "RegularExpression") {
+          route.match = model::PathMatch::kRegex;
+        } else {
+          built.unsupported = mwhere + ".path: unsupported type " + quote(path.type);
+          break;
+        }
+        if (route.match == model::PathMatch::kRegex) {
+          if (auto error = regex_error(path.value); !error.empty()) {
+            built.dropped.push_back(mwhere + ".path: invalid regex " + quote(path.value) + ": " +
+                                    error);
+            break;
+          }
+        } else if (path.value.empty() || path.value.front() != '/') {
+          built.dropped.push_back(mwhere + ".path: " + quote(path.value) +
+                                  " does not start with '/'");
+          break;
+        }
+        if (!std::all_of(path.value.begin(), path.value.end(),
+                         [](char c) { return c > 0x20 && c < 0x7f; })) {
+          built.dropped.push_back(mwhere + ".path: spaces, control or non-ASCII characters");
+          break;
+        }
+        if (match.method) {
+          if (!is_gateway_method(*match.method)) {
+            built.unsupported = mwhere + ".method: unsupported method " + quote(*match.method);
+            break;
+          }
+          route.method = *match.method;
+        }
+        auto headers =
+            conditions<model::HeaderCondition>(match.headers, true, mwhere + ".headers", built);
+        if (!headers) break;
+        route.headers = std::move(*headers);
+        auto query = conditions<model::QueryCondition>(match.query_params, false,
+                                                       mwhere + ".queryParams", built);
+        if (!query) break;
+        route.query = std::move(*query);
+        if (!valid_in_model(route, mwhere, built)) break;
+        routes.push_back(std::move(route));
+      }
+      if (built.dropped.size() != dropped_before || !built.unsupported.empty()) continue;
+      for (auto& route : routes) built.routes.push_back(std::move(route));
+    }
+    return built;
+  }
+
+  // A gRPC service or method name in an Exact match: the characters a protobuf name may hold.
+  static bool is_grpc_name(const std::string& s, bool service) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || (service && c == '.');
+    });
+  }
+
+  // A GRPCRoute method match as a path: gRPC requests are POST /<package.Service>/<Method>.
+  bool grpc_path(const objects::GRPCRouteMatch& match, const std::string& where,
+                 model::Route& route, BuiltRoute& built) {
+    if (!match.method) {
+      route.path = "/";
+      route.match = model::PathMatch::kPrefix;
+      return true;
+    }
+    const auto& m = *match.method;
+    const std::string service = m.service.value_or("");
+    const std::string method = m.method.value_or("");
+    if (service.empty() && method.empty()) {
+      built.dropped.push_back(where + ".method: neither service nor method is set");
+      return false;
+    }
+    if (m.type == "Exact") {
+      if ((!service.empty() && !is_grpc_name(service, true)) ||
+          (!method.empty() && !is_grpc_name(method, false))) {
+        built.dropped.push_back(where + ".method: invalid service or method name");
+        return false;
+      }
+      if (!service.empty() && !method.empty()) {
+        route.path = "/" + service + "/" + method;
+        route.match = model::PathMatch::kExact;
+      } else if (!service.empty()) {
+        route.path = "/" + service + "/";
+        route.match = model::PathMatch::kPrefix;
+      } else {
+        route.path = "/[^/]+/" + method + "$";
+        route.match = model::PathMatch::kRegex;
+      }
+      return true;
+    }
+    if (m.type == "RegularExpression") {
+      for (const auto& part : {service, method}) {
+        if (auto error = regex_error(part); !part.empty() && !error.empty()) {
+          built.dropped.push_back(where + ".method: invalid regex " + quote(part) + ": " + error);
+          return false;
+        }
+      }
+      route.path = "/" + (service.empty() ? std::string("[^/]+") : "(?:" + service + ")") + "/" +
+                   (method.empty() ? std::string("[^/]+") : "(?:" + method + ")") + "$";
+      route.match = model::PathMatch::kRegex;
+      return true;
+    }
+    built.unsupported = where + ".method: unsupported type " + quote(m.type);
+    return false;
+  }
+
+  BuiltRoute build_grpc(const objects::GRPCRoute& grpc, const RouteView& view) {
+    BuiltRoute built;
+    std::vector<objects::GRPCRouteRule> rules = grpc.rules;
+    if (rules.empty()) rules.push_back({});
+    built.rules = rules.size();
+    const std::string name = store::object_key(view.meta->namespace_, view.meta->name);
+    for (size_t r = 0; r < rules.size() && built.unsupported.empty(); ++r) {
+      const auto& rule = rules[r];
+      const std::string where = text::index_path("spec.rules", r);
+      std::vector<objects::GRPCRouteMatch> matches = rule.matches;
+      if (matches.empty()) matches.push_back({});
+      if (rule.has_session_persistence) {
+        report(view.object, Severity::kWarning,
+               where + ": sessionPersistence (experimental) is not supported; ignored");
+      }
+      model::RoutePolicy policy;
+      const size_t dropped_before = built.dropped.size();
+      if (!apply_filters(rule.filters, true, false, where, policy, built)) continue;
+      if (std::any_of(rule.backend_refs.begin(), rule.backend_refs.end(),
+                      [](const auto& b) { return !b.filters.empty(); })) {
+        built.dropped.push_back(where + ": backendRef filters are not supported");
+        continue;
+      }
+      model::Route base;
+      base.ingress = name;
+      base.policy = policy;
+      set_backends(rule.backend_refs, view, where, true, base, built);
+      std::vector<model::Route> routes;
+      for (size_t m = 0; m < matches.size(); ++m) {
+        const std::string mwhere = text::index_path(where + ".matches", m);
+        model::Route route = base;
+        if (!grpc_path(matches[m], mwhere, route, built)) break;
+        auto headers = conditions<model::HeaderCondition>(matches[m].headers, true,
+                                                          mwhere + ".headers", built);
+        if (!headers) break;
+        route.headers = std::move(*headers);
+        if (!valid_in_model(route, mwhere, built)) break;
+        routes.push_back(std::move(route));
+      }
+      if (built.dropped.size() != dropped_before || !built.unsupported.empty()) continue;
+      for (auto& route : routes) built.routes.push_back(std::move(route));
+    }
+    return built;
+  }
+
+  // ---- Output ----
+
+  void finish_gateways() {
+    for (auto& [key, info] : gateways_) {
+      auto& status = result_.gateway_status.gateways.at(key);
+      for (auto& li : info.listeners) status.listeners.push_back(li.status);
+    }
+  }
+
+  void warn_once(std::string object, std::string message) {
+    for (const auto& d : result_.diagnostics) {
+      if (d.severity == Severity::kWarning && d.object == object && d.message == message) return;
+    }
+    report(std::move(object), Severity::kWarning, std::move(message));
+  }
+
+  void assemble() {
+    model::Config& config = result_.config;
+    for (auto& [host, routes] : pending_) {
+      auto [it, inserted] = config.virtual_hosts.emplace(host, model::VirtualHost{host, {}});
+      model::VirtualHost& vh = it->second;
+      if (!vh.redirect_to.empty()) {
+        warn_once("Gateway API", "host " + host + " redirects to " + vh.redirect_to +
+                                     " (an Ingress's from-to-www-redirect); its Gateway API "
+                                     "routes are not used");
+        continue;
+      }
+      // Ingress routes first: on a full tie in precedence they were there first.
+      vh.routes.insert(vh.routes.end(), routes.begin(), routes.end());
+      model::sort_routes(vh.routes);
+    }
+    for (const auto& name : used_upstreams_) {
+      if (config.upstreams.contains(name)) continue;  // an Ingress's, shared
+      const auto& [service, port] = sources_.at(name);
+      model::Upstream upstream;
+      upstream.name = name;
+      if (name.ends_with("+h2")) upstream.policy.protocol = model::BackendProtocol::kH2c;
+      if (service->spec.type == "ExternalName") {
+        warn_once(
+            "Service " + store::object_key(service->metadata.namespace_, service->metadata.name),
+            "type ExternalName is not supported; its upstreams have no endpoints");
+      }
+      upstream.endpoints =
+          endpoints_for(store_, *service, *port, [this](std::string object, std::string message) {
+            warn_once(std::move(object), std::move(message));
+          });
+      config.upstreams.emplace(name, std::move(upstream));
+    }
+    // HTTPS listeners: their certificate for their hostname, or for the hosts of the routes
+    // attached when they have none (a request without SNI, or for "*", gets the default one).
+    for (const auto& [key, info] : gateways_) {
+      for (const auto& li : info.listeners) {
+        if (!li.programmed || li.certificate.empty()) continue;
+        std::set<std::string> hosts;
+        if (!li.hostname.empty()) {
+          hosts.insert(li.hostname);
+        } else {
+          hosts = li.route_hosts;
+          hosts.erase("*");
+        }
+        bool used = false;
+        for (const auto& host : hosts) {
+          auto [it, inserted] =
+              config.tls_hosts.emplace(host, model::TlsHost{host, li.certificate});
+          if (!inserted && it->second.certificate != li.certificate) {
+            report(info.object, Severity::kWarning,
+                   "listener " + quote(li.spec->name) + ": host " + host +
+                       " already has certificate " +
+                       (it->second.certificate.empty() ? std::string("(default or passthrough)")
+                                                       : it->second.certificate) +
+                       " (an Ingress, or an older listener); " + li.certificate +
+                       " is not used for it");
+            continue;
+          }
+          used = true;
+        }
+        if (used) config.certificates.emplace(li.certificate, certificates_.at(li.certificate));
+      }
+    }
+  }
+
+  const store::Store& store_;
+  const TranslateOptions& options_;
+  TranslateResult& result_;
+  store::ClassOptions class_options_;
+  std::map<std::string, GatewayInfo> gateways_;               // ours, by "namespace/name"
+  std::map<std::string, std::vector<model::Route>> pending_;  // host -> routes, in route order
+  std::set<std::string> used_upstreams_;
+  std::map<std::string, std::pair<const objects::Service*, const objects::ServicePort*>> sources_;
+  std::map<std::string, model::Certificate> certificates_;
+};
+
+}  // namespace
+
+void translate_gateway(const store::Store& store, const TranslateOptions& options,
+                       TranslateResult& result) {
+  GatewayTranslator(store, options, result).run();
+}
+
+}  // namespace tidegate::controller::translate::gateway

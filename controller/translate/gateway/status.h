@@ -1,0 +1,76 @@
+#pragma once
+// The Gateway API status the translator computes (docs/gateway-api.md, "Status"): plain data, made
+// in the same pure pass as the Config, for a status writer to put on the objects. Only objects
+// that are ours appear: GatewayClasses with our controllerName, Gateways of those classes, and
+// routes with a parentRef naming one of those Gateways (one parents[] entry per such parentRef).
+//
+// Condition types and reasons are exactly the Gateway API's (v1.6): the conformance suite
+// compares them. Every condition carries observedGeneration = the object's metadata.generation.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "objects/gateway.h"
+
+namespace tidegate::controller::translate::gateway {
+
+struct Condition {
+  std::string type;    // "Accepted", "Programmed", "ResolvedRefs", "Conflicted", ...
+  std::string status;  // "True", "False" or "Unknown"
+  std::string reason;
+  std::string message;
+  int64_t observed_generation = 0;
+  bool operator==(const Condition&) const = default;
+};
+
+struct GatewayClassStatus {
+  std::string name;
+  std::vector<Condition> conditions;  // Accepted
+  bool operator==(const GatewayClassStatus&) const = default;
+};
+
+struct ListenerStatus {
+  std::string name;
+  std::vector<objects::RouteGroupKind> supported_kinds;
+  int32_t attached_routes = 0;
+  std::vector<Condition> conditions;  // Accepted, Programmed, ResolvedRefs, Conflicted
+  bool operator==(const ListenerStatus&) const = default;
+};
+
+struct GatewayStatus {
+  std::string namespace_;
+  std::string name;
+  std::vector<Condition> conditions;      // Accepted, Programmed
+  std::vector<ListenerStatus> listeners;  // in spec order
+  bool operator==(const GatewayStatus&) const = default;
+};
+
+struct RouteParentStatus {
+  objects::ParentReference parent_ref;  // as written in the route's spec
+  std::string controller_name;          // our GatewayClass controllerName
+  // Accepted, ResolvedRefs, and PartiallyInvalid when some rules were dropped.
+  std::vector<Condition> conditions;
+  bool operator==(const RouteParentStatus&) const = default;
+};
+
+struct RouteStatus {
+  std::string kind;  // "HTTPRoute" or "GRPCRoute"
+  std::string namespace_;
+  std::string name;
+  std::vector<RouteParentStatus> parents;  // in spec.parentRefs order
+  bool operator==(const RouteStatus&) const = default;
+};
+
+struct GatewayStatusReport {
+  std::map<std::string, GatewayClassStatus> gateway_classes;  // by name
+  std::map<std::string, GatewayStatus> gateways;              // by "namespace/name"
+  std::map<std::string, RouteStatus> routes;  // by "HTTPRoute ns/name" (store::route_key)
+  bool operator==(const GatewayStatusReport&) const = default;
+};
+
+// The condition of `type` in `conditions`; nullptr when there is none.
+const Condition* find_condition(const std::vector<Condition>& conditions, const std::string& type);
+
+}  // namespace tidegate::controller::translate::gateway
