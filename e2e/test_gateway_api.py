@@ -1,0 +1,203 @@
+"""Gateway API end to end on loopback: a GatewayClass, a Gateway and HTTPRoutes in the manifest
+folder -> controller -> data plane -> real backends (docs/gateway-api.md). Over HTTP/1.1 and
+HTTP/2. The same data plane features the conformance suite checks on the one-node cluster:
+matches by path, method, header and query parameter; weights; the request and response header
+modifiers; redirects; URL rewrites; 500 for backends that cannot be resolved."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from harness import endpoint_slice, proto_request, service
+
+pytestmark = pytest.mark.usefixtures("over_both_protocols")
+
+GATEWAY_CLASS = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "GatewayClass",
+    "metadata": {"name": "tidegate"},
+    "spec": {"controllerName": "tidegate.io/gateway-controller"},
+}
+
+GATEWAY = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "Gateway",
+    "metadata": {"name": "gw", "namespace": "default"},
+    "spec": {
+        "gatewayClassName": "tidegate",
+        "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                       "allowedRoutes": {"namespaces": {"from": "Same"}}}],
+    },
+}
+
+
+def http_route(name: str, hostnames: list[str], rules: list[dict],
+               created: str = "2026-01-01T00:00:00Z") -> dict:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default", "creationTimestamp": created},
+        "spec": {"parentRefs": [{"name": "gw"}], "hostnames": hostnames, "rules": rules},
+    }
+
+
+def backend(name: str, weight: int | None = None, port: int = 80) -> dict:
+    ref = {"name": name, "port": port}
+    if weight is not None:
+        ref["weight"] = weight
+    return ref
+
+
+@pytest.fixture
+def gateway(stack):
+    """Four backends behind four Services, the class and the Gateway; routes are the tests'."""
+    b = {n: stack.backend(n) for n in ("a", "b", "c", "d")}
+    stack.manifests.write("services.yaml", *[service(f"svc-{n}") for n in b])
+    stack.manifests.write(
+        "slices.yaml",
+        *[endpoint_slice(f"svc-{n}-1", f"svc-{n}", [x.host], x.port) for n, x in b.items()])
+    stack.manifests.write("gateway.yaml", GATEWAY_CLASS, GATEWAY)
+    stack.backends_by_name = b
+    return stack
+
+
+def routes_to(stack, host, target, **kw):
+    r = stack.get(target, host, **kw)
+    return r.header("X-Backend") if r.status == 200 else r.status
+
+
+def test_matches_by_path_method_header_and_query(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("match", ["match.example.com"], [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+         "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"},
+                      "headers": [{"name": "Version", "value": "two"}]}],
+         "backendRefs": [backend("svc-b")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"},
+                      "queryParams": [{"name": "debug", "value": "1"}]}],
+         "backendRefs": [backend("svc-c")]},
+        {"matches": [{"path": {"type": "Exact", "value": "/write"}, "method": "POST"}],
+         "backendRefs": [backend("svc-d")]},
+    ]))
+    s.wait_backend("/x?debug=1", "match.example.com", "c")
+    assert routes_to(s, "match.example.com", "/x") == "a"
+    assert routes_to(s, "match.example.com", "/x", headers={"version": "two"}) == "b"
+    assert routes_to(s, "match.example.com", "/x", headers={"Version": "three"}) == "a"
+    # A header match counts before a query match (the Gateway API's precedence).
+    assert routes_to(s, "match.example.com", "/x?debug=1", headers={"Version": "two"}) == "b"
+    assert routes_to(s, "match.example.com", "/x?debug=2") == "a"
+    assert routes_to(s, "match.example.com", "/write") == "a"  # GET: the method route passes
+    r = proto_request(s.port, "POST", "/write", "match.example.com", body=b"x")
+    assert r.status == 200 and r.header("X-Backend") == "d"
+    # Other hosts are not this route's.
+    assert s.get("/x", "other.example.com").status == 404
+
+
+def test_weights_split_requests(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("split", ["split.example.com"], [
+        {"backendRefs": [backend("svc-a", 3), backend("svc-b", 1), backend("svc-c", 0)]},
+    ]))
+    s.wait_route("/", "split.example.com", lambda r: r.status == 200)
+    counts = Counter(routes_to(s, "split.example.com", "/") for _ in range(400))
+    assert set(counts) <= {"a", "b"}, counts
+    # 3:1 with the golden-ratio spread: within a few requests of 300/100 (two workers, each
+    # with its own turns).
+    assert 280 <= counts["a"] <= 320 and 80 <= counts["b"] <= 120, counts
+
+
+def test_unresolvable_backends_answer_500(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("broken", ["broken.example.com"], [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/missing"}}],
+         "backendRefs": [backend("no-such-service")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/half"}}],
+         "backendRefs": [backend("svc-a", 1), backend("no-such-service", 1)]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+         "backendRefs": [backend("svc-b")]},
+    ]))
+    s.wait_backend("/", "broken.example.com", "b")
+    assert s.get("/missing", "broken.example.com").status == 500
+    got = Counter(routes_to(s, "broken.example.com", "/half") for _ in range(100))
+    assert set(got) == {"a", 500}, got
+    assert 40 <= got[500] <= 60, got
+
+
+def test_header_modifiers(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("headers", ["headers.example.com"], [
+        {"filters": [
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                "set": [{"name": "X-Set", "value": "by-gateway"}],
+                "add": [{"name": "X-Add", "value": "added"}],
+                "remove": ["X-Remove"]}},
+            {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                "set": [{"name": "X-Frame-Options", "value": "DENY"}],
+                "add": [{"name": "X-Response-Add", "value": "yes"}],
+                "remove": ["X-Body-SHA256"]}}],
+         "backendRefs": [backend("svc-a")]},
+    ]))
+    s.wait_backend("/", "headers.example.com", "a")
+    r = s.get("/?respond=bytes&size=10", "headers.example.com",
+              headers={"X-Set": "from-client", "X-Add": "client", "X-Remove": "secret"})
+    assert r.status == 200
+    assert r.header("X-Frame-Options") == "DENY"
+    assert r.header("X-Response-Add") == "yes"
+    assert r.header("X-Body-SHA256") is None
+    seen = gateway.backends_by_name["a"].requests[-1]
+    fields = [(k.lower(), v) for k, v in seen["headers"]]
+    assert ("x-set", "by-gateway") in fields and ("x-set", "from-client") not in fields
+    assert ("x-add", "client") in fields and ("x-add", "added") in fields
+    assert not any(k == "x-remove" for k, _ in fields)
+
+
+def test_redirects(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("redirects", ["redirect.example.com"], [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/scheme"}}],
+         "filters": [{"type": "RequestRedirect",
+                      "requestRedirect": {"scheme": "https", "statusCode": 301}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/host"}}],
+         "filters": [{"type": "RequestRedirect",
+                      "requestRedirect": {"hostname": "elsewhere.example.com"}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"},
+             "port": 8443, "statusCode": 302}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+         "backendRefs": [backend("svc-a")]},
+    ]))
+    s.wait_route("/scheme/x", "redirect.example.com", lambda r: r.status == 301)
+    r = s.get("/scheme/x?q=1", "redirect.example.com")
+    assert r.header("Location") == "https://redirect.example.com/scheme/x?q=1"
+    r = s.get("/host/y", "redirect.example.com")
+    assert r.status == 302 and r.header("Location") == "http://elsewhere.example.com/host/y"
+    r = s.get("/old/z", "redirect.example.com")
+    assert r.status == 302 and r.header("Location") == "http://redirect.example.com:8443/new/z"
+    assert routes_to(s, "redirect.example.com", "/other") == "a"
+
+
+def test_url_rewrite(gateway):
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("rewrite", ["rewrite.example.com"], [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {
+             "hostname": "internal.example.com",
+             "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}],
+         "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/full"}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {
+             "path": {"type": "ReplaceFullPath", "replaceFullPath": "/one"}}}],
+         "backendRefs": [backend("svc-b")]},
+    ]))
+    s.wait_backend("/api/items", "rewrite.example.com", "a")
+    r = s.get("/api/items?id=7", "rewrite.example.com")
+    assert r.status == 200
+    assert r.json()["path"] == "/v2/items?id=7"
+    host = [v for k, v in r.json()["headers"] if k.lower() == "host"]
+    assert host == ["internal.example.com"]
+    r = s.get("/full/a/b?x=1", "rewrite.example.com")
+    assert r.status == 200 and r.json()["path"] == "/one?x=1"
