@@ -22,6 +22,7 @@
 #include "source/manifest_loader.h"
 #include "source/manifest_watcher.h"
 #include "status/events.h"
+#include "status/gateway_status_writer.h"
 #include "status/leader_election.h"
 #include "status/status_writer.h"
 #include "store/store.h"
@@ -67,6 +68,17 @@ class ProblemLog {
   std::set<std::string> seen_;
 };
 
+// --gateway-http-port / --gateway-https-port: 1-65535, else 0.
+int32_t gateway_port(const cli::Flags& flags, const char* name) {
+  const std::string& text = flags.get(name);
+  if (text.empty() || text.size() > 5 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return 0;
+  }
+  const int port = std::atoi(text.c_str());
+  return port >= 1 && port <= 65535 ? port : 0;
+}
+
 // The Kubernetes API source: --kubeconfig, or the in-cluster service account when neither source
 // flag is given. Nothing is pushed before every kind's first list: a data plane fed half a
 // cluster would answer 404 for routes that exist.
@@ -102,10 +114,18 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   kube::KubeSourceOptions source_options;
   source_options.watch_namespace = flags.get("watch-namespace");
   source_options.reflector.absent_recheck = std::chrono::seconds(recheck_s);
+  source_options.gateway_api = !flags.get_bool("disable-gateway-api");
   translate::TranslateOptions translate_options{
       class_options.ingress_class, class_options.controller_name,
       flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression"),
       class_options.default_backend_service};
+  translate_options.gateway_controller_name = class_options.gateway_controller_name;
+  translate_options.gateway_http_port = gateway_port(flags, "gateway-http-port");
+  translate_options.gateway_https_port = gateway_port(flags, "gateway-https-port");
+  if (translate_options.gateway_http_port == 0 || translate_options.gateway_https_port == 0) {
+    std::cerr << "tidegate-controller: --gateway-http-port and --gateway-https-port: 1-65535\n";
+    return 2;
+  }
   TG_INFO("controller", "watching the API server at "
                             << config->describe() << " for class " << class_options.ingress_class
                             << (source_options.watch_namespace.empty()
@@ -119,6 +139,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   std::unique_ptr<status::LeaderElector> elector;
   std::unique_ptr<status::StatusWriter> status_writer;
   std::unique_ptr<status::EventRecorder> events;
+  std::unique_ptr<status::GatewayStatusWriter> gateway_status;
   // Kept across builds: EndpointSlice-only batches take the endpoint fast path.
   translate::IncrementalTranslator translator(translate_options);
   // The translator keeps its result between builds, so the loop reads it in place (no copy of
@@ -130,6 +151,11 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
         source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
           const auto& result = translator.update(s, changes);
           config = &result.config;
+          // The Gateway API's status, computed by the full translation (the endpoint fast path
+          // changes no status).
+          if (gateway_status && translator.last_path() == translate::UpdatePath::kFull) {
+            gateway_status->set(result.gateway_status);
+          }
           std::set<std::string> diagnostics;
           for (const auto& d : result.diagnostics) diagnostics.insert(translate::to_string(d));
           // The fast path leaves Ingress diagnostics as they were.
@@ -183,7 +209,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   const bool post_events = !flags.get_bool("disable-events");
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  if (publish_status || post_events) {
+  if (publish_status || post_events || source_options.gateway_api) {
     status::ElectionOptions election;
     election.name = flags.get("election-id");
     election.namespace_ = !flags.get("election-namespace").empty() ? flags.get("election-namespace")
@@ -202,6 +228,13 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   }
   if (publish_status) {
     status_writer = std::make_unique<status::StatusWriter>(*source, elector.get(), status_options);
+  }
+  if (source_options.gateway_api) {
+    status::GatewayStatusOptions gateway_options;
+    gateway_options.publish_addresses = status_options.publish_addresses;
+    gateway_options.publish_service = status_options.publish_service;
+    gateway_status = std::make_unique<status::GatewayStatusWriter>(
+        source->client(), elector.get(), gateway_options, class_options.gateway_controller_name);
   }
   if (post_events) {
     status::EventOptions event_options;
@@ -225,6 +258,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   source->start();
   if (elector) elector->start();
   if (status_writer) status_writer->start();
+  if (gateway_status) gateway_status->start();
   if (events) events->start();
   auto started = std::chrono::steady_clock::now();
   while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -239,6 +273,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     g_loop = nullptr;
   }
   if (events) events->stop();
+  if (gateway_status) gateway_status->stop();
   if (status_writer)
     status_writer->stop();       // clears our status first with --update-status-on-shutdown
   if (elector) elector->stop();  // hands the Lease over at once
@@ -325,6 +360,18 @@ int main(int argc, char** argv) {
   flags.define("crd-recheck-interval", "30",
                "seconds between lists of SubstitutionRuleSets while the API server does not "
                "serve them (CRD not installed, or not granted to us)");
+  flags.define_bool("disable-gateway-api",
+                    "do not watch the Gateway API's kinds (GatewayClass, Gateway, HTTPRoute, "
+                    "GRPCRoute, ReferenceGrant); by default they are watched when their CRDs are "
+                    "installed");
+  flags.define("gateway-controller-name", std::string(store::kDefaultGatewayControllerName),
+               "GatewayClasses with this spec.controllerName are ours");
+  flags.define("gateway-http-port", "80",
+               "the port HTTP listeners of Gateways must use: where the data plane's HTTP "
+               "listener is exposed (its Service port)");
+  flags.define("gateway-https-port", "443",
+               "the port HTTPS listeners of Gateways must use: where the data plane's HTTPS "
+               "listener is exposed");
   flags.define("ingress-class", std::string(store::kDefaultIngressClass),
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
@@ -363,6 +410,7 @@ int main(int argc, char** argv) {
   if (dir.empty()) {
     store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name"),
                                       flags.get("default-backend-service")};
+    class_options.gateway_controller_name = flags.get("gateway-controller-name");
     return run_kube(flags, class_options);
   }
   if (!std::filesystem::is_directory(dir)) {
@@ -372,10 +420,18 @@ int main(int argc, char** argv) {
 
   store::ClassOptions class_options{flags.get("ingress-class"), flags.get("controller-name"),
                                     flags.get("default-backend-service")};
+  class_options.gateway_controller_name = flags.get("gateway-controller-name");
   translate::TranslateOptions translate_options{
       class_options.ingress_class, class_options.controller_name,
       flags.get_bool("nginx-annotations"), flags.get_bool("enable-compression"),
       class_options.default_backend_service};
+  translate_options.gateway_controller_name = class_options.gateway_controller_name;
+  translate_options.gateway_http_port = gateway_port(flags, "gateway-http-port");
+  translate_options.gateway_https_port = gateway_port(flags, "gateway-https-port");
+  if (translate_options.gateway_http_port == 0 || translate_options.gateway_https_port == 0) {
+    std::cerr << "tidegate-controller: --gateway-http-port and --gateway-https-port: 1-65535\n";
+    return 2;
+  }
   ProblemLog problems;
   auto build = [&]() {
     auto loaded = source::load_manifest_dir(dir);

@@ -14,11 +14,19 @@ KubeSource::KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions cl
       options_(std::move(options)),
       notify_(std::move(notify)),
       store_(std::move(class_options)) {
-  for (Kind kind : {Kind::kIngressClass, Kind::kIngress, Kind::kService, Kind::kEndpointSlice,
-                    Kind::kSecret, Kind::kSubstitutionRuleSet}) {
+  std::vector<Kind> kinds = {Kind::kIngressClass,  Kind::kIngress, Kind::kService,
+                             Kind::kEndpointSlice, Kind::kSecret,  Kind::kSubstitutionRuleSet};
+  if (options_.gateway_api) {
+    kinds.insert(kinds.end(), {Kind::kGatewayClass, Kind::kGateway, Kind::kHTTPRoute,
+                               Kind::kGRPCRoute, Kind::kReferenceGrant, Kind::kNamespace});
+  }
+  for (Kind kind : kinds) {
     ReflectorOptions reflector = options_.reflector;
-    // Our own CRD may not be installed: the controller then runs without rule sets.
-    reflector.optional = kind == Kind::kSubstitutionRuleSet;
+    // Our own CRD may not be installed: the controller then runs without rule sets. The Gateway
+    // API's CRDs likewise; Namespaces may not be granted (a Role in one namespace).
+    reflector.optional = kind != Kind::kIngressClass && kind != Kind::kIngress &&
+                         kind != Kind::kService && kind != Kind::kEndpointSlice &&
+                         kind != Kind::kSecret;
     reflectors_.push_back(
         std::make_unique<Reflector>(*client_, kind, options_.watch_namespace, *this, reflector));
   }

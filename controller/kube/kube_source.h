@@ -29,6 +29,9 @@ namespace tidegate::controller::kube {
 struct KubeSourceOptions {
   std::string watch_namespace;  // empty: all namespaces
   ReflectorOptions reflector;
+  // Watch the Gateway API's kinds (and Namespaces, for allowedRoutes selectors); each is
+  // optional: a CRD not installed (or not granted) is nothing to watch, rechecked.
+  bool gateway_api = true;
 };
 
 class KubeSource : public ReflectorSink {

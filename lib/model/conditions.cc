@@ -3,8 +3,8 @@
 #include <set>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <re2/re2.h>
+#include <nlohmann/json.hpp>
 
 #include "model/model.h"
 #include "model/object_reader.h"
@@ -77,7 +77,8 @@ json conditions_json(const std::vector<Condition>& conditions) {
 
 template <class Condition>
 std::vector<Condition> conditions_from(const json& array, const char* what) {
-  if (!array.is_array()) throw std::runtime_error(std::string("route ") + what + " must be an array");
+  if (!array.is_array())
+    throw std::runtime_error(std::string("route ") + what + " must be an array");
   std::vector<Condition> out;
   for (const auto& item : array) {
     Condition c;

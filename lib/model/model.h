@@ -62,7 +62,7 @@ struct Route {
   // backendRefs are all unusable, or that only redirects): its requests are answered 500 unless
   // the policy answers them (a redirect), or split between `backends`.
   std::string upstream;
-  std::string ingress;   // "namespace/name" of the Ingress that produced it (for logs and reports)
+  std::string ingress;  // "namespace/name" of the Ingress that produced it (for logs and reports)
   // Substitution::name of the body substitution for this route's responses; empty: none.
   std::string substitution{};
   // What happens to a request on this route (issue #6): the Ingress's route-level annotations.

@@ -61,7 +61,8 @@ inline constexpr uint16_t kRedirectCodes[] = {301, 302, 303, 307, 308};
 // A PathModifier's value: a path starting with '/', printable, without spaces, '?' or '#'.
 std::optional<std::string> check_path_modifier(const PathModifier& m);
 
-// rewrite_target, app_root, redirect, request_redirect and path_rewrite of `p`: appends each problem to `problems`.
+// rewrite_target, app_root, redirect, request_redirect and path_rewrite of `p`: appends each
+// problem to `problems`.
 void validate_rewrites(const RoutePolicy& p, std::vector<std::string>& problems);
 // Adds the fields that are set to the route policy's object `j`.
 void rewrites_to_json(const RoutePolicy& p, nlohmann::json& j);

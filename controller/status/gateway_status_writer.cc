@@ -1,0 +1,275 @@
+#include "status/gateway_status_writer.h"
+
+#include <arpa/inet.h>
+
+#include <ctime>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kube/api.h"
+#include "log/log.h"
+
+namespace tidegate::controller::status {
+
+using nlohmann::json;
+using translate::gateway::Condition;
+
+namespace {
+
+bool is_ip(const std::string& s) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
+}
+
+std::string now_rfc3339() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char out[32];
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
+
+std::string gateway_api_path(std::string_view plural, const std::string& ns,
+                             const std::string& name) {
+  std::string path = "/apis/gateway.networking.k8s.io/v1";
+  if (!ns.empty()) path += "/namespaces/" + ns;
+  path.append("/").append(plural).append("/").append(name).append("/status");
+  return path;
+}
+
+}  // namespace
+
+std::string TransitionTimes::at(const std::string& object, const std::string& type,
+                                const std::string& status, const std::string& now) {
+  auto& entry = since_[object + "|" + type];
+  if (entry.first != status || entry.second.empty()) entry = {status, now};
+  return entry.second;
+}
+
+json conditions_json(const std::vector<Condition>& conditions, const std::string& object,
+                     TransitionTimes& times, const std::string& now) {
+  json out = json::array();
+  for (const auto& c : conditions) {
+    out.push_back(json{{"type", c.type},
+                       {"status", c.status},
+                       {"reason", c.reason},
+                       {"message", c.message},
+                       {"observedGeneration", c.observed_generation},
+                       {"lastTransitionTime", times.at(object, c.type, c.status, now)}});
+  }
+  return out;
+}
+
+json gateway_class_status_json(const translate::gateway::GatewayClassStatus& s,
+                               TransitionTimes& times, const std::string& now) {
+  return json{{"conditions", conditions_json(s.conditions, "GatewayClass " + s.name, times, now)}};
+}
+
+json gateway_status_json(const translate::gateway::GatewayStatus& s,
+                         const std::vector<std::string>& addresses, TransitionTimes& times,
+                         const std::string& now) {
+  const std::string object = "Gateway " + s.namespace_ + "/" + s.name;
+  json listeners = json::array();
+  for (const auto& l : s.listeners) {
+    json kinds = json::array();
+    for (const auto& k : l.supported_kinds)
+      kinds.push_back(json{{"group", k.group}, {"kind", k.kind}});
+    listeners.push_back(json{
+        {"name", l.name},
+        {"supportedKinds", std::move(kinds)},
+        {"attachedRoutes", l.attached_routes},
+        {"conditions", conditions_json(l.conditions, object + " listener " + l.name, times, now)}});
+  }
+  json out{{"conditions", conditions_json(s.conditions, object, times, now)},
+           {"listeners", std::move(listeners)}};
+  json addrs = json::array();
+  for (const auto& a : addresses) {
+    addrs.push_back(json{{"type", is_ip(a) ? "IPAddress" : "Hostname"}, {"value", a}});
+  }
+  // Merge patch: an empty list clears what an earlier leader wrote.
+  out["addresses"] = std::move(addrs);
+  return out;
+}
+
+json parent_ref_json(const objects::ParentReference& ref) {
+  json j{{"group", ref.group}, {"kind", ref.kind}, {"name", ref.name}};
+  if (ref.namespace_) j["namespace"] = *ref.namespace_;
+  if (ref.section_name) j["sectionName"] = *ref.section_name;
+  if (ref.port) j["port"] = *ref.port;
+  return j;
+}
+
+json route_parents_json(const translate::gateway::RouteStatus& s, const json& current,
+                        const std::string& controller_name, TransitionTimes& times,
+                        const std::string& now) {
+  json parents = json::array();
+  if (current.is_array()) {
+    for (const auto& p : current) {
+      if (p.is_object() && p.value("controllerName", "") != controller_name) parents.push_back(p);
+    }
+  }
+  const std::string object = s.kind + " " + s.namespace_ + "/" + s.name;
+  for (const auto& p : s.parents) {
+    const json ref = parent_ref_json(p.parent_ref);
+    parents.push_back(
+        json{{"parentRef", ref},
+             {"controllerName", p.controller_name},
+             {"conditions", conditions_json(p.conditions, object + " " + ref.dump(), times, now)}});
+  }
+  return parents;
+}
+
+GatewayStatusWriter::GatewayStatusWriter(kube::ApiClient& client, LeaderElector* elector,
+                                         GatewayStatusOptions options, std::string controller_name)
+    : client_(client),
+      elector_(elector),
+      options_(std::move(options)),
+      controller_name_(std::move(controller_name)) {}
+
+GatewayStatusWriter::~GatewayStatusWriter() { stop(); }
+
+void GatewayStatusWriter::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void GatewayStatusWriter::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GatewayStatusWriter::set(translate::gateway::GatewayStatusReport report) {
+  {
+    std::lock_guard lock(mu_);
+    if (report_ && *report_ == report) return;
+    report_ = std::move(report);
+    dirty_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::vector<std::string>> GatewayStatusWriter::desired_addresses() {
+  if (options_.publish_service.empty()) return options_.publish_addresses;
+  const auto slash = options_.publish_service.find('/');
+  const std::string ns = options_.publish_service.substr(0, slash);
+  const std::string name = options_.publish_service.substr(slash + 1);
+  kube::Response r = client_.get(kube::resource_path(objects::Kind::kService, ns, name));
+  if (r.status != 200) {
+    TG_WARN("status",
+            "--publish-service " << options_.publish_service << ": " << r.status << " " << r.error);
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  try {
+    const YAML::Node service = YAML::Load(r.body);
+    const YAML::Node lb = service["status"]["loadBalancer"]["ingress"];
+    if (lb && lb.IsSequence()) {
+      for (const auto& e : lb) {
+        std::string a = e["ip"] ? e["ip"].Scalar() : e["hostname"] ? e["hostname"].Scalar() : "";
+        if (!a.empty()) out.push_back(a);
+      }
+    }
+    // No load balancer (a ClusterIP or NodePort Service): the ClusterIP, which the cluster's
+    // nodes and pods reach.
+    if (out.empty() && service["spec"]["clusterIP"]) {
+      const std::string ip = service["spec"]["clusterIP"].Scalar();
+      if (is_ip(ip)) out.push_back(ip);
+    }
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+bool GatewayStatusWriter::patch(const std::string& path, const std::string& what,
+                                const std::string& body) {
+  auto it = written_.find(path);
+  if (it != written_.end() && it->second == body) return true;
+  kube::Response r = client_.send("PATCH", path, body, "application/merge-patch+json");
+  if (r.status == 200) {
+    TG_INFO("status", what << " status written");
+    written_[path] = body;
+    return true;
+  }
+  if (r.status != 404) {
+    TG_WARN("status",
+            "writing the status of " << what << " failed: " << r.status << " " << r.error);
+  }
+  written_.erase(path);
+  return false;
+}
+
+void GatewayStatusWriter::sync() {
+  if (elector_ && !elector_->is_leader()) {
+    written_.clear();  // when we lead again, write everything once
+    return;
+  }
+  std::optional<translate::gateway::GatewayStatusReport> report;
+  {
+    std::lock_guard lock(mu_);
+    report = report_;
+  }
+  if (!report) return;
+  const auto addresses = desired_addresses();
+  const std::string now = now_rfc3339();
+  for (const auto& [name, s] : report->gateway_classes) {
+    patch(gateway_api_path("gatewayclasses", "", name), "GatewayClass " + name,
+          json{{"status", gateway_class_status_json(s, times_, now)}}.dump());
+  }
+  for (const auto& [key, s] : report->gateways) {
+    // Without an answer about the addresses (the Service could not be read) the last ones stay.
+    if (!addresses) continue;
+    patch(gateway_api_path("gateways", s.namespace_, s.name), "Gateway " + key,
+          json{{"status", gateway_status_json(s, *addresses, times_, now)}}.dump());
+  }
+  for (const auto& [key, s] : report->routes) {
+    const std::string plural = s.kind == "GRPCRoute" ? "grpcroutes" : "httproutes";
+    const std::string path = gateway_api_path(plural, s.namespace_, s.name);
+    // Other controllers' entries stay: read the route's parents first (only when ours change,
+    // judged by what we would write with no foreign entries).
+    const std::string ours =
+        route_parents_json(s, json::array(), controller_name_, times_, now).dump();
+    if (auto it = written_.find(path + "#ours"); it != written_.end() && it->second == ours)
+      continue;
+    std::string object_path = path.substr(0, path.size() - std::string("/status").size());
+    kube::Response current = client_.get(object_path);
+    if (current.status != 200) continue;
+    json parents = json::array();
+    std::string resource_version;
+    try {
+      json object = json::parse(current.body);
+      resource_version = object["metadata"].value("resourceVersion", "");
+      if (object.contains("status") && object["status"].contains("parents")) {
+        parents = object["status"]["parents"];
+      }
+    } catch (const json::exception&) {
+      continue;
+    }
+    json body{
+        {"metadata", {{"resourceVersion", resource_version}}},
+        {"status", {{"parents", route_parents_json(s, parents, controller_name_, times_, now)}}}};
+    written_.erase(path);  // the resourceVersion makes every body new: always send
+    if (patch(path, s.kind + " " + s.namespace_ + "/" + s.name, body.dump())) {
+      written_[path + "#ours"] = ours;
+    }
+  }
+}
+
+void GatewayStatusWriter::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, options_.period, [this] { return stopping_ || dirty_; });
+      if (stopping_) return;
+      dirty_ = false;
+    }
+    sync();
+  }
+}
+
+}  // namespace tidegate::controller::status

@@ -1,0 +1,98 @@
+#pragma once
+// Writes the Gateway API status the translator computed (translate/gateway/status.h) onto the
+// objects: GatewayClass, Gateway (with the data plane's addresses) and the parents[] entries of
+// HTTPRoutes and GRPCRoutes that name our Gateways. Only the leader writes (when an elector is
+// given). docs/gateway-api.md, "Status".
+//
+// What was written is remembered per object, so a steady state costs no API call. Conditions
+// keep their lastTransitionTime while their status stays the same (the API requires the field
+// and clients read it as "since when"). A route's parents[] entries of other controllers are
+// kept: the route is read first and only our entries are replaced.
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/client.h"
+#include "status/leader_election.h"
+#include "translate/gateway/status.h"
+
+namespace tidegate::controller::status {
+
+struct GatewayStatusOptions {
+  // The addresses every Gateway gets in status.addresses (IPs or host names): --publish-address,
+  // or those of --publish-service (its load balancer's, else its ClusterIP).
+  std::vector<std::string> publish_addresses;
+  std::string publish_service;  // "namespace/name"
+  std::chrono::milliseconds period{std::chrono::seconds(2)};
+};
+
+// Remembers since when each condition has its status: key "object|type" -> (status, time).
+class TransitionTimes {
+ public:
+  // The lastTransitionTime of a condition with `status` now: the remembered one while the
+  // status is unchanged, else `now`.
+  std::string at(const std::string& object, const std::string& type, const std::string& status,
+                 const std::string& now);
+
+ private:
+  std::map<std::string, std::pair<std::string, std::string>> since_;
+};
+
+// The status objects written (pure; `now` is an RFC 3339 time for new transitions).
+nlohmann::json conditions_json(const std::vector<translate::gateway::Condition>& conditions,
+                               const std::string& object, TransitionTimes& times,
+                               const std::string& now);
+nlohmann::json gateway_class_status_json(const translate::gateway::GatewayClassStatus& s,
+                                         TransitionTimes& times, const std::string& now);
+// `addresses`: IPs become {"type": "IPAddress"}, names {"type": "Hostname"}.
+nlohmann::json gateway_status_json(const translate::gateway::GatewayStatus& s,
+                                   const std::vector<std::string>& addresses,
+                                   TransitionTimes& times, const std::string& now);
+nlohmann::json parent_ref_json(const objects::ParentReference& ref);
+// The route's new status.parents: `current` (what the object holds) without our controller's
+// entries, then ours.
+nlohmann::json route_parents_json(const translate::gateway::RouteStatus& s,
+                                  const nlohmann::json& current, const std::string& controller_name,
+                                  TransitionTimes& times, const std::string& now);
+
+class GatewayStatusWriter {
+ public:
+  GatewayStatusWriter(kube::ApiClient& client, LeaderElector* elector, GatewayStatusOptions options,
+                      std::string controller_name);
+  ~GatewayStatusWriter();
+  void start();
+  void stop();
+  // Any thread: the translator's latest report.
+  void set(translate::gateway::GatewayStatusReport report);
+
+ private:
+  void run();
+  void sync();
+  std::optional<std::vector<std::string>> desired_addresses();
+  // PATCHes `body` (a merge patch) onto the object's status; true on success.
+  bool patch(const std::string& path, const std::string& what, const std::string& body);
+
+  kube::ApiClient& client_;
+  LeaderElector* elector_;
+  GatewayStatusOptions options_;
+  std::string controller_name_;
+  TransitionTimes times_;
+  std::map<std::string, std::string> written_;  // object path -> the status JSON last written
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<translate::gateway::GatewayStatusReport> report_;
+  bool stopping_ = false;
+  bool dirty_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tidegate::controller::status
