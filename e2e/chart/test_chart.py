@@ -232,9 +232,11 @@ def test_daemonset_nodeport_scoped_validates(helm, cluster, namespace, service_m
     assert svc["spec"]["ports"][0]["targetPort"] == "http"
     ic = one(objs, "IngressClass")
     assert ic["metadata"]["annotations"]["ingressclass.kubernetes.io/is-default-class"] == "true"
-    # Scope mode: the watched kinds in a Role; the ClusterRole only has IngressClasses.
+    # Scope mode: the watched kinds in a Role; the ClusterRole only has the cluster-scoped kinds
+    # (IngressClasses, GatewayClasses and their status, Namespaces for allowedRoutes selectors).
     cr = one(objs, "ClusterRole")
-    assert [r["resources"] for r in cr["rules"]] == [["ingressclasses"]]
+    assert [r["resources"] for r in cr["rules"]] == [["ingressclasses"], ["gatewayclasses"],
+                                                     ["gatewayclasses/status"], ["namespaces"]]
     watch = one(objs, "Role", "tidegate-watch")
     assert watch["metadata"]["namespace"] == namespace
     assert any("ingresses" in r["resources"] for r in watch["rules"])

@@ -149,3 +149,40 @@ def wait_body(s: harness.Stack, host: str, want: bytes, timeout: float = 15.0,
     """Polls the proxy until `host`/ answers 200 with exactly `want`."""
     return s.wait_route("/", host, lambda r: r.status == 200 and r.body == want, timeout,
                         what or f"{host} to answer {want!r}")
+
+
+# The Gateway API's standard-channel CRDs, from the Go module e2e/gateway/go.mod pins (a module
+# download, cached in ~/.cache/tidegate/go/mod; no build). The kinds the controller watches.
+GATEWAY_CRDS = ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants")
+
+
+def gateway_crd_dir() -> "Path":
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    cache = Path(os.environ.get("TIDEGATE_CACHE", Path.home() / ".cache" / "tidegate"))
+    env = {**os.environ, "GOMODCACHE": str(cache / "go" / "mod"),
+           "GOCACHE": str(cache / "go" / "build"), "GOTOOLCHAIN": "local"}
+    last = ""
+    for _ in range(3):  # the module proxy can fail for a moment
+        r = subprocess.run([go, "mod", "download", "-json", "sigs.k8s.io/gateway-api"],
+                           cwd=harness.REPO / "e2e" / "gateway", env=env, capture_output=True,
+                           text=True, timeout=300)
+        if r.returncode == 0:
+            return Path(json.loads(r.stdout)["Dir"]) / "config" / "crd" / "standard"
+        last = r.stderr + r.stdout
+    raise AssertionError(f"go mod download sigs.k8s.io/gateway-api failed: {last}")
+
+
+def install_gateway_crds(cluster) -> None:
+    """Installs the Gateway API CRDs the controller watches and waits until they are served.
+    Server-side apply: the HTTPRoute CRD is larger than client-side apply's annotation allows."""
+    d = gateway_crd_dir()
+    for plural in GATEWAY_CRDS:
+        cluster.kubectl("apply", "--server-side", "-f",
+                        str(d / f"gateway.networking.k8s.io_{plural}.yaml"))
+    for plural in GATEWAY_CRDS:
+        cluster.kubectl("wait", "--for=condition=Established",
+                        f"crd/{plural}.gateway.networking.k8s.io", "--timeout=30s")

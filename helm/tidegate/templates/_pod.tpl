@@ -62,6 +62,9 @@ spec:
         - --dataplane-socket=/run/tidegate/control.sock
         - --ingress-class={{ .Values.ingressClass.name }}
         - --controller-name={{ .Values.ingressClass.controllerValue }}
+        {{- if ne .Values.gatewayClass.controllerName "tidegate.io/gateway-controller" }}
+        - --gateway-controller-name={{ .Values.gatewayClass.controllerName }}
+        {{- end }}
         - --election-id={{ include "tidegate.electionID" . }}
         - --election-namespace={{ .Release.Namespace }}
         {{- if .Values.controller.scope.enabled }}

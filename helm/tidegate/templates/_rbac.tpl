@@ -25,6 +25,15 @@ name: a Secret an Ingress starts naming, the published Service, its Lease.
 - apiGroups: [tidegate.io]
   resources: [substitutionrulesets]
   verbs: [list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gateways, httproutes, grpcroutes, referencegrants]
+  verbs: [list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [httproutes, grpcroutes]
+  verbs: [get]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gateways/status, httproutes/status, grpcroutes/status]
+  verbs: [patch]
 {{- if .Values.controller.events }}
 - apiGroups: [""]
   resources: [events]
@@ -32,10 +41,20 @@ name: a Secret an Ingress starts naming, the published Service, its Lease.
 {{- end }}
 {{- end -}}
 
-{{/* IngressClasses are cluster-scoped: a ClusterRole even in scope mode. */}}
+{{/* IngressClasses, GatewayClasses and Namespaces are cluster-scoped: a ClusterRole even in
+scope mode. */}}
 {{- define "tidegate.rbac.clusterRules" -}}
 - apiGroups: [networking.k8s.io]
   resources: [ingressclasses]
+  verbs: [list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses]
+  verbs: [list, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gatewayclasses/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [namespaces]
   verbs: [list, watch]
 {{- end -}}
 

@@ -1,0 +1,117 @@
+"""The Gateway API from a real kube-apiserver (docs/gateway-api.md): the standard-channel CRDs
+installed, a GatewayClass, a Gateway and HTTPRoutes applied with kubectl; the controller routes
+them and writes their status (GatewayClass and Gateway conditions, the Gateway's addresses and
+attached routes, the routes' parents[]) as the conformance suite reads it."""
+
+from __future__ import annotations
+
+import harness
+from kubeapps import backends, install_gateway_crds, kube_service, kube_slice, start
+
+CONTROLLER = "tidegate.io/gateway-controller"
+PUBLISHED = "203.0.113.30"
+
+
+def get(cluster, path: str) -> dict:
+    status, body = cluster.api("GET", path)
+    assert status == 200, (status, body)
+    return body
+
+
+def conditions(obj: dict) -> dict:
+    return {c["type"]: c for c in obj.get("conditions", [])}
+
+
+def gateway_objects(namespace: str, class_name: str) -> list[dict]:
+    return [
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+         "metadata": {"name": class_name}, "spec": {"controllerName": CONTROLLER}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "gw", "namespace": namespace},
+         "spec": {"gatewayClassName": class_name,
+                  "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}},
+    ]
+
+
+def http_route(namespace: str, name: str, host: str, rules: list[dict]) -> dict:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host], "rules": rules}}
+
+
+def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
+    install_gateway_crds(cluster)
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace, "--publish-address",
+                                           PUBLISHED, "--election-lease-seconds", "3"]))
+    a, b = backends(s, "gw-a", "gw-b")
+    class_name = "tg-" + namespace
+    cluster.apply(kube_service("svc-a", namespace), kube_slice("svc-a-1", "svc-a", namespace, [a]),
+                  kube_service("svc-b", namespace), kube_slice("svc-b-1", "svc-b", namespace, [b]),
+                  *gateway_objects(namespace, class_name),
+                  http_route(namespace, "web", "gw.example", [
+                      {"backendRefs": [{"name": "svc-a", "port": 80}]},
+                      {"matches": [{"headers": [{"name": "x-version", "value": "2"}]}],
+                       "backendRefs": [{"name": "svc-b", "port": 80}]}]),
+                  http_route(namespace, "broken", "broken.example", [
+                      {"backendRefs": [{"name": "no-such-service", "port": 80}]}]))
+    s.wait_backend("/", "gw.example", "gw-a", timeout=20)
+    r = s.get("/", "gw.example", headers={"X-Version": "2"})
+    assert r.status == 200 and r.header("X-Backend") == "gw-b"
+    s.wait_status("/", "broken.example", 500)
+
+    base = "/apis/gateway.networking.k8s.io/v1"
+
+    def written() -> bool:
+        gc = get(cluster, f"{base}/gatewayclasses/{class_name}")
+        gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
+        route = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
+        return (conditions(gc.get("status", {})).get("Accepted", {}).get("status") == "True"
+                and conditions(gw.get("status", {})).get("Programmed", {}).get("status") == "True"
+                and bool(route.get("status", {}).get("parents")))
+    harness.wait_until(written, 20, "the Gateway API status to be written")
+
+    gc = get(cluster, f"{base}/gatewayclasses/{class_name}")
+    assert conditions(gc["status"])["Accepted"]["observedGeneration"] == gc["metadata"]["generation"]
+
+    gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
+    status = gw["status"]
+    assert status["addresses"] == [{"type": "IPAddress", "value": PUBLISHED}]
+    assert conditions(status)["Accepted"]["status"] == "True"
+    assert conditions(status)["Programmed"]["observedGeneration"] == gw["metadata"]["generation"]
+    (listener,) = status["listeners"]
+    assert listener["name"] == "http" and listener["attachedRoutes"] == 2
+    assert {c["type"]: c["status"] for c in listener["conditions"]}["Accepted"] == "True"
+    assert {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"} in listener["supportedKinds"]
+
+    route = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
+    (parent,) = route["status"]["parents"]
+    assert parent["controllerName"] == CONTROLLER
+    assert parent["parentRef"]["name"] == "gw"
+    cs = conditions(parent)
+    assert cs["Accepted"]["status"] == "True" and cs["ResolvedRefs"]["status"] == "True"
+    assert cs["Accepted"]["observedGeneration"] == route["metadata"]["generation"]
+    assert cs["Accepted"]["lastTransitionTime"]
+
+    harness.wait_until(lambda: get(cluster, f"{base}/namespaces/{namespace}/httproutes/broken")
+                       .get("status", {}).get("parents"), 20, "the broken route's status")
+    broken = get(cluster, f"{base}/namespaces/{namespace}/httproutes/broken")
+    cs = conditions(broken["status"]["parents"][0])
+    assert cs["ResolvedRefs"]["status"] == "False"
+    assert cs["ResolvedRefs"]["reason"] == "BackendNotFound"
+
+    # A change of the route bumps its generation; the status follows with the new one.
+    route["spec"]["rules"][0]["backendRefs"] = [{"name": "svc-b", "port": 80}]
+    route.pop("status", None)
+    for k in ("managedFields", "resourceVersion"):
+        route["metadata"].pop(k, None)
+    cluster.apply(route)
+    s.wait_backend("/", "gw.example", "gw-b", timeout=20)
+
+    def observed_new_generation() -> bool:
+        r = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
+        cs = conditions(r["status"]["parents"][0])
+        return cs["Accepted"]["observedGeneration"] == r["metadata"]["generation"] > 1
+    harness.wait_until(observed_new_generation, 20, "observedGeneration to follow the change")
+    log = s.controller.log()
+    for refused in (" 403", "forbidden", "Forbidden"):
+        assert refused not in log, log[-4000:]

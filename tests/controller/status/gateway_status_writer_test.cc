@@ -1,0 +1,93 @@
+// status/gateway_status_writer: the Gateway API status objects as written (the writer itself runs
+// against a real API server in e2e/kube/test_kube_gateway.py).
+
+#include "status/gateway_status_writer.h"
+
+#include <gtest/gtest.h>
+
+namespace tidegate::controller::status {
+namespace {
+
+using nlohmann::json;
+using translate::gateway::Condition;
+
+Condition condition(std::string type, std::string status, std::string reason, int64_t gen) {
+  return Condition{std::move(type), std::move(status), std::move(reason), "msg", gen};
+}
+
+TEST(GatewayStatusJson, TransitionTimesMoveOnlyWhenTheStatusChanges) {
+  TransitionTimes times;
+  EXPECT_EQ(times.at("Gateway a/b", "Accepted", "True", "T1"), "T1");
+  EXPECT_EQ(times.at("Gateway a/b", "Accepted", "True", "T2"), "T1");
+  EXPECT_EQ(times.at("Gateway a/b", "Programmed", "True", "T2"), "T2");  // its own
+  EXPECT_EQ(times.at("Gateway a/c", "Accepted", "True", "T3"), "T3");    // another object
+  EXPECT_EQ(times.at("Gateway a/b", "Accepted", "False", "T4"), "T4");
+  EXPECT_EQ(times.at("Gateway a/b", "Accepted", "False", "T5"), "T4");
+}
+
+TEST(GatewayStatusJson, ConditionsCarryEveryRequiredField) {
+  TransitionTimes times;
+  const json j = conditions_json({condition("Accepted", "True", "Accepted", 7)}, "GatewayClass x",
+                                 times, "2026-12-03T00:00:00Z");
+  EXPECT_EQ(j, json::parse(R"([{"type": "Accepted", "status": "True", "reason": "Accepted",
+      "message": "msg", "observedGeneration": 7,
+      "lastTransitionTime": "2026-12-03T00:00:00Z"}])"));
+}
+
+TEST(GatewayStatusJson, GatewayWithListenersAndAddresses) {
+  translate::gateway::GatewayStatus s;
+  s.namespace_ = "ns";
+  s.name = "gw";
+  s.conditions = {condition("Accepted", "True", "Accepted", 2),
+                  condition("Programmed", "True", "Programmed", 2)};
+  translate::gateway::ListenerStatus l;
+  l.name = "http";
+  l.supported_kinds = {objects::RouteGroupKind{"gateway.networking.k8s.io", "HTTPRoute"}};
+  l.attached_routes = 3;
+  l.conditions = {condition("Accepted", "True", "Accepted", 2)};
+  s.listeners = {l};
+  TransitionTimes times;
+  const json j = gateway_status_json(s, {"192.0.2.1", "2001:db8::1", "lb.example.com"}, times, "T");
+  EXPECT_EQ(j["addresses"], json::parse(R"([{"type": "IPAddress", "value": "192.0.2.1"},
+      {"type": "IPAddress", "value": "2001:db8::1"},
+      {"type": "Hostname", "value": "lb.example.com"}])"));
+  ASSERT_EQ(j["listeners"].size(), 1u);
+  EXPECT_EQ(j["listeners"][0]["attachedRoutes"], 3);
+  EXPECT_EQ(j["listeners"][0]["supportedKinds"],
+            json::parse(R"([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])"));
+  EXPECT_EQ(j["conditions"].size(), 2u);
+  // No address known: an empty list, so that a merge patch clears stale ones.
+  EXPECT_EQ(gateway_status_json(s, {}, times, "T")["addresses"], json::array());
+}
+
+TEST(GatewayStatusJson, RouteParentsKeepOtherControllersEntries) {
+  translate::gateway::RouteStatus s;
+  s.kind = "HTTPRoute";
+  s.namespace_ = "ns";
+  s.name = "web";
+  translate::gateway::RouteParentStatus p;
+  p.parent_ref.name = "gw";
+  p.parent_ref.section_name = "http";
+  p.controller_name = "tidegate.io/gateway-controller";
+  p.conditions = {condition("Accepted", "True", "Accepted", 4),
+                  condition("ResolvedRefs", "False", "BackendNotFound", 4)};
+  s.parents = {p};
+  const json current = json::parse(R"([
+      {"parentRef": {"name": "other"}, "controllerName": "example.com/other", "conditions": []},
+      {"parentRef": {"name": "gw"}, "controllerName": "tidegate.io/gateway-controller",
+       "conditions": [{"type": "Accepted", "status": "False"}]}])");
+  TransitionTimes times;
+  const json parents = route_parents_json(s, current, "tidegate.io/gateway-controller", times, "T");
+  ASSERT_EQ(parents.size(), 2u);
+  EXPECT_EQ(parents[0]["controllerName"], "example.com/other");  // kept as it was
+  EXPECT_EQ(parents[1]["parentRef"], json::parse(R"({"group": "gateway.networking.k8s.io",
+      "kind": "Gateway", "name": "gw", "sectionName": "http"})"));
+  EXPECT_EQ(parents[1]["conditions"][1]["reason"], "BackendNotFound");
+  // Nothing of ours in the report: only the others' entries stay.
+  s.parents.clear();
+  EXPECT_EQ(route_parents_json(s, current, "tidegate.io/gateway-controller", times, "T").size(),
+            1u);
+}
+
+}  // namespace
+}  // namespace tidegate::controller::status
