@@ -68,7 +68,7 @@ std::set<std::string> keys_of(const Map& map) {
 }  // namespace
 
 bool KubeSource::secret_referenced(const std::string& namespace_, const std::string& name) const {
-  return store_.secret_named(namespace_, name);
+  return store_.secret_named(namespace_, name) || store_.secret_named_by_gateway(namespace_, name);
 }
 
 namespace {
@@ -82,6 +82,12 @@ std::set<std::string> tls_secrets_of(const objects::Ingress* ingress) {
 const objects::Ingress* find_ingress(const store::Store& store, const std::string& key) {
   auto it = store.ingresses().find(key);
   return it == store.ingresses().end() ? nullptr : &it->second;
+}
+
+// "ns/secret" for each Secret a Gateway's listeners name (certificateRefs).
+std::set<std::string> gateway_secrets_of(const store::Store& store, const std::string& key) {
+  auto it = store.gateways().find(key);
+  return it == store.gateways().end() ? std::set<std::string>{} : store::secrets_named(it->second);
 }
 
 }  // namespace
@@ -102,6 +108,7 @@ std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_secrets(
 std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_all_secrets() {
   std::set<std::string> keys = keys_of(store_.secrets());
   for (const auto& [key, ingress] : store_.ingresses()) keys.merge(tls_secrets_of(&ingress));
+  for (const auto& [key, gateway] : store_.gateways()) keys.merge(store::secrets_named(gateway));
   return reconcile_secrets(keys);
 }
 
@@ -174,7 +181,7 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       auto [ns, name] = split_key(key);
       changed |= store_.remove(kind, ns, name);
     }
-    if (kind == Kind::kIngress) wanted = reconcile_all_secrets();
+    if (kind == Kind::kIngress || kind == Kind::kGateway) wanted = reconcile_all_secrets();
   }
   fetch_secrets(wanted);
   if (changed) notify_(kind);
@@ -202,6 +209,14 @@ void KubeSource::upsert(objects::Object object) {
       changed = store_.insert(std::move(object));
       secrets.merge(tls_secrets_of(find_ingress(store_, key)));
       wanted = reconcile_secrets(secrets);
+    } else if (kind == Kind::kGateway) {
+      // Likewise the Secrets this Gateway's listeners name, before or after.
+      const auto& meta = objects::meta_of(object);
+      const std::string key = store::object_key(meta.namespace_, meta.name);
+      std::set<std::string> secrets = gateway_secrets_of(store_, key);
+      changed = store_.insert(std::move(object));
+      secrets.merge(gateway_secrets_of(store_, key));
+      wanted = reconcile_secrets(secrets);
     } else {
       changed = store_.insert(std::move(object));
     }
@@ -218,9 +233,11 @@ void KubeSource::remove(Kind kind, const std::string& namespace_, const std::str
     std::set<std::string> secrets;
     if (kind == Kind::kIngress) {
       secrets = tls_secrets_of(find_ingress(store_, store::object_key(namespace_, name)));
+    } else if (kind == Kind::kGateway) {
+      secrets = gateway_secrets_of(store_, store::object_key(namespace_, name));
     }
     changed = store_.remove(kind, namespace_, name);
-    if (kind == Kind::kIngress) reconcile_secrets(secrets);
+    if (kind == Kind::kIngress || kind == Kind::kGateway) reconcile_secrets(secrets);
   }
   if (changed) notify_(kind);
 }

@@ -224,12 +224,8 @@ void Store::index_route(const std::string& key, const std::string& namespace_,
 
 void Store::index_gateway(const objects::Gateway& gateway, bool add) {
   const std::string key = object_key(gateway.metadata.namespace_, gateway.metadata.name);
-  for (const auto& listener : gateway.listeners) {
-    for (const auto& ref : listener.certificate_refs) {
-      index_entry(secrets_by_gateway_ref_,
-                  object_key(ref.namespace_.value_or(gateway.metadata.namespace_), ref.name), key,
-                  add);
-    }
+  for (const auto& secret : secrets_named(gateway)) {
+    index_entry(secrets_by_gateway_ref_, secret, key, add);
   }
 }
 
@@ -257,6 +253,21 @@ std::vector<const objects::EndpointSlice*> Store::endpoint_slices_of(
 
 bool Store::secret_named(const std::string& namespace_, const std::string& secret) const {
   return secrets_by_ingress_ref_.contains(object_key(namespace_, secret));
+}
+
+bool Store::secret_named_by_gateway(const std::string& namespace_,
+                                    const std::string& secret) const {
+  return secrets_by_gateway_ref_.contains(object_key(namespace_, secret));
+}
+
+std::set<std::string> secrets_named(const objects::Gateway& gateway) {
+  std::set<std::string> out;
+  for (const auto& listener : gateway.listeners) {
+    for (const auto& ref : listener.certificate_refs) {
+      out.insert(object_key(ref.namespace_.value_or(gateway.metadata.namespace_), ref.name));
+    }
+  }
+  return out;
 }
 
 bool Store::service_referenced(const std::string& namespace_, const std::string& service) const {

@@ -112,6 +112,8 @@ class Store {
                                                                 const std::string& service) const;
   // Whether some Ingress in `namespace_`, of any class, names `secret` (secrets_named; an index).
   bool secret_named(const std::string& namespace_, const std::string& secret) const;
+  // Whether some Gateway, of any class, names `secret` in a listener's certificateRefs (an index).
+  bool secret_named_by_gateway(const std::string& namespace_, const std::string& secret) const;
   // Whether one of our Ingresses refers to `service` (a backend) or names `secret`, or (Gateway
   // API) a route attached to one of our Gateways names the Service in a backendRef, or one of our
   // Gateways names the Secret in a listener's certificateRefs:
@@ -202,6 +204,8 @@ class Store {
 // auth-secret and auth-tls-secret (tidegate.io/ or nginx.ingress.kubernetes.io/, same namespace
 // only). Only these are kept.
 std::set<std::string> secrets_named(const objects::Ingress& ingress);
+// "ns/name" of every Secret a Gateway's listeners name in certificateRefs.
+std::set<std::string> secrets_named(const objects::Gateway& gateway);
 
 // "ns/name" of the SubstitutionRuleSet an Ingress names (tidegate.io/substitution-rule-set, the
 // value trimmed, always in the Ingress's own namespace); empty when it names none.

@@ -206,6 +206,8 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
     const std::string& host = table.host;
     if (host == "*") {
       catch_all = index;
+    } else if (host.starts_with("**.")) {
+      router->deep_wildcard_suffixes_.emplace(host.substr(3), index);
     } else if (host.starts_with("*.")) {
       router->wildcard_suffixes_.emplace(host.substr(2), index);
     } else {
@@ -233,6 +235,18 @@ const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
     if (dot != std::string_view::npos && dot > 0 && dot + 1 < host.size()) {
       if (auto it = wildcard_suffixes_.find(host.substr(dot + 1)); it != wildcard_suffixes_.end()) {
         return &virtual_hosts_[it->second];
+      }
+    }
+    // "**.suffix": one or more labels, the longest suffix first.
+    if (!deep_wildcard_suffixes_.empty()) {
+      // Every label non-empty: an empty one ("a..bar.com") ends the search.
+      while (dot != std::string_view::npos && dot > 0 && dot + 1 < host.size() &&
+             host[dot + 1] != '.') {
+        if (auto it = deep_wildcard_suffixes_.find(host.substr(dot + 1));
+            it != deep_wildcard_suffixes_.end()) {
+          return &virtual_hosts_[it->second];
+        }
+        dot = host.find('.', dot + 1);
       }
     }
   }

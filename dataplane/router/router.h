@@ -14,8 +14,10 @@
 //     exact or wildcard host and goes on to "*".
 //   - lookup order: the exact virtual host; then the wildcard "*.suffix" whose "*" stands for
 //     exactly ONE non-empty label ("*.foo.com" takes "bar.foo.com", not "foo.com" nor
-//     "baz.bar.foo.com"); then the catch-all virtual host "*" (Ingress rules without a host).
-//     IP literals are looked up as exact hosts only.
+//     "baz.bar.foo.com"); then the Gateway API's wildcards "**.suffix", whose "**" stands for one
+//     or more labels, the longest suffix first ("baz.bar.foo.com" tries "**.bar.foo.com", then
+//     "**.foo.com", then "**.com"); then the catch-all virtual host "*" (Ingress rules without a
+//     host). IP literals are looked up as exact hosts only.
 //   - the first virtual host found OWNS the request: if none of its routes match, there is no
 //     fall-through to a wildcard or to "*". The request then gets Config::default_route when set
 //     (the Ingress defaultBackend, used whatever its path), otherwise no route (the caller answers
@@ -129,8 +131,9 @@ class Router {
   const VirtualHostTable* find_virtual_host(std::string_view host, bool ip_literal) const;
 
   std::vector<VirtualHostTable> virtual_hosts_;
-  HostIndex exact_hosts_;        // "foo.com" → index into virtual_hosts_
-  HostIndex wildcard_suffixes_;  // "foo.com" (from "*.foo.com") → index into virtual_hosts_
+  HostIndex exact_hosts_;             // "foo.com" → index into virtual_hosts_
+  HostIndex wildcard_suffixes_;       // "foo.com" (from "*.foo.com") → index into virtual_hosts_
+  HostIndex deep_wildcard_suffixes_;  // "foo.com" (from "**.foo.com") → index
   const VirtualHostTable* catch_all_ = nullptr;  // the "*" virtual host, if any
   std::optional<model::Route> default_route_;
 };

@@ -23,8 +23,21 @@ const TlsEntry* Snapshot::find_tls(std::string_view name) const {
   if (suffix.size() + 1 > sizeof buf) return nullptr;
   buf[0] = '*';
   std::memcpy(buf + 1, suffix.data(), suffix.size());
-  auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 1));
-  return it == tls_hosts.end() ? nullptr : &it->second;
+  if (auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 1)); it != tls_hosts.end()) {
+    return &it->second;
+  }
+  // The Gateway API's wildcards ("**.suffix": one or more labels), the longest suffix first.
+  buf[1] = '*';
+  while (dot != std::string_view::npos && dot + 1 < name.size() && name[dot + 1] != '.') {
+    suffix = name.substr(dot);  // ".rest"
+    if (suffix.size() + 2 > sizeof buf) return nullptr;
+    std::memcpy(buf + 2, suffix.data(), suffix.size());
+    if (auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 2)); it != tls_hosts.end()) {
+      return &it->second;
+    }
+    dot = name.find('.', dot + 1);
+  }
+  return nullptr;
 }
 
 static_assert(model::kDefaultSubstitutionMaxBuffer == filters::kDefaultSubstitutionMaxBuffer,

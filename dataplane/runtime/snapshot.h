@@ -174,7 +174,8 @@ struct Snapshot {
     return it == substitutions.end() ? nullptr : &it->second;
   }
 
-  // `name` lower case, without port or trailing dot. Exact first, then a one-label wildcard.
+  // `name` lower case, without port or trailing dot. Exact first, then a one-label wildcard
+  // ("*.suffix"), then the Gateway API's "**.suffix" (one or more labels, longest suffix first).
   const TlsEntry* find_tls(std::string_view name) const;
 
   const UpstreamState* upstream(const std::string& name) const {

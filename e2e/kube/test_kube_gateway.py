@@ -115,3 +115,56 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
     log = s.controller.log()
     for refused in (" 403", "forbidden", "Forbidden"):
         assert refused not in log, log[-4000:]
+
+
+def test_https_listener_certificate_secret_fetched(cluster, namespace, kube_stack_factory,
+                                                   tmp_path):
+    """The Secret an HTTPS listener names is fetched whichever comes first, the Secret or the
+    Gateway (the conformance suite creates its certificate Secret after the Gateways), and the
+    listener is programmed once it is there."""
+    install_gateway_crds(cluster)
+    ca = harness.CertAuthority(tmp_path / "ca")
+    server = ca.issue("gw", ["secure.example", "a.wild.example", "x.y.wild.example"])
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace, "--publish-address",
+                                           PUBLISHED, "--gateway-https-port", "443"]))
+    (a,) = backends(s, "tls-a")
+    class_name = "tgs-" + namespace
+    gateway_class, gateway = gateway_objects(namespace, class_name)
+    gateway["spec"]["listeners"] = [
+        {"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "secure.example",
+         "tls": {"mode": "Terminate", "certificateRefs": [{"name": "gw-cert"}]}},
+        {"name": "wild", "port": 443, "protocol": "HTTPS", "hostname": "*.wild.example",
+         "tls": {"mode": "Terminate", "certificateRefs": [{"name": "gw-cert"}]}}]
+    route = http_route(namespace, "secure", "secure.example",
+                       [{"backendRefs": [{"name": "svc-a", "port": 80}]}])
+    wild = http_route(namespace, "wild", "x.wild.example",
+                      [{"backendRefs": [{"name": "svc-a", "port": 80}]}])
+    wild["spec"].pop("hostnames")  # the listener's wildcard: any depth under wild.example
+    cluster.apply(kube_service("svc-a", namespace), kube_slice("svc-a-1", "svc-a", namespace, [a]),
+                  gateway_class, gateway, route, wild)
+    base = "/apis/gateway.networking.k8s.io/v1"
+
+    def listener_resolved() -> bool:
+        gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
+        listeners = gw.get("status", {}).get("listeners", [])
+        return bool(listeners) and all(
+            conditions(li)["ResolvedRefs"]["status"] == "True" for li in listeners)
+    # First without the Secret: the listener waits for it.
+    harness.wait_until(lambda: get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
+                       .get("status", {}).get("listeners"), 20, "the Gateway's status")
+    assert not listener_resolved()
+    cluster.apply(harness.tls_secret("gw-cert", server.cert_pem, server.key_pem,
+                                     namespace=namespace))
+    harness.wait_until(listener_resolved, 20, "the listeners to resolve their certificate")
+    port = harness.https_port(s.dataplane)
+
+    def served(name: str) -> bool:
+        try:
+            r, _ = harness.tls_request(port, name)
+        except OSError:
+            return False
+        return r.status == 200 and r.header("X-Backend") == "tls-a"
+    harness.wait_until(lambda: served("secure.example"), 20, "HTTPS through the listener")
+    # A Gateway API wildcard takes any depth of labels.
+    harness.wait_until(lambda: served("x.y.wild.example"), 20, "the wildcard listener, two labels")
+    assert served("a.wild.example")

@@ -64,10 +64,17 @@ bool is_dns_label(std::string_view label) {
 
 }  // namespace
 
+// Also "**.suffix": a wildcard of the Gateway API, which stands for one or more labels
+// ("**.example.com" takes "a.example.com" and "a.b.example.com"), where an Ingress's "*.suffix"
+// stands for exactly one (dataplane/router/router.h).
 bool is_valid_host(const std::string& host) {
   if (host == "*") return true;
   std::string_view rest = host;
-  if (rest.starts_with("*.")) rest.remove_prefix(2);
+  if (rest.starts_with("**.")) {
+    rest.remove_prefix(3);
+  } else if (rest.starts_with("*.")) {
+    rest.remove_prefix(2);
+  }
   if (rest.empty() || rest.size() > 253) return false;
   size_t start = 0;
   while (true) {

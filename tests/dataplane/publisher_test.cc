@@ -338,6 +338,28 @@ TEST(PublisherTest, ChainOfDeltasMatchesTheModel) {
   EXPECT_EQ(h.published.size(), steps.size() + 1);
 }
 
+TEST(PublisherTest, GatewayWildcardCertificatesCoverAnyDepth) {
+  // "**.bar.com" (a Gateway API listener's "*.bar.com"): one or more labels, after exact names
+  // and one-label wildcards, the longest suffix first.
+  Harness h;
+  const auto& [cert, key] = good_pem();
+  model::Config c = with_certificate(base_config(), "default/deep", "**.bar.com", cert, key);
+  c = with_certificate(c, "default/deeper", "**.x.bar.com", cert, key);
+  c = with_certificate(c, "default/one", "*.x.bar.com", cert, key);
+  ASSERT_EQ(h.publisher.apply_snapshot(snapshot(1, c)), "");
+  auto cur = h.publisher.current();
+  auto name_of = [&](std::string_view host) -> std::string {
+    const TlsEntry* e = cur->find_tls(host);
+    return e == nullptr ? "none" : e->certificate->name;
+  };
+  EXPECT_EQ(name_of("a.bar.com"), "default/deep");
+  EXPECT_EQ(name_of("a.b.c.bar.com"), "default/deep");
+  EXPECT_EQ(name_of("y.x.bar.com"), "default/one");
+  EXPECT_EQ(name_of("z.y.x.bar.com"), "default/deeper");
+  EXPECT_EQ(name_of("bar.com"), "none");
+  EXPECT_EQ(name_of("a..bar.com"), "none");
+}
+
 TEST(PublisherTest, CertificatesArePublishedWithTheirHosts) {
   Harness h;
   const auto& [cert, key] = good_pem();

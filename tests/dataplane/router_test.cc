@@ -195,6 +195,37 @@ TEST(RouterHostTest, WildcardMatchesExactlyOneLabel) {
   EXPECT_EQ(resolve(*router, "barfoo.com", "/"), "404");
 }
 
+TEST(RouterHostTest, GatewayWildcardMatchesOneOrMoreLabelsMostSpecificFirst) {
+  // The Gateway API's "*.bar.com" is the model's "**.bar.com"; an Ingress's one-label
+  // "*.x.bar.com" and exact hosts come first, then the longest "**." suffix.
+  model::Route deep = prefix("/");
+  deep.upstream = "deep bar.com";
+  model::Route deeper = prefix("/");
+  deeper.upstream = "deep x.bar.com";
+  model::Route one = prefix("/");
+  one.upstream = "one-label x.bar.com";
+  model::Route exact_host = prefix("/");
+  exact_host.upstream = "exact";
+  auto router = build_or_die(
+      config({virtual_host("**.bar.com", {deep}), virtual_host("**.x.bar.com", {deeper}),
+              virtual_host("*.x.bar.com", {one}), virtual_host("e.x.bar.com", {exact_host})}));
+  EXPECT_EQ(resolve(*router, "a.bar.com", "/"), "deep bar.com");
+  EXPECT_EQ(resolve(*router, "multiple.prefixes.bar.com", "/"), "deep bar.com");
+  EXPECT_EQ(resolve(*router, "x.bar.com", "/"), "deep bar.com");
+  EXPECT_EQ(resolve(*router, "y.x.bar.com", "/"), "one-label x.bar.com");
+  EXPECT_EQ(resolve(*router, "e.x.bar.com", "/"), "exact");
+  EXPECT_EQ(resolve(*router, "z.y.x.bar.com", "/"), "deep x.bar.com");
+  EXPECT_EQ(router->match("z.y.x.bar.com", "/").virtual_host, "**.x.bar.com");
+  EXPECT_EQ(resolve(*router, "bar.com", "/"), "404");  // not the suffix itself
+  EXPECT_EQ(resolve(*router, "foo.com", "/"), "404");
+  EXPECT_EQ(resolve(*router, ".bar.com", "/"), "404");
+  EXPECT_EQ(resolve(*router, "a..bar.com", "/"), "404");  // an empty label
+  EXPECT_TRUE(model::is_valid_host("**.bar.com"));
+  EXPECT_FALSE(model::is_valid_host("**"));
+  EXPECT_FALSE(model::is_valid_host("***.bar.com"));
+  EXPECT_FALSE(model::is_valid_host("**.*.bar.com"));
+}
+
 TEST(RouterHostTest, ExactHostBeatsWildcard) {
   auto router = build_or_die(config(
       {virtual_host("*.foo.com", {prefix("/")}), virtual_host("bar.foo.com", {prefix("/bar")})}));

@@ -1099,17 +1099,29 @@ class GatewayTranslator {
   void assemble() {
     model::Config& config = result_.config;
     for (auto& [host, routes] : pending_) {
-      auto [it, inserted] = config.virtual_hosts.emplace(host, model::VirtualHost{host, {}});
-      model::VirtualHost& vh = it->second;
-      if (!vh.redirect_to.empty()) {
-        warn_once("Gateway API", "host " + host + " redirects to " + vh.redirect_to +
-                                     " (an Ingress's from-to-www-redirect); its Gateway API "
-                                     "routes are not used");
-        continue;
+      // A Gateway API wildcard stands for one or more labels: the model's "**.suffix" (an
+      // Ingress's "*.suffix" stands for exactly one). When an Ingress made "*.suffix" too, that
+      // host takes the routes as well, so that one-label names reach them there.
+      std::vector<std::string> targets;
+      if (is_wildcard(host)) {
+        targets.push_back("*" + host);
+        if (config.virtual_hosts.contains(host)) targets.push_back(host);
+      } else {
+        targets.push_back(host);
       }
-      // Ingress routes first: on a full tie in precedence they were there first.
-      vh.routes.insert(vh.routes.end(), routes.begin(), routes.end());
-      model::sort_routes(vh.routes);
+      for (const std::string& target : targets) {
+        auto [it, inserted] = config.virtual_hosts.emplace(target, model::VirtualHost{target, {}});
+        model::VirtualHost& vh = it->second;
+        if (!vh.redirect_to.empty()) {
+          warn_once("Gateway API", "host " + target + " redirects to " + vh.redirect_to +
+                                       " (an Ingress's from-to-www-redirect); its Gateway API "
+                                       "routes are not used");
+          continue;
+        }
+        // Ingress routes first: on a full tie in precedence they were there first.
+        vh.routes.insert(vh.routes.end(), routes.begin(), routes.end());
+        model::sort_routes(vh.routes);
+      }
     }
     for (const auto& name : used_upstreams_) {
       if (config.upstreams.contains(name)) continue;  // an Ingress's, shared
@@ -1141,7 +1153,9 @@ class GatewayTranslator {
           hosts.erase("*");
         }
         bool used = false;
-        for (const auto& host : hosts) {
+        for (const auto& name : hosts) {
+          // A wildcard of the Gateway API covers any depth: the model's "**.suffix".
+          const std::string host = is_wildcard(name) ? "*" + name : name;
           auto [it, inserted] =
               config.tls_hosts.emplace(host, model::TlsHost{host, li.certificate});
           if (!inserted && it->second.certificate != li.certificate) {

@@ -534,7 +534,7 @@ TEST(GatewayTranslateTest, Hostnames) {
         "x.y.example.com: Prefix / -> default/web:80"}},
       {"wildcard listener, route without hostnames: the wildcard",
        with_base({route("[]")}, http_listener("h", "hostname: '*.example.com'")),
-       {"*.example.com: Prefix / -> default/web:80"}},
+       {"**.example.com: Prefix / -> default/web:80"}},
       {"no intersection: NoMatchingListenerHostname",
        with_base({route("[a.net]")}, http_listener("h", "hostname: a.com")),
        {},
@@ -649,12 +649,12 @@ TEST(GatewayTranslateTest, HttpsListeners) {
        }},
       {"a listener without hostname: the certificate for the routes' hosts, with a grant",
        with_base({tls_secret("cert", "certs"), grant, hosts_route}, https_any),
-       {"*.c.com: Prefix / -> default/web:80", "b.com: Prefix / -> default/web:80"},
+       {"**.c.com: Prefix / -> default/web:80", "b.com: Prefix / -> default/web:80"},
        {},
        {},
        [](const TranslateResult& r) {
          EXPECT_EQ(r.config.tls_hosts.size(), 2u);
-         EXPECT_EQ(r.config.tls_hosts.at("*.c.com").certificate, "certs/cert");
+         EXPECT_EQ(r.config.tls_hosts.at("**.c.com").certificate, "certs/cert");
          EXPECT_EQ(r.config.tls_hosts.at("b.com").certificate, "certs/cert");
        }},
       {"a Secret of another namespace without a ReferenceGrant: RefNotPermitted",
