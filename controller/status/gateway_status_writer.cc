@@ -1,13 +1,10 @@
 #include "status/gateway_status_writer.h"
 
-#include <arpa/inet.h>
-
 #include <ctime>
-
-#include <yaml-cpp/yaml.h>
 
 #include "kube/api.h"
 #include "log/log.h"
+#include "status/status_writer.h"
 
 namespace tidegate::controller::status {
 
@@ -15,11 +12,6 @@ using nlohmann::json;
 using translate::gateway::Condition;
 
 namespace {
-
-bool is_ip(const std::string& s) {
-  unsigned char buf[16];
-  return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
-}
 
 std::string now_rfc3339() {
   const std::time_t t = std::time(nullptr);
@@ -85,7 +77,7 @@ json gateway_status_json(const translate::gateway::GatewayStatus& s,
            {"listeners", std::move(listeners)}};
   json addrs = json::array();
   for (const auto& a : addresses) {
-    addrs.push_back(json{{"type", is_ip(a) ? "IPAddress" : "Hostname"}, {"value", a}});
+    addrs.push_back(json{{"type", is_ip_address(a) ? "IPAddress" : "Hostname"}, {"value", a}});
   }
   // Merge patch: an empty list clears what an earlier leader wrote.
   out["addresses"] = std::move(addrs);
@@ -155,35 +147,7 @@ void GatewayStatusWriter::set(translate::gateway::GatewayStatusReport report) {
 
 std::optional<std::vector<std::string>> GatewayStatusWriter::desired_addresses() {
   if (options_.publish_service.empty()) return options_.publish_addresses;
-  const auto slash = options_.publish_service.find('/');
-  const std::string ns = options_.publish_service.substr(0, slash);
-  const std::string name = options_.publish_service.substr(slash + 1);
-  kube::Response r = client_.get(kube::resource_path(objects::Kind::kService, ns, name));
-  if (r.status != 200) {
-    TG_WARN("status",
-            "--publish-service " << options_.publish_service << ": " << r.status << " " << r.error);
-    return std::nullopt;
-  }
-  std::vector<std::string> out;
-  try {
-    const YAML::Node service = YAML::Load(r.body);
-    const YAML::Node lb = service["status"]["loadBalancer"]["ingress"];
-    if (lb && lb.IsSequence()) {
-      for (const auto& e : lb) {
-        std::string a = e["ip"] ? e["ip"].Scalar() : e["hostname"] ? e["hostname"].Scalar() : "";
-        if (!a.empty()) out.push_back(a);
-      }
-    }
-    // No load balancer (a ClusterIP or NodePort Service): the ClusterIP, which the cluster's
-    // nodes and pods reach.
-    if (out.empty() && service["spec"]["clusterIP"]) {
-      const std::string ip = service["spec"]["clusterIP"].Scalar();
-      if (is_ip(ip)) out.push_back(ip);
-    }
-  } catch (const YAML::Exception&) {
-    return std::nullopt;
-  }
-  return out;
+  return published_addresses(client_, options_.publish_service, true);
 }
 
 bool GatewayStatusWriter::patch(const std::string& path, const std::string& what,

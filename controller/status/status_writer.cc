@@ -8,14 +8,44 @@
 
 namespace tidegate::controller::status {
 
-namespace {
-
-bool is_ip(const std::string& s) {
+bool is_ip_address(const std::string& s) {
   unsigned char buf[16];
   return inet_pton(AF_INET, s.c_str(), buf) == 1 || inet_pton(AF_INET6, s.c_str(), buf) == 1;
 }
 
-}  // namespace
+std::optional<std::vector<std::string>> published_addresses(kube::ApiClient& client,
+                                                            const std::string& publish_service,
+                                                            bool cluster_ip_fallback) {
+  const auto slash = publish_service.find('/');
+  const std::string ns = publish_service.substr(0, slash);
+  const std::string name = publish_service.substr(slash + 1);
+  kube::Response r = client.get(kube::resource_path(objects::Kind::kService, ns, name));
+  if (r.status != 200) {
+    TG_WARN("status",
+            "--publish-service " << publish_service << ": " << r.status << " " << r.error);
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  try {
+    const YAML::Node service = YAML::Load(r.body);
+    const YAML::Node lb = service["status"]["loadBalancer"]["ingress"];
+    if (lb && lb.IsSequence()) {
+      for (const auto& e : lb) {
+        std::string a = e["ip"] ? e["ip"].Scalar() : e["hostname"] ? e["hostname"].Scalar() : "";
+        if (!a.empty() && a.find_first_of("\"\\") == std::string::npos) out.push_back(a);
+      }
+    }
+    // No load balancer (a ClusterIP or NodePort Service): its ClusterIP, which the cluster's
+    // nodes and pods reach.
+    if (cluster_ip_fallback && out.empty() && service["spec"]["clusterIP"]) {
+      const std::string ip = service["spec"]["clusterIP"].Scalar();
+      if (is_ip_address(ip)) out.push_back(ip);
+    }
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  return out;
+}
 
 std::string load_balancer_json(const std::vector<std::string>& addresses) {
   std::string out = "[";
@@ -23,8 +53,8 @@ std::string load_balancer_json(const std::vector<std::string>& addresses) {
     if (i) out += ",";
     // Addresses come from our flags or the API server: no quotes or backslashes to escape in a
     // valid IP or DNS name; anything else is dropped by the caller.
-    out += std::string("{\"") + (is_ip(addresses[i]) ? "ip" : "hostname") + "\":\"" + addresses[i] +
-           "\"}";
+    out += std::string("{\"") + (is_ip_address(addresses[i]) ? "ip" : "hostname") + "\":\"" +
+           addresses[i] + "\"}";
   }
   return out + "]";
 }
@@ -85,28 +115,7 @@ void StatusWriter::notify() {
 
 std::optional<std::vector<std::string>> StatusWriter::desired_addresses() {
   if (options_.publish_service.empty()) return options_.publish_addresses;
-  auto slash = options_.publish_service.find('/');
-  std::string ns = options_.publish_service.substr(0, slash);
-  std::string name = options_.publish_service.substr(slash + 1);
-  kube::Response r = source_.client().get(kube::resource_path(objects::Kind::kService, ns, name));
-  if (r.status != 200) {
-    TG_WARN("status",
-            "--publish-service " << options_.publish_service << ": " << r.status << " " << r.error);
-    return std::nullopt;
-  }
-  std::vector<std::string> out;
-  try {
-    YAML::Node lb = YAML::Load(r.body)["status"]["loadBalancer"]["ingress"];
-    if (lb && lb.IsSequence()) {
-      for (const auto& e : lb) {
-        std::string a = e["ip"] ? e["ip"].Scalar() : e["hostname"] ? e["hostname"].Scalar() : "";
-        if (!a.empty() && a.find_first_of("\"\\") == std::string::npos) out.push_back(a);
-      }
-    }
-  } catch (const YAML::Exception&) {
-    return std::nullopt;
-  }
-  return out;
+  return published_addresses(source_.client(), options_.publish_service, false);
 }
 
 void StatusWriter::sync() {

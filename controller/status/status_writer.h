@@ -38,6 +38,15 @@ struct StatusOptions {
 // The JSON array for status.loadBalancer.ingress: {"ip": ...} for an IP, {"hostname": ...} else.
 std::string load_balancer_json(const std::vector<std::string>& addresses);
 
+bool is_ip_address(const std::string& s);  // an IPv4 or IPv6 literal
+
+// The addresses of the --publish-service Service "namespace/name": its load balancer's IPs and
+// host names; with `cluster_ip_fallback`, its ClusterIP when it has none (Gateway status).
+// nullopt when the Service cannot be read (logged).
+std::optional<std::vector<std::string>> published_addresses(kube::ApiClient& client,
+                                                            const std::string& publish_service,
+                                                            bool cluster_ip_fallback);
+
 class StatusWriter {
  public:
   StatusWriter(kube::KubeSource& source, LeaderElector* elector, StatusOptions options);

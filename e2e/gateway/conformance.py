@@ -69,6 +69,9 @@ def main() -> int:
     t0 = time.monotonic()
     kubeconfig = cluster.up()
     kube = kubelib.Kube(cluster.kubeconfig_path(), cluster.bin_dir() / "kubectl")
+    # A cluster that was already up kept its images: Tidegate's is rebuilt from this tree (when
+    # its sources changed) and imported again.
+    cluster.import_images(cluster.image_archives())
     log(f"cluster up ({time.monotonic() - t0:.0f} s)")
     tools = Path(run(str(HERE / "build-tools.sh")).strip())
     archives = [Path(line.split()[1]) for line in
