@@ -1,6 +1,7 @@
 #include "status/gateway_status_writer.h"
 
 #include <ctime>
+#include <set>
 
 #include "kube/api.h"
 #include "log/log.h"
@@ -171,6 +172,7 @@ bool GatewayStatusWriter::patch(const std::string& path, const std::string& what
 void GatewayStatusWriter::sync() {
   if (elector_ && !elector_->is_leader()) {
     written_.clear();  // when we lead again, write everything once
+    routes_written_.clear();
     return;
   }
   std::optional<translate::gateway::GatewayStatusReport> report;
@@ -191,37 +193,65 @@ void GatewayStatusWriter::sync() {
     patch(gateway_api_path("gateways", s.namespace_, s.name), "Gateway " + key,
           json{{"status", gateway_status_json(s, *addresses, times_, now)}}.dump());
   }
+  std::set<std::string> reported;
   for (const auto& [key, s] : report->routes) {
     const std::string plural = s.kind == "GRPCRoute" ? "grpcroutes" : "httproutes";
     const std::string path = gateway_api_path(plural, s.namespace_, s.name);
-    // Other controllers' entries stay: read the route's parents first (only when ours change,
-    // judged by what we would write with no foreign entries).
-    const std::string ours =
-        route_parents_json(s, json::array(), controller_name_, times_, now).dump();
-    if (auto it = written_.find(path + "#ours"); it != written_.end() && it->second == ours)
-      continue;
-    std::string object_path = path.substr(0, path.size() - std::string("/status").size());
-    kube::Response current = client_.get(object_path);
-    if (current.status != 200) continue;
-    json parents = json::array();
-    std::string resource_version;
-    try {
-      json object = json::parse(current.body);
-      resource_version = object["metadata"].value("resourceVersion", "");
-      if (object.contains("status") && object["status"].contains("parents")) {
-        parents = object["status"]["parents"];
-      }
-    } catch (const json::exception&) {
+    reported.insert(path);
+    if (write_route_parents(path, s, now)) routes_written_.insert(path);
+  }
+  // Routes that no longer name our Gateways (or are gone): our entries are taken out.
+  for (auto it = routes_written_.begin(); it != routes_written_.end();) {
+    if (reported.contains(*it)) {
+      ++it;
       continue;
     }
-    json body{
-        {"metadata", {{"resourceVersion", resource_version}}},
-        {"status", {{"parents", route_parents_json(s, parents, controller_name_, times_, now)}}}};
-    written_.erase(path);  // the resourceVersion makes every body new: always send
-    if (patch(path, s.kind + " " + s.namespace_ + "/" + s.name, body.dump())) {
-      written_[path + "#ours"] = ours;
+    translate::gateway::RouteStatus none;
+    none.kind = it->find("/grpcroutes/") != std::string::npos ? "GRPCRoute" : "HTTPRoute";
+    none.name = *it;
+    if (write_route_parents(*it, none, now)) {
+      written_.erase(*it + "#ours");
+      it = routes_written_.erase(it);
+    } else {
+      ++it;
     }
   }
+}
+
+bool GatewayStatusWriter::write_route_parents(const std::string& path,
+                                              const translate::gateway::RouteStatus& s,
+                                              const std::string& now) {
+  // Other controllers' entries stay: read the route's parents first (only when ours change,
+  // judged by what we would write with no foreign entries).
+  const std::string ours =
+      route_parents_json(s, json::array(), controller_name_, times_, now).dump();
+  if (auto it = written_.find(path + "#ours"); it != written_.end() && it->second == ours) {
+    return true;
+  }
+  const std::string object_path = path.substr(0, path.size() - std::string("/status").size());
+  kube::Response current = client_.get(object_path);
+  if (current.status == 404) return s.parents.empty();  // gone: nothing left to clear
+  if (current.status != 200) return false;
+  json parents = json::array();
+  std::string resource_version;
+  try {
+    json object = json::parse(current.body);
+    resource_version = object["metadata"].value("resourceVersion", "");
+    if (object.contains("status") && object["status"].contains("parents")) {
+      parents = object["status"]["parents"];
+    }
+  } catch (const json::exception&) {
+    return false;
+  }
+  json body{
+      {"metadata", {{"resourceVersion", resource_version}}},
+      {"status", {{"parents", route_parents_json(s, parents, controller_name_, times_, now)}}}};
+  written_.erase(path);  // the resourceVersion makes every body new: always send
+  const std::string what =
+      s.kind + " " + (s.namespace_.empty() ? s.name : s.namespace_ + "/" + s.name);
+  if (!patch(path, what, body.dump())) return false;
+  written_[path + "#ours"] = ours;
+  return true;
 }
 
 void GatewayStatusWriter::run() {

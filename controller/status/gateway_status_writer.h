@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,10 @@ class GatewayStatusWriter {
   void run();
   void sync();
   std::optional<std::vector<std::string>> desired_addresses();
+  // Replaces our entries of the route's status.parents with those of `s` (none: clears them),
+  // keeping other controllers'. True when done (or nothing was to be done).
+  bool write_route_parents(const std::string& path, const translate::gateway::RouteStatus& s,
+                           const std::string& now);
   // PATCHes `body` (a merge patch) onto the object's status; true on success.
   bool patch(const std::string& path, const std::string& what, const std::string& body);
 
@@ -87,6 +92,7 @@ class GatewayStatusWriter {
   std::string controller_name_;
   TransitionTimes times_;
   std::map<std::string, std::string> written_;  // object path -> the status JSON last written
+  std::set<std::string> routes_written_;        // routes whose parents[] hold entries of ours
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<translate::gateway::GatewayStatusReport> report_;

@@ -112,6 +112,15 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
         cs = conditions(r["status"]["parents"][0])
         return cs["Accepted"]["observedGeneration"] == r["metadata"]["generation"] > 1
     harness.wait_until(observed_new_generation, 20, "observedGeneration to follow the change")
+
+    # A route that stops naming our Gateway loses our parents[] entry (others' would stay).
+    moved = http_route(namespace, "broken", "broken.example", [
+        {"backendRefs": [{"name": "no-such-service", "port": 80}]}])
+    moved["spec"]["parentRefs"] = [{"name": "someone-elses-gateway"}]
+    cluster.apply(moved)
+    harness.wait_until(
+        lambda: not get(cluster, f"{base}/namespaces/{namespace}/httproutes/broken")
+        .get("status", {}).get("parents"), 20, "our entry to leave the moved route's status")
     log = s.controller.log()
     for refused in (" 403", "forbidden", "Forbidden"):
         assert refused not in log, log[-4000:]
