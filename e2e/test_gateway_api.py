@@ -201,3 +201,51 @@ def test_url_rewrite(gateway):
     assert host == ["internal.example.com"]
     r = s.get("/full/a/b?x=1", "rewrite.example.com")
     assert r.status == 200 and r.json()["path"] == "/one?x=1"
+
+
+def test_grpc_route_matches_service_and_method(stack):
+    """A GRPCRoute: a method match and a service match to two real grpcio backends, over
+    cleartext HTTP/2 (GRPCRoute backends speak h2c); an unknown service is not routed."""
+    import grpc
+
+    from grpc_backend import GrpcBackend, channel
+    from harness import wait_until
+    g1, g2 = GrpcBackend("g1"), GrpcBackend("g2")
+    try:
+        stack.manifests.write("gateway.yaml", GATEWAY_CLASS, GATEWAY)
+        stack.manifests.write(
+            "grpc.yaml", service("svc-g1"), service("svc-g2"),
+            endpoint_slice("svc-g1-1", "svc-g1", [g1.host], g1.port),
+            endpoint_slice("svc-g2-1", "svc-g2", [g2.host], g2.port),
+            {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+             "metadata": {"name": "echo", "namespace": "default"},
+             "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"],
+                      "rules": [
+                          {"matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
+                           "backendRefs": [backend("svc-g1")]},
+                          {"matches": [{"method": {"service": "test.Echo"}}],
+                           "backendRefs": [backend("svc-g2")]}]}})
+
+        def unary(method: str):
+            with channel(stack.port, "grpc.example.com") as ch:
+                return ch.unary_unary(method).with_call(b"hi", timeout=3)
+
+        def routed():
+            try:
+                return unary("/test.Echo/Unary")
+            except grpc.RpcError:
+                return None
+        response, call = wait_until(routed, 15, "the GRPCRoute to route")
+        assert response == b"g1:hi"
+        assert ("x-backend", "g1") in call.trailing_metadata()
+        with channel(stack.port, "grpc.example.com") as ch:
+            replies = list(ch.unary_stream("/test.Echo/ServerStream")(b"3", timeout=3))
+        assert replies and all(r.startswith(b"g2:") for r in replies), replies
+        try:
+            unary("/other.Service/Call")
+            raise AssertionError("an unrouted service answered")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNIMPLEMENTED, e
+    finally:
+        g1.stop()
+        g2.stop()
