@@ -17,10 +17,10 @@ const TlsEntry* Snapshot::find_tls(std::string_view name) const {
   if (tls_hosts.empty()) return nullptr;
   if (auto it = tls_hosts.find(name); it != tls_hosts.end()) return &it->second;
   auto dot = name.find('.');
-  if (dot == std::string_view::npos || dot == 0) return nullptr;
+  if (dot == std::string_view::npos || dot == 0) return find_catch_all_tls();
   char buf[256];
   std::string_view suffix = name.substr(dot);
-  if (suffix.size() + 1 > sizeof buf) return nullptr;
+  if (suffix.size() + 1 > sizeof buf) return find_catch_all_tls();
   buf[0] = '*';
   std::memcpy(buf + 1, suffix.data(), suffix.size());
   if (auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 1)); it != tls_hosts.end()) {
@@ -30,14 +30,19 @@ const TlsEntry* Snapshot::find_tls(std::string_view name) const {
   buf[1] = '*';
   while (dot != std::string_view::npos && dot + 1 < name.size() && name[dot + 1] != '.') {
     suffix = name.substr(dot);  // ".rest"
-    if (suffix.size() + 2 > sizeof buf) return nullptr;
+    if (suffix.size() + 2 > sizeof buf) return find_catch_all_tls();
     std::memcpy(buf + 2, suffix.data(), suffix.size());
     if (auto it = tls_hosts.find(std::string_view(buf, suffix.size() + 2)); it != tls_hosts.end()) {
       return &it->second;
     }
     dot = name.find('.', dot + 1);
   }
-  return nullptr;
+  return find_catch_all_tls();
+}
+
+const TlsEntry* Snapshot::find_catch_all_tls() const {
+  auto it = tls_hosts.find(std::string_view("*"));
+  return it == tls_hosts.end() ? nullptr : &it->second;
 }
 
 static_assert(model::kDefaultSubstitutionMaxBuffer == filters::kDefaultSubstitutionMaxBuffer,

@@ -175,8 +175,10 @@ struct Snapshot {
   }
 
   // `name` lower case, without port or trailing dot. Exact first, then a one-label wildcard
-  // ("*.suffix"), then the Gateway API's "**.suffix" (one or more labels, longest suffix first).
+  // ("*.suffix"), then the Gateway API's "**.suffix" (one or more labels, longest suffix first),
+  // then "*" (a Gateway HTTPS listener's certificate for every other name) when there is one.
   const TlsEntry* find_tls(std::string_view name) const;
+  const TlsEntry* find_catch_all_tls() const;
 
   const UpstreamState* upstream(const std::string& name) const {
     auto it = upstreams.find(name);

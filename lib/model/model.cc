@@ -233,8 +233,13 @@ std::vector<std::string> validate(const Config& config) {
   for (const auto& [key, th] : config.tls_hosts) {
     if (key != th.host)
       errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
-    if (th.host == "*" || !is_valid_host(th.host))
-      errors.push_back("invalid TLS host \"" + th.host + "\"");
+    if (!is_valid_host(th.host)) errors.push_back("invalid TLS host \"" + th.host + "\"");
+    // "*": the certificate of every name without an entry of its own (a Gateway's HTTPS
+    // listener without a hostname), in place of the data plane's default.
+    if (th.host == "*" &&
+        (th.certificate.empty() || !th.passthrough_upstream.empty() || th.client_auth)) {
+      errors.push_back("TLS host *: only a certificate (no passthrough, no client certificates)");
+    }
     if (!th.passthrough_upstream.empty()) {
       if (!th.certificate.empty() || th.client_auth) {
         errors.push_back("TLS host " + th.host +

@@ -358,6 +358,16 @@ TEST(PublisherTest, GatewayWildcardCertificatesCoverAnyDepth) {
   EXPECT_EQ(name_of("z.y.x.bar.com"), "default/deeper");
   EXPECT_EQ(name_of("bar.com"), "none");
   EXPECT_EQ(name_of("a..bar.com"), "none");
+
+  // "*": the certificate of every name no other entry covers (a Gateway's HTTPS listener
+  // without a hostname); the others keep theirs.
+  c = with_certificate(c, "default/any", "*", cert, key);
+  ASSERT_EQ(h.publisher.apply_snapshot(snapshot(2, c)), "");
+  cur = h.publisher.current();
+  EXPECT_EQ(name_of("bar.com"), "default/any");
+  EXPECT_EQ(name_of("unknown-example.org"), "default/any");
+  EXPECT_EQ(name_of("localhost"), "default/any");
+  EXPECT_EQ(name_of("a.bar.com"), "default/deep");
 }
 
 TEST(PublisherTest, CertificatesArePublishedWithTheirHosts) {

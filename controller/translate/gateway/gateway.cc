@@ -135,8 +135,12 @@ Condition condition(std::string type, bool status, std::string reason, std::stri
 // One listener of one of our Gateways, as routes see it.
 struct ListenerInfo {
   const objects::Listener* spec = nullptr;
-  std::string hostname;               // lower-case; empty: any
-  bool programmed = false;            // routes attach to it
+  std::string hostname;  // lower-case; empty: any
+  // Routes attach to it (and count in attachedRoutes): accepted, not conflicted. A listener
+  // whose certificate cannot be used still takes routes, as the Gateway API asks; they are
+  // served only through programmed listeners.
+  bool attachable = false;
+  bool programmed = false;            // serves: attachable and its certificate (HTTPS) usable
   std::set<std::string> kinds;        // route kinds it takes ("HTTPRoute", "GRPCRoute")
   std::string certificate;            // HTTPS: model::Certificate name; empty: none usable
   std::set<std::string> route_hosts;  // hosts of the routes attached (TLS hosts when no hostname)
@@ -287,7 +291,8 @@ class GatewayTranslator {
       if (https && accepted) resolve_certificate(gw, l, li, refs_reason, refs_message);
       const bool cert_ok = !https || !li.certificate.empty();
 
-      li.programmed = accepted && conflict.empty() && cert_ok;
+      li.attachable = accepted && conflict.empty();
+      li.programmed = li.attachable && cert_ok;
       auto& c = li.status.conditions;
       c.push_back(condition("Accepted", accepted, accept_reason, accept_message, gen));
       c.push_back(condition("Programmed", li.programmed, li.programmed ? "Programmed" : "Invalid",
@@ -333,7 +338,7 @@ class GatewayTranslator {
       report(info.object, Severity::kError,
              "spec.addresses is not supported (every Gateway shares the data plane's address); "
              "Gateway not accepted");
-      for (auto& li : info.listeners) li.programmed = false;
+      for (auto& li : info.listeners) li.attachable = li.programmed = false;
     } else {
       info.accepted = valid > 0 || info.listeners.empty();
       const bool all = valid == info.listeners.size();
@@ -574,7 +579,7 @@ class GatewayTranslator {
         if (parent.section_name && *parent.section_name != li.spec->name) continue;
         if (parent.port && *parent.port != li.spec->port) continue;
         any_candidate = true;
-        if (!info.accepted || !li.programmed || !li.kinds.contains(*view.kind) ||
+        if (!info.accepted || !li.attachable || !li.kinds.contains(*view.kind) ||
             !namespace_allowed(*li.spec, info.gateway->metadata.namespace_, ns)) {
           continue;
         }
@@ -603,6 +608,7 @@ class GatewayTranslator {
       if (accepted) {
         for (auto& [i, h] : matched) {
           attached.emplace(gw_key, i);
+          if (!info.listeners[i].programmed) continue;  // attached, not served through it
           for (const auto& host : h) {
             hosts.insert(host);
             info.listeners[i].route_hosts.insert(host);
@@ -1149,13 +1155,15 @@ class GatewayTranslator {
         if (!li.hostname.empty()) {
           hosts.insert(li.hostname);
         } else {
+          // Every name: the routes' hosts, and "*" for the names no entry covers (the
+          // listener answers for any name, as the Gateway API means a listener without one).
           hosts = li.route_hosts;
-          hosts.erase("*");
+          hosts.insert("*");
         }
         bool used = false;
         for (const auto& name : hosts) {
           // A wildcard of the Gateway API covers any depth: the model's "**.suffix".
-          const std::string host = is_wildcard(name) ? "*" + name : name;
+          const std::string host = is_wildcard(name) ? "*" + name : name;  // "*" stays "*"
           auto [it, inserted] =
               config.tls_hosts.emplace(host, model::TlsHost{host, li.certificate});
           if (!inserted && it->second.certificate != li.certificate) {

@@ -653,27 +653,29 @@ TEST(GatewayTranslateTest, HttpsListeners) {
        {},
        {},
        [](const TranslateResult& r) {
-         EXPECT_EQ(r.config.tls_hosts.size(), 2u);
+         EXPECT_EQ(r.config.tls_hosts.size(), 3u);
          EXPECT_EQ(r.config.tls_hosts.at("**.c.com").certificate, "certs/cert");
          EXPECT_EQ(r.config.tls_hosts.at("b.com").certificate, "certs/cert");
+         // And every other name: the listener answers for any.
+         EXPECT_EQ(r.config.tls_hosts.at("*").certificate, "certs/cert");
        }},
+      // A listener whose certificate cannot be used is not programmed, but routes still attach
+      // to it (attachedRoutes counts them, as the Gateway API asks); nothing is served.
       {"a Secret of another namespace without a ReferenceGrant: RefNotPermitted",
        with_base({tls_secret("cert", "certs"), hosts_route}, https_any),
        {},
-       {"Gateway default/gw listener https: kinds=HTTPRoute,GRPCRoute attached=0 "
+       {"Gateway default/gw listener https: kinds=HTTPRoute,GRPCRoute attached=1 "
         "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/RefNotPermitted "
         "Conflicted=False/NoConflicts",
         "Gateway default/gw: Accepted=True/Accepted Programmed=False/Invalid"},
-       {E(kGw, "RefNotPermitted: Secret certs/cert is in another namespace"),
-        E(kRoute, "NotAllowedByListeners")}},
+       {E(kGw, "RefNotPermitted: Secret certs/cert is in another namespace")}},
       {"a missing Secret: InvalidCertificateRef",
        with_base({web_route()}, https),
        {},
-       {"Gateway default/gw listener https: kinds=HTTPRoute,GRPCRoute attached=0 "
+       {"Gateway default/gw listener https: kinds=HTTPRoute,GRPCRoute attached=1 "
         "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidCertificateRef "
         "Conflicted=False/NoConflicts"},
-       {E(kGw, "InvalidCertificateRef: Secret default/cert not found"),
-        E(kRoute, "NotAllowedByListeners")}},
+       {E(kGw, "InvalidCertificateRef: Secret default/cert not found")}},
       {"an HTTP and an HTTPS listener: one host, served on both ports",
        with_base({tls_secret("cert"), web_route()},
                  http_listener("http", "hostname: a.com") + https),
