@@ -2,8 +2,11 @@
 """Runs the Gateway API conformance suite (v1.6.3, pinned in e2e/gateway/go.mod) against Tidegate
 on the one-node cluster (docs/gateway-conformance.md):
 
-  e2e/gateway/conformance.py [--report FILE] [--profile GATEWAY-HTTP] [--keep]
+  e2e/gateway/conformance.py [--report FILE] [--profile GATEWAY-HTTP] [--keep] [--ci]
                              [-- extra flags for the suite, e.g. -run-test HTTPRouteSimpleSameNamespace]
+
+--ci (scripts/test): skips the tests of KNOWN_FAILURES (each with its reason below) and exits
+non-zero unless the report says every other core test and every claimed extended one passed.
 
 Brings the cluster up (e2e/cluster/up: it builds and imports Tidegate's image), builds the suite
 and its images (e2e/gateway/build-tools.sh, images.sh) and imports those, installs the standard
@@ -44,6 +47,14 @@ SUPPORTED = {
 }
 
 
+# Core tests that fail for a reason the design knows (docs/gateway-api.md), skipped by --ci so
+# that scripts/test guards everything else. Remove an entry once it passes.
+KNOWN_FAILURES = {
+    "HTTPRouteMultipleGateways": "every Gateway shares the data plane's one address; a Gateway "
+                                 "of its own per address is the next step",
+}
+
+
 def log(msg: str) -> None:
     print(f"conformance: {msg}", file=sys.stderr, flush=True)
 
@@ -61,12 +72,19 @@ def main() -> int:
     p.add_argument("--profile", default="GATEWAY-HTTP", choices=sorted(SUPPORTED))
     p.add_argument("--keep", action="store_true", help="leave Tidegate, the CRDs and the "
                    "suite's namespaces installed")
+    p.add_argument("--ci", action="store_true", help="skip the known failures; fail unless "
+                   "everything else passed")
     p.add_argument("suite_args", nargs="*", help="more flags for the suite (after --)")
     args = p.parse_args()
+    if args.ci:
+        args.suite_args += ["-skip-tests", ",".join(sorted(KNOWN_FAILURES))]
+        for name, why in KNOWN_FAILURES.items():
+            log(f"skipping {name}: {why}")
 
     if os.geteuid() != 0:
         raise SystemExit("the one-node cluster needs root")
     t0 = time.monotonic()
+    was_up = cluster.STATE.exists() and cluster.is_up()
     kubeconfig = cluster.up()
     kube = kubelib.Kube(cluster.kubeconfig_path(), cluster.bin_dir() / "kubectl")
     # A cluster that was already up kept its images: Tidegate's is rebuilt from this tree (when
@@ -114,7 +132,31 @@ def main() -> int:
             kube.kubectl("delete", "namespace", ns, "--wait=false", check=False)
         kube.kubectl("delete", "-f", str(tools / "standard-install.yaml"), "--wait=false",
                      check=False)
+        if not was_up:
+            left = cluster.down()
+            if left:
+                log(f"cluster down left things behind: {left}")
+                rc = rc or 1
+    if args.ci:
+        rc = rc or check_report(Path(args.report))
     return rc
+
+
+def check_report(report: Path) -> int:
+    """0 when the report says the core and extended tests that ran all passed: no failure, and
+    no skipped test but the known failures (the suite then says "partial")."""
+    text = report.read_text() if report.exists() else ""
+
+    def values(key: str) -> list[str]:
+        return [line.split(":", 1)[1].strip() for line in text.splitlines()
+                if line.strip().startswith(key + ":")]
+    results, failed, skipped = values("result"), values("Failed"), values("Skipped")
+    if not results or any(r not in ("success", "partial") for r in results) or \
+            any(f != "0" for f in failed) or sum(map(int, skipped)) > len(KNOWN_FAILURES):
+        log(f"the report does not say every test that ran passed: results {results}, failed "
+            f"{failed}, skipped {skipped}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
