@@ -42,7 +42,10 @@ SUPPORTED = {
     "GATEWAY-HTTP": "Gateway,HTTPRoute,ReferenceGrant,HTTPRouteQueryParamMatching,"
                     "HTTPRouteMethodMatching,HTTPRouteResponseHeaderModification,"
                     "HTTPRoutePortRedirect,HTTPRouteSchemeRedirect,HTTPRoutePathRedirect,"
-                    "HTTPRouteHostRewrite,HTTPRoutePathRewrite",
+                    "HTTPRouteHostRewrite,HTTPRoutePathRewrite,HTTPRoute303RedirectStatusCode,"
+                    "HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode,"
+                    "HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,"
+                    "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule",
     "GATEWAY-GRPC": "Gateway,GRPCRoute,ReferenceGrant",
 }
 
