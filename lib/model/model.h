@@ -88,8 +88,9 @@ struct Route {
 };
 
 // A host: exact ("foo.example.com"), wildcard ("*.example.com", matching exactly one extra
-// label) or "*" (an Ingress rule without a host: any host that no exact or wildcard host takes).
-// Routes are kept in precedence order (see sort_routes).
+// label), a Gateway API wildcard ("**.example.com", one or more extra labels, tried after the
+// one-label ones, longest suffix first) or "*" (an Ingress rule without a host: any host that no
+// exact or wildcard host takes). Routes are kept in precedence order (see sort_routes).
 struct VirtualHost {
   std::string host;
   std::vector<Route> routes;
@@ -112,7 +113,9 @@ struct Certificate {
 };
 
 // Which certificate a TLS server name gets: `host` is exact or "*.suffix" (one label), as in
-// Ingress spec.tls[].hosts. Names without an entry get the default certificate.
+// Ingress spec.tls[].hosts, or "**.suffix" (one or more labels) or "*" (every other name, a
+// certificate only) for Gateway API listeners. Names without an entry get the default
+// certificate.
 struct TlsHost {
   std::string host;
   std::string certificate;  // Certificate::name; empty: the default certificate
@@ -177,7 +180,8 @@ void sort_routes(std::vector<Route>& routes);
 // policies, canaries that are invalid or name an unknown upstream.
 std::vector<std::string> validate(const Config& config);
 
-bool is_valid_host(const std::string& host);  // "*", or an exact or "*.suffix" lower-case DNS name
+// "*", or an exact, "*.suffix" or "**.suffix" lower-case DNS name.
+bool is_valid_host(const std::string& host);
 
 // The difference between two Configs. Applying diff(a, b) to a yields b.
 struct Delta {
