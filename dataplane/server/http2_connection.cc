@@ -860,14 +860,46 @@ void Http2Connection<S>::start(std::string_view received) {
 
 template <class S>
 void Http2Connection<S>::do_read() {
+  reading_ = true;
   client_->async_read_some(asio::buffer(read_buffer_),
                            [self = this->shared_from_this()](error_code ec, std::size_t n) {
+                             self->reading_ = false;
+                             if (self->lingering_) {  // closed meanwhile: the read was cancelled
+                               self->linger_read();
+                               return;
+                             }
                              if (ec) {
                                self->on_read_failed();
                                return;
                              }
-                             if (!self->on_received(self->read_buffer_.data(), n)) return;
-                             self->do_read();
+                             self->in_read_ = true;
+                             const bool more = self->on_received(self->read_buffer_.data(), n);
+                             self->in_read_ = false;
+                             if (self->lingering_) {
+                               self->linger_read();
+                               return;
+                             }
+                             if (more) self->do_read();
+                           });
+}
+
+template <class S>
+void Http2Connection<S>::linger_read() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= linger_deadline_) {
+    lowest().close();
+    return;
+  }
+  lowest().expires_after(std::min<std::chrono::steady_clock::duration>(Limits::kLingerTimeout,
+                                                                       linger_deadline_ - now));
+  // Raw bytes, below TLS: they are dropped, never read.
+  lowest().async_read_some(asio::buffer(read_buffer_),
+                           [self = this->shared_from_this()](error_code ec, std::size_t) {
+                             if (ec) {
+                               self->lowest().close();
+                               return;
+                             }
+                             self->linger_read();
                            });
 }
 
@@ -880,7 +912,18 @@ void Http2Connection<S>::write_out(const std::string& bytes) {
 
 template <class S>
 void Http2Connection<S>::close_socket() {
-  lowest().close();
+  if (lingering_) return;
+  error_code ec;
+  lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  if (ec || (!reading_ && !in_read_)) {
+    // The client's side is closed or failed (nothing left to read), or the socket is gone.
+    lowest().close();
+    return;
+  }
+  lingering_ = true;
+  linger_deadline_ = std::chrono::steady_clock::now() + Limits::kLingerTime;
+  // A pending read (it has no deadline) is cancelled; its completion starts the lingering reads.
+  if (reading_) lowest().socket().cancel(ec);
 }
 
 template class Http2Connection<runtime::Stream>;

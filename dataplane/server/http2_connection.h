@@ -260,9 +260,19 @@ class Http2Connection final : public Http2Session,
   void write_out(const std::string& bytes) override;
   void close_socket() override;
   void do_read();
+  // Lingering close, as the HTTP/1.1 codec's: our side is shut (the FIN follows the last
+  // frames) and what the client still sends is read raw and dropped until it closes, for at
+  // most Limits::kLingerTime and kLingerTimeout without a byte. Closing with unread bytes makes
+  // the kernel reset the connection, which can destroy our last frames (a GOAWAY, a PING ACK)
+  // before the client reads them.
+  void linger_read();
 
   std::unique_ptr<ClientStream> client_;
   std::array<char, 16 * 1024> read_buffer_;
+  bool reading_ = false;  // a read of do_read() is pending
+  bool in_read_ = false;  // inside the completion of that read
+  bool lingering_ = false;
+  std::chrono::steady_clock::time_point linger_deadline_;
 };
 
 }  // namespace tidegate::dataplane::server

@@ -65,9 +65,13 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
         gc = get(cluster, f"{base}/gatewayclasses/{class_name}")
         gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
         route = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
+        listeners = gw.get("status", {}).get("listeners", [])
+        # Both routes counted: the two arrive as separate watch events, so the first status
+        # written may count one.
         return (conditions(gc.get("status", {})).get("Accepted", {}).get("status") == "True"
                 and conditions(gw.get("status", {})).get("Programmed", {}).get("status") == "True"
-                and bool(route.get("status", {}).get("parents")))
+                and bool(route.get("status", {}).get("parents"))
+                and [li.get("attachedRoutes") for li in listeners] == [2])
     harness.wait_until(written, 20, "the Gateway API status to be written")
 
     gc = get(cluster, f"{base}/gatewayclasses/{class_name}")
