@@ -804,6 +804,12 @@ void Http2Session::tick() {
 }
 
 void Http2Session::drain() {
+  if (closed_ && !draining_) {
+    // Lingering after its close: a drain ends that at once (as HTTP/1.1's).
+    draining_ = true;
+    close_socket();
+    return;
+  }
   if (closed_ || draining_) return;
   draining_ = true;
   // GOAWAY with the last stream we took: those finish, the client retries the rest elsewhere.
@@ -912,11 +918,15 @@ void Http2Connection<S>::write_out(const std::string& bytes) {
 
 template <class S>
 void Http2Connection<S>::close_socket() {
-  if (lingering_) return;
+  if (lingering_) {
+    if (this->draining()) lowest().close();  // the worker drains: the lingering ends now
+    return;
+  }
   error_code ec;
   lowest().socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
-  if (ec || (!reading_ && !in_read_)) {
-    // The client's side is closed or failed (nothing left to read), or the socket is gone.
+  if (ec || (!reading_ && !in_read_) || this->draining()) {
+    // The client's side is closed or failed (nothing left to read), the socket is gone, or the
+    // worker drains (SIGTERM: as HTTP/1.1's, no lingering then).
     lowest().close();
     return;
   }

@@ -174,6 +174,8 @@ class Http2Session : public SessionBase {
   virtual std::shared_ptr<Http2Session> self() = 0;
   virtual void write_out(const std::string& bytes) = 0;  // completes with on_written()
   virtual void close_socket() = 0;
+  // The worker drains (drain() ran): a close does not linger.
+  bool draining() const { return draining_; }
   // Sets up nghttp2 and sends the server's SETTINGS; `received` is what the client already sent
   // (the preface, read by the HTTP/1.1 codec). False: close.
   bool begin(std::string_view received);
