@@ -224,7 +224,9 @@ def test_grpc_route_matches_service_and_method(stack):
                           {"matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
                            "backendRefs": [backend("svc-g1")]},
                           {"matches": [{"method": {"service": "test.Echo"}}],
-                           "backendRefs": [backend("svc-g2")]}]}})
+                           "backendRefs": [backend("svc-g2")]},
+                          {"matches": [{"method": {"service": "test.Missing"}}],
+                           "backendRefs": [backend("no-such-service")]}]}})
 
         def unary(method: str):
             with channel(stack.port, "grpc.example.com") as ch:
@@ -246,6 +248,12 @@ def test_grpc_route_matches_service_and_method(stack):
             raise AssertionError("an unrouted service answered")
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNIMPLEMENTED, e
+        # A rule whose backend cannot be used: UNAVAILABLE (GRPCRoute's rule), not UNKNOWN.
+        try:
+            unary("/test.Missing/Call")
+            raise AssertionError("a rule without a usable backend answered")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
     finally:
         g1.stop()
         g2.stop()

@@ -222,7 +222,9 @@ void Exchange::go_to_backend() {
   }
   if (upstream_ == nullptr && no_backend_) {
     // A Gateway API rule without a usable backend (an unknown Service, a reference not
-    // granted): 500, as the Gateway API asks; 503 stays "a backend without endpoints".
+    // granted): 500, as the Gateway API asks; 503 stays "a backend without endpoints". A gRPC
+    // client gets UNAVAILABLE (GRPCRoute's rule for backends that cannot be used).
+    grpc_code_ = GrpcStatus::kUnavailable;
     respond(500, "no backend for this route\n", !downstream_.request_complete());
     return;
   }

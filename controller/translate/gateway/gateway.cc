@@ -400,7 +400,11 @@ class GatewayTranslator {
   // host name). Every ref must resolve for ResolvedRefs to be True.
   void resolve_certificate(const objects::Gateway& gw, const objects::Listener& l, ListenerInfo& li,
                            std::string& reason, std::string& message) {
+    // Only a problem of the certificates takes the certificate away (`reason` may already hold
+    // another, InvalidRouteKinds, which leaves the listener its valid kinds and certificate).
+    bool failed = false;
     auto fail = [&](std::string r, std::string m) {
+      failed = true;
       if (reason.empty()) {
         reason = std::move(r);
         message = std::move(m);
@@ -450,7 +454,7 @@ class GatewayTranslator {
                    "] (Secret " + key + ") is not used: one certificate per listener");
       }
     }
-    if (!reason.empty()) li.certificate.clear();
+    if (failed) li.certificate.clear();
   }
 
   // The labels of a namespace: its Namespace object's, with the name label the API server

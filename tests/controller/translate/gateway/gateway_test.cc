@@ -676,6 +676,19 @@ TEST(GatewayTranslateTest, HttpsListeners) {
         "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidCertificateRef "
         "Conflicted=False/NoConflicts"},
        {E(kGw, "InvalidCertificateRef: Secret default/cert not found")}},
+      {"an unknown route kind on an HTTPS listener leaves it its certificate (InvalidRouteKinds)",
+       with_base(
+           {tls_secret("cert"), web_route()},
+           https + "    allowedRoutes:\n      kinds: [{kind: HTTPRoute}, {kind: TLSRoute}]\n"),
+       {"a.com: Prefix / -> default/web:80"},
+       {"Gateway default/gw listener https: kinds=HTTPRoute attached=1 "
+        "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=False/InvalidRouteKinds "
+        "Conflicted=False/NoConflicts"},
+       {E(kGw, "InvalidRouteKinds: route kind gateway.networking.k8s.io/TLSRoute")},
+       [](const TranslateResult& r) {
+         ASSERT_TRUE(r.config.tls_hosts.contains("a.com"));
+         EXPECT_EQ(r.config.tls_hosts.at("a.com").certificate, "default/cert");
+       }},
       {"an HTTP and an HTTPS listener: one host, served on both ports",
        with_base({tls_secret("cert"), web_route()},
                  http_listener("http", "hostname: a.com") + https),
