@@ -23,12 +23,9 @@ std::string now_rfc3339() {
   return out;
 }
 
-std::string gateway_api_path(std::string_view plural, const std::string& ns,
-                             const std::string& name) {
-  std::string path = "/apis/gateway.networking.k8s.io/v1";
-  if (!ns.empty()) path += "/namespaces/" + ns;
-  path.append("/").append(plural).append("/").append(name).append("/status");
-  return path;
+// The status subresource of an object (kube::resource_path knows the kinds' paths).
+std::string status_path(objects::Kind kind, const std::string& ns, const std::string& name) {
+  return kube::resource_path(kind, ns, name) + "/status";
 }
 
 }  // namespace
@@ -184,19 +181,20 @@ void GatewayStatusWriter::sync() {
   const auto addresses = desired_addresses();
   const std::string now = now_rfc3339();
   for (const auto& [name, s] : report->gateway_classes) {
-    patch(gateway_api_path("gatewayclasses", "", name), "GatewayClass " + name,
+    patch(status_path(objects::Kind::kGatewayClass, "", name), "GatewayClass " + name,
           json{{"status", gateway_class_status_json(s, times_, now)}}.dump());
   }
   for (const auto& [key, s] : report->gateways) {
     // Without an answer about the addresses (the Service could not be read) the last ones stay.
     if (!addresses) continue;
-    patch(gateway_api_path("gateways", s.namespace_, s.name), "Gateway " + key,
+    patch(status_path(objects::Kind::kGateway, s.namespace_, s.name), "Gateway " + key,
           json{{"status", gateway_status_json(s, *addresses, times_, now)}}.dump());
   }
   std::set<std::string> reported;
   for (const auto& [key, s] : report->routes) {
-    const std::string plural = s.kind == "GRPCRoute" ? "grpcroutes" : "httproutes";
-    const std::string path = gateway_api_path(plural, s.namespace_, s.name);
+    const std::string path =
+        status_path(s.kind == "GRPCRoute" ? objects::Kind::kGRPCRoute : objects::Kind::kHTTPRoute,
+                    s.namespace_, s.name);
     reported.insert(path);
     if (write_route_parents(path, s, now)) routes_written_.insert(path);
   }
