@@ -79,6 +79,25 @@ int32_t gateway_port(const cli::Flags& flags, const char* name) {
   return port >= 1 && port <= 65535 ? port : 0;
 }
 
+// --gateway-listener-ports FROM-TO (1024 <= FROM <= TO <= 65535) into the options; "" leaves
+// them off. False: the text is not such a range.
+bool gateway_listener_ports(const cli::Flags& flags, translate::TranslateOptions& options) {
+  const std::string& text = flags.get("gateway-listener-ports");
+  if (text.empty()) return true;
+  const auto dash = text.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == text.size() || dash > 5 ||
+      text.size() - dash - 1 > 5 || text.find_first_not_of("0123456789-") != std::string::npos ||
+      text.rfind('-') != dash) {
+    return false;
+  }
+  const int from = std::atoi(text.substr(0, dash).c_str());
+  const int to = std::atoi(text.substr(dash + 1).c_str());
+  if (from < 1024 || to > 65535 || from > to) return false;
+  options.gateway_listener_ports_from = static_cast<uint16_t>(from);
+  options.gateway_listener_ports_to = static_cast<uint16_t>(to);
+  return true;
+}
+
 // The Kubernetes API source: --kubeconfig, or the in-cluster service account when neither source
 // flag is given. Nothing is pushed before every kind's first list: a data plane fed half a
 // cluster would answer 404 for routes that exist.
@@ -124,6 +143,11 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   translate_options.gateway_https_port = gateway_port(flags, "gateway-https-port");
   if (translate_options.gateway_http_port == 0 || translate_options.gateway_https_port == 0) {
     std::cerr << "tidegate-controller: --gateway-http-port and --gateway-https-port: 1-65535\n";
+    return 2;
+  }
+  if (!gateway_listener_ports(flags, translate_options)) {
+    std::cerr << "tidegate-controller: --gateway-listener-ports: FROM-TO, 1024 <= FROM <= TO <= "
+                 "65535\n";
     return 2;
   }
   TG_INFO("controller", "watching the API server at "
@@ -233,6 +257,13 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     status::GatewayStatusOptions gateway_options;
     gateway_options.publish_addresses = status_options.publish_addresses;
     gateway_options.publish_service = status_options.publish_service;
+    gateway_options.per_gateway_services = translate_options.per_gateway_listeners();
+    if (gateway_options.per_gateway_services && gateway_options.publish_service.empty()) {
+      TG_WARN("controller",
+              "--gateway-listener-ports without --publish-service: Gateways get "
+              "listeners of their own but no Service (status.addresses: "
+              "--publish-address)");
+    }
     gateway_status = std::make_unique<status::GatewayStatusWriter>(
         source->client(), elector.get(), gateway_options, class_options.gateway_controller_name);
   }
@@ -372,6 +403,12 @@ int main(int argc, char** argv) {
   flags.define("gateway-https-port", "443",
                "the port HTTPS listeners of Gateways must use: where the data plane's HTTPS "
                "listener is exposed");
+  flags.define("gateway-listener-ports", "",
+               "FROM-TO: give each Gateway an address of its own (docs/gateway-api.md): each "
+               "Gateway port becomes a data plane listener on a port of this range, and a Service "
+               "per Gateway (beside --publish-service, with its selector and type) maps the "
+               "Gateway's ports there; empty: every Gateway shares --gateway-http-port and "
+               "--gateway-https-port");
   flags.define("ingress-class", std::string(store::kDefaultIngressClass),
                "IngressClass name to serve");
   flags.define("controller-name", std::string(store::kDefaultControllerName),
@@ -430,6 +467,11 @@ int main(int argc, char** argv) {
   translate_options.gateway_https_port = gateway_port(flags, "gateway-https-port");
   if (translate_options.gateway_http_port == 0 || translate_options.gateway_https_port == 0) {
     std::cerr << "tidegate-controller: --gateway-http-port and --gateway-https-port: 1-65535\n";
+    return 2;
+  }
+  if (!gateway_listener_ports(flags, translate_options)) {
+    std::cerr << "tidegate-controller: --gateway-listener-ports: FROM-TO, 1024 <= FROM <= TO <= "
+                 "65535\n";
     return 2;
   }
   ProblemLog problems;

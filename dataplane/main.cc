@@ -378,8 +378,12 @@ int main(int argc, char** argv) {
   publisher.add_sink([route_tables, &metrics, request_metrics, workers](const auto& snap) {
     if (!snap) return;
     if (route_tables->from && route_tables->from->router.get() == snap->router.get()) return;
+    std::vector<const dataplane::router::Router*> routers{snap->router.get()};
+    for (const auto& [name, router] : snap->routing->listener_routers) {
+      routers.push_back(router.get());
+    }
     route_tables->table = std::make_shared<dataplane::server::RouteTable>(
-        *snap->router, request_metrics ? &metrics : nullptr, static_cast<size_t>(workers));
+        routers, request_metrics ? &metrics : nullptr, static_cast<size_t>(workers));
     route_tables->from = snap;
   });
   tcp::endpoint bound = http_at, bound_tls = https_at;

@@ -127,6 +127,33 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise RuntimeError(f"no free port on {host}")
 
 
+def free_port_range(n: int, host: str = "127.0.0.1") -> tuple[int, int]:
+    """n consecutive free ports (first, last), none handed out before: a range for the
+    controller's --gateway-listener-ports. Chosen like free_port()."""
+    low = 10000
+    high = _ephemeral_range()[0] - n
+    with _port_lock:
+        for _ in range(1000):
+            first = random.randint(low, high)
+            ports = range(first, first + n)
+            if any(p in _handed_out_ports for p in ports):
+                continue
+            socks = []
+            try:
+                for p in ports:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    socks.append(s)
+                    s.bind((host, p))
+            except OSError:
+                continue
+            finally:
+                for s in socks:
+                    s.close()
+            _handed_out_ports.update(ports)
+            return first, first + n - 1
+    raise RuntimeError(f"no {n} free consecutive ports on {host}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Processes
 

@@ -115,7 +115,12 @@ GatewayStatusWriter::GatewayStatusWriter(kube::ApiClient& client, LeaderElector*
     : client_(client),
       elector_(elector),
       options_(std::move(options)),
-      controller_name_(std::move(controller_name)) {}
+      controller_name_(std::move(controller_name)) {
+  if (options_.per_gateway_services && !options_.publish_service.empty()) {
+    services_ =
+        std::make_unique<GatewayServices>(client_, options_.publish_service, controller_name_);
+  }
+}
 
 GatewayStatusWriter::~GatewayStatusWriter() { stop(); }
 
@@ -170,6 +175,7 @@ void GatewayStatusWriter::sync() {
   if (elector_ && !elector_->is_leader()) {
     written_.clear();  // when we lead again, write everything once
     routes_written_.clear();
+    if (services_) services_->forget();
     return;
   }
   std::optional<translate::gateway::GatewayStatusReport> report;
@@ -178,8 +184,35 @@ void GatewayStatusWriter::sync() {
     report = report_;
   }
   if (!report) return;
-  const auto addresses = desired_addresses();
   const std::string now = now_rfc3339();
+  if (services_) {
+    // One address per Gateway: its own Service's. A Gateway without one (yet) is not programmed.
+    const auto own = services_->sync(report->services);
+    for (const auto& [name, s] : report->gateway_classes) {
+      patch(status_path(objects::Kind::kGatewayClass, "", name), "GatewayClass " + name,
+            json{{"status", gateway_class_status_json(s, times_, now)}}.dump());
+    }
+    for (const auto& [key, s] : report->gateways) {
+      translate::gateway::GatewayStatus status = s;
+      auto it = own.find(key);
+      const std::vector<std::string> none;
+      if (it == own.end()) {
+        for (auto& c : status.conditions) {
+          if (c.type != "Programmed" || c.status != "True") continue;
+          c.status = "False";
+          c.reason = "AddressNotAssigned";
+          c.message = "the Gateway's Service has no address yet";
+        }
+      }
+      patch(status_path(objects::Kind::kGateway, s.namespace_, s.name), "Gateway " + key,
+            json{{"status",
+                  gateway_status_json(status, it == own.end() ? none : it->second, times_, now)}}
+                .dump());
+    }
+    write_routes(*report, now);
+    return;
+  }
+  const auto addresses = desired_addresses();
   for (const auto& [name, s] : report->gateway_classes) {
     patch(status_path(objects::Kind::kGatewayClass, "", name), "GatewayClass " + name,
           json{{"status", gateway_class_status_json(s, times_, now)}}.dump());
@@ -190,6 +223,12 @@ void GatewayStatusWriter::sync() {
     patch(status_path(objects::Kind::kGateway, s.namespace_, s.name), "Gateway " + key,
           json{{"status", gateway_status_json(s, *addresses, times_, now)}}.dump());
   }
+  write_routes(*report, now);
+}
+
+void GatewayStatusWriter::write_routes(const translate::gateway::GatewayStatusReport& report_in,
+                                       const std::string& now) {
+  const auto* report = &report_in;
   std::set<std::string> reported;
   for (const auto& [key, s] : report->routes) {
     const std::string path =

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/client.h"
+#include "status/gateway_services.h"
 #include "status/leader_election.h"
 #include "translate/gateway/status.h"
 
@@ -33,6 +35,9 @@ struct GatewayStatusOptions {
   // or those of --publish-service (its load balancer's, else its ClusterIP).
   std::vector<std::string> publish_addresses;
   std::string publish_service;  // "namespace/name"
+  // --gateway-listener-ports: each Gateway gets a Service of its own beside publish_service
+  // (status/gateway_services.h), whose addresses are its status.addresses.
+  bool per_gateway_services = false;
   std::chrono::milliseconds period{std::chrono::seconds(2)};
 };
 
@@ -78,6 +83,8 @@ class GatewayStatusWriter {
  private:
   void run();
   void sync();
+  // Writes the routes' parents[] and clears ours from routes that no longer name our Gateways.
+  void write_routes(const translate::gateway::GatewayStatusReport& report, const std::string& now);
   std::optional<std::vector<std::string>> desired_addresses();
   // Replaces our entries of the route's status.parents with those of `s` (none: clears them),
   // keeping other controllers'. True when done (or nothing was to be done).
@@ -91,6 +98,7 @@ class GatewayStatusWriter {
   GatewayStatusOptions options_;
   std::string controller_name_;
   TransitionTimes times_;
+  std::unique_ptr<GatewayServices> services_;   // with per_gateway_services and publish_service
   std::map<std::string, std::string> written_;  // object path -> the status JSON last written
   std::set<std::string> routes_written_;        // routes whose parents[] hold entries of ours
   std::mutex mu_;

@@ -35,6 +35,14 @@ struct TranslateOptions {
   std::string gateway_controller_name{store::kDefaultGatewayControllerName};
   int32_t gateway_http_port = 80;
   int32_t gateway_https_port = 443;
+  // --gateway-listener-ports FROM-TO: one address per Gateway (docs/gateway-api.md). Each port
+  // of each Gateway becomes a listener of its own on the data plane, on a port of this range,
+  // routed with that Gateway's routes only; any listener port is accepted, and the Gateway's
+  // Service (GatewayStatusReport::services) maps its ports there. 0: off (every Gateway shares
+  // the two ports above).
+  uint16_t gateway_listener_ports_from = 0;
+  uint16_t gateway_listener_ports_to = 0;
+  bool per_gateway_listeners() const { return gateway_listener_ports_from != 0; }
 };
 
 enum class Severity {

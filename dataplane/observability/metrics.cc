@@ -508,16 +508,19 @@ std::string Metrics::scrape() const {
 
 // ---- RouteMetricIds ----
 
-RouteMetricIds::RouteMetricIds(const router::Router& router, Metrics& metrics) {
-  router.for_each_route([&](std::string_view host, const model::Route& route) {
-    ids_.emplace(&route, metrics.intern(route_labels(host, route)));
-    if (route.canary) {
-      model::Route canary_route;
-      canary_route.ingress = route.ingress;
-      canary_route.upstream = route.canary->upstream;
-      canary_ids_.emplace(&route, metrics.intern(route_labels(host, canary_route)));
-    }
-  });
+RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers,
+                               Metrics& metrics) {
+  for (const router::Router* router : routers) {
+    router->for_each_route([&](std::string_view host, const model::Route& route) {
+      ids_.emplace(&route, metrics.intern(route_labels(host, route)));
+      if (route.canary) {
+        model::Route canary_route;
+        canary_route.ingress = route.ingress;
+        canary_route.upstream = route.canary->upstream;
+        canary_ids_.emplace(&route, metrics.intern(route_labels(host, canary_route)));
+      }
+    });
+  }
 }
 
 LabelSetId RouteMetricIds::find(const router::Match& match) const noexcept {

@@ -315,7 +315,9 @@ class Metrics : public prometheus::Collectable {
 class RouteMetricIds {
  public:
   RouteMetricIds() = default;
-  RouteMetricIds(const router::Router& router, Metrics& metrics);
+  RouteMetricIds(const router::Router& router, Metrics& metrics)
+      : RouteMetricIds(std::vector<const router::Router*>{&router}, metrics) {}
+  RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics);
   LabelSetId find(const model::Route* route) const noexcept {
     if (route == nullptr) return kNoRouteLabels;
     auto it = ids_.find(route);

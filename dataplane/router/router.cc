@@ -138,12 +138,19 @@ std::size_t prefix_length_of(std::string_view path) {
 Router::Router() = default;
 Router::~Router() = default;
 
-std::unique_ptr<const Router> Router::build(const model::Config& config, std::string* error) {
+const Router& Router::empty() {
+  static const std::unique_ptr<const Router> none = build(model::Config{}, {}, nullptr);
+  return *none;
+}
+
+std::unique_ptr<const Router> Router::build(const model::Config& config, std::string_view listener,
+                                            std::string* error) {
   std::unique_ptr<Router> router(new Router());
-  router->virtual_hosts_.reserve(config.virtual_hosts.size());
+  if (listener.empty()) router->virtual_hosts_.reserve(config.virtual_hosts.size());
   std::optional<std::size_t> catch_all;
 
   for (const auto& [key, virtual_host] : config.virtual_hosts) {
+    if (virtual_host.listener != listener) continue;
     VirtualHostTable table;
     table.host = virtual_host.host;
     std::vector<model::Route> routes = virtual_host.routes;
@@ -218,7 +225,7 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
 
   // Taken only once virtual_hosts_ no longer grows.
   if (catch_all) router->catch_all_ = &router->virtual_hosts_[*catch_all];
-  router->default_route_ = config.default_route;
+  if (listener.empty()) router->default_route_ = config.default_route;
   return router;
 }
 

@@ -93,7 +93,16 @@ class Router {
   // Compiles `config`. Returns nullptr and sets *error (when error != nullptr) if a Regex route
   // does not compile. Otherwise the config is expected to have passed model::validate; build()
   // does not check upstream references or host syntax.
-  static std::unique_ptr<const Router> build(const model::Config& config, std::string* error);
+  static std::unique_ptr<const Router> build(const model::Config& config, std::string* error) {
+    return build(config, {}, error);
+  }
+  // The router of one listener: the virtual hosts whose VirtualHost::listener is `listener`
+  // (empty: the data plane's own listeners, which also get Config::default_route).
+  static std::unique_ptr<const Router> build(const model::Config& config, std::string_view listener,
+                                             std::string* error);
+  // A router without routes (every request: no match), for a connection whose listener the
+  // current snapshot no longer has.
+  static const Router& empty();
 
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;

@@ -13,7 +13,15 @@
 
 namespace tidegate::dataplane::runtime {
 
-const TlsEntry* Snapshot::find_tls(std::string_view name) const {
+namespace {
+
+const TlsEntry* find_catch_all_in(const Routing::TlsHostMap& tls_hosts) {
+  auto it = tls_hosts.find(std::string_view("*"));
+  return it == tls_hosts.end() ? nullptr : &it->second;
+}
+
+const TlsEntry* find_tls_in(const Routing::TlsHostMap& tls_hosts, std::string_view name) {
+  auto find_catch_all_tls = [&] { return find_catch_all_in(tls_hosts); };
   if (tls_hosts.empty()) return nullptr;
   if (auto it = tls_hosts.find(name); it != tls_hosts.end()) return &it->second;
   auto dot = name.find('.');
@@ -40,9 +48,18 @@ const TlsEntry* Snapshot::find_tls(std::string_view name) const {
   return find_catch_all_tls();
 }
 
-const TlsEntry* Snapshot::find_catch_all_tls() const {
-  auto it = tls_hosts.find(std::string_view("*"));
-  return it == tls_hosts.end() ? nullptr : &it->second;
+}  // namespace
+
+const TlsEntry* Snapshot::find_tls(std::string_view name) const {
+  return find_tls_in(tls_hosts, name);
+}
+
+const TlsEntry* Snapshot::find_catch_all_tls() const { return find_catch_all_in(tls_hosts); }
+
+const TlsEntry* Snapshot::find_tls(std::string_view listener, std::string_view name) const {
+  if (listener.empty()) return find_tls_in(tls_hosts, name);
+  auto it = routing->listener_tls_hosts.find(listener);
+  return it == routing->listener_tls_hosts.end() ? nullptr : find_tls_in(it->second, name);
 }
 
 static_assert(model::kDefaultSubstitutionMaxBuffer == filters::kDefaultSubstitutionMaxBuffer,
@@ -318,7 +335,8 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   // The router may point into the model, so it is built from the Routing's own copy.
   auto routing = std::make_shared<Routing>();
   routing->config = std::move(config);
-  for (const auto& [host, th] : routing->config.tls_hosts) {
+  for (const auto& [key, th] : routing->config.tls_hosts) {
+    const std::string& host = th.host;
     TlsEntry entry;
     if (!th.passthrough_upstream.empty()) {
       entry.passthrough_upstream = &th.passthrough_upstream;
@@ -339,11 +357,18 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
       }
       routing->client_auth = true;
     }
-    routing->tls_hosts.emplace(host, std::move(entry));
+    if (th.listener.empty()) {
+      routing->tls_hosts.emplace(host, std::move(entry));
+    } else {
+      routing->listener_tls_hosts[th.listener].emplace(host, std::move(entry));
+    }
   }
-  for (const auto& [host, vh] : routing->config.virtual_hosts) {
-    if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
-    if (!vh.redirect_to.empty()) routing->host_redirects.emplace(host, vh.redirect_to);
+  for (const auto& [key, vh] : routing->config.virtual_hosts) {
+    const std::string& host = vh.host;
+    if (vh.listener.empty()) {
+      if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
+      if (!vh.redirect_to.empty()) routing->host_redirects.emplace(host, vh.redirect_to);
+    }
     for (const auto& r : vh.routes) {
       routing->referenced_upstreams.insert(r.upstream);
       if (!r.fallback_upstream.empty()) routing->referenced_upstreams.insert(r.fallback_upstream);
@@ -364,6 +389,14 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   if (!routing->router) {
     *error = "router: " + router_error;
     return nullptr;
+  }
+  for (const auto& [name, listener] : routing->config.listeners) {
+    auto router = router::Router::build(routing->config, name, &router_error);
+    if (!router) {
+      *error = "router of listener " + name + ": " + router_error;
+      return nullptr;
+    }
+    routing->listener_routers.emplace(name, std::move(router));
   }
   auto snap = std::make_shared<Snapshot>(std::move(routing));
   snap->version = version;

@@ -135,6 +135,14 @@ struct Routing {
   std::unordered_map<std::string, std::shared_ptr<const filters::RuleSet>> rule_sets;
   // Upstream names that a route or the default route names: those cannot be removed alone.
   std::unordered_set<std::string> referenced_upstreams;
+  // The listeners of Gateways (model::Listener, docs/gateway-api.md): each one's router and TLS
+  // names, built from the virtual and TLS hosts that name it. The maps above hold only the
+  // hosts of the data plane's own listeners.
+  using TlsHostMap = std::unordered_map<std::string, TlsEntry, StringHash, std::equal_to<>>;
+  std::unordered_map<std::string, std::unique_ptr<const router::Router>, StringHash,
+                     std::equal_to<>>
+      listener_routers;
+  std::unordered_map<std::string, TlsHostMap, StringHash, std::equal_to<>> listener_tls_hosts;
 };
 
 struct Snapshot {
@@ -179,6 +187,16 @@ struct Snapshot {
   // then "*" (a Gateway HTTPS listener's certificate for every other name) when there is one.
   const TlsEntry* find_tls(std::string_view name) const;
   const TlsEntry* find_catch_all_tls() const;
+  // The same among the TLS names of `listener` (model::Listener::name; empty: as above).
+  const TlsEntry* find_tls(std::string_view listener, std::string_view name) const;
+
+  // The router of a connection accepted on `listener` (empty: the data plane's own listeners);
+  // one that matches nothing when this snapshot has no such listener.
+  const router::Router& router_for(std::string_view listener) const {
+    if (listener.empty()) return *router;
+    auto it = routing->listener_routers.find(listener);
+    return it == routing->listener_routers.end() ? router::Router::empty() : *it->second;
+  }
 
   const UpstreamState* upstream(const std::string& name) const {
     auto it = upstreams.find(name);

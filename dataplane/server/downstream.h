@@ -26,6 +26,9 @@
 
 namespace tidegate::dataplane::server {
 
+// A Gateway listener's name, shared by the connections it accepted (they outlive it).
+using ListenerName = std::shared_ptr<const std::string>;
+
 // A request or response head (the body parts are the codec's: buffer_body points into the relay
 // buffer while a body is read).
 using RequestMessage = boost::beast::http::request<boost::beast::http::buffer_body, Fields>;
@@ -56,6 +59,9 @@ class Downstream {
   // A TLS connection's client certificate (what its handshake asked for and got); null on a
   // plain connection.
   virtual tls::PeerCertificate* peer_certificate() = 0;
+  // The Gateway listener (model::Listener::name) the connection was accepted on; empty: the data
+  // plane's own listeners. Its requests are routed with that listener's hosts only.
+  virtual std::string_view listener() const = 0;
 
   // --- The request
   // The request head, edited in place into what goes upstream.

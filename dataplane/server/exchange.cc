@@ -169,8 +169,9 @@ void Exchange::route() {
   auto& req = downstream_.request();
   RequestTarget target = split_target(req.target(), req[http::field::host]);
   const RequestHeadView view(req, target.path_and_query);
-  auto match = snapshot_->router->match(target.host, target.path, &view);
-  if (!match.virtual_host.empty()) {
+  const std::string_view listener = downstream_.listener();
+  auto match = snapshot_->router_for(listener).match(target.host, target.path, &view);
+  if (!match.virtual_host.empty() && listener.empty()) {
     const auto& redirects = snapshot_->routing->host_redirects;
     if (!redirects.empty()) {
       if (auto it = redirects.find(match.virtual_host); it != redirects.end()) {
@@ -184,7 +185,7 @@ void Exchange::route() {
       return;
     }
   }
-  if ((snapshot_->routing->client_auth || snapshot_->routing->passthrough) &&
+  if ((snapshot_->routing->client_auth || snapshot_->routing->passthrough) && listener.empty() &&
       !check_client_certificate(target)) {
     return;
   }

@@ -23,8 +23,12 @@ namespace http = beast::http;
 
 template <class S>
 Http1Connection<S>::Http1Connection(Worker& worker, runtime::Socket socket,
-                                    const asio::ip::tcp::endpoint& peer, asio::ssl::context* tls)
-    : worker_(worker), client_(make_client(std::move(socket), tls)), exchange_(worker, *this) {
+                                    const asio::ip::tcp::endpoint& peer, asio::ssl::context* tls,
+                                    ListenerName listener)
+    : worker_(worker),
+      client_(make_client(std::move(socket), tls)),
+      listener_(std::move(listener)),
+      exchange_(worker, *this) {
   client_buffer_.reserve(Limits::kClientReadBufferBytes);
   const asio::ip::address address = peer.address();
   if (address.is_v4()) {
@@ -55,9 +59,13 @@ void Http1Connection<S>::start() {
   if constexpr (kTls) {
     // The SNI callback finds the worker (and through it the current snapshot) here.
     SSL_set_ex_data(client_->native_handle(), Worker::ssl_ex_index(), &worker_);
+    if (listener_) {
+      SSL_set_ex_data(client_->native_handle(), Worker::listener_ex_index(),
+                      const_cast<std::string*>(listener_.get()));
+    }
     lowest().expires_after(worker_.limits().tls_handshake_timeout);
     const auto& snapshot = worker_.snapshot();
-    if (snapshot && snapshot->routing->passthrough) {
+    if (snapshot && snapshot->routing->passthrough && !listener_) {
       read_client_hello();
       return;
     }
@@ -143,8 +151,8 @@ void Http1Connection<S>::hand_over(std::string_view received) {
   worker_.not_waiting(this);
   state_ = State::kClosed;
   handed_over_ = true;
-  auto next =
-      std::make_shared<Http2Connection<S>>(worker_, std::move(client_), peer_address_, peer_ip_);
+  auto next = std::make_shared<Http2Connection<S>>(worker_, std::move(client_), peer_address_,
+                                                   peer_ip_, listener_);
   next->start(received);
 }
 

@@ -44,9 +44,10 @@ class Http1Connection final : public SessionBase,
 
   // `tls` is used (and required) only by the TLS instantiation.
   // `peer`: the client's address, as accept returned it.
+  // `listener`: the Gateway listener that accepted it (null: the data plane's own).
   Http1Connection(Worker& worker, runtime::Socket socket,
                   const boost::asio::ip::tcp::endpoint& peer,
-                  boost::asio::ssl::context* tls = nullptr);
+                  boost::asio::ssl::context* tls = nullptr, ListenerName listener = nullptr);
   ~Http1Connection() override;
   void start();
   void drain() override;
@@ -57,6 +58,9 @@ class Http1Connection final : public SessionBase,
   runtime::Executor executor() override { return lowest().get_executor(); }
   bool is_tls() const override { return kTls; }
   const std::string& peer_address() const override { return peer_address_; }
+  std::string_view listener() const override {
+    return listener_ ? std::string_view(*listener_) : std::string_view();
+  }
   const std::optional<ratelimit::IpAddress>& peer_ip() const override { return peer_ip_; }
   unsigned http_version() const override { return client_version_; }
   tls::PeerCertificate* peer_certificate() override {
@@ -149,6 +153,7 @@ class Http1Connection final : public SessionBase,
   bool handed_over_ = false;
   boost::beast::flat_buffer client_buffer_;
   std::string peer_address_;
+  ListenerName listener_;
   std::optional<ratelimit::IpAddress> peer_ip_;
   State state_ = State::kIdle;
   bool draining_ = false;

@@ -53,6 +53,7 @@ const std::string& Http2Stream::peer_address() const { return session_.peer_addr
 const std::optional<ratelimit::IpAddress>& Http2Stream::peer_ip() const {
   return session_.peer_ip();
 }
+std::string_view Http2Stream::listener() const { return session_.listener(); }
 
 void Http2Stream::on_header(std::string_view name, std::string_view value) {
   // What the header list costs as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 6.5.2),
@@ -424,10 +425,12 @@ void Http2Stream::reset(uint32_t code) {
 // --- Session -----------------------------------------------------------------------------------
 
 Http2Session::Http2Session(Worker& worker, std::string peer_address,
-                           std::optional<ratelimit::IpAddress> peer_ip, bool tls)
+                           std::optional<ratelimit::IpAddress> peer_ip, bool tls,
+                           ListenerName listener)
     : worker_(worker),
       peer_address_(std::move(peer_address)),
       peer_ip_(std::move(peer_ip)),
+      listener_(std::move(listener)),
       tls_(tls),
       ticker_(worker.io()) {
   worker_.add_session(this);
@@ -845,8 +848,9 @@ void Http2Session::shut() {
 template <class S>
 Http2Connection<S>::Http2Connection(Worker& worker, std::unique_ptr<S> client,
                                     std::string peer_address,
-                                    std::optional<ratelimit::IpAddress> peer_ip)
-    : Http2Session(worker, std::move(peer_address), std::move(peer_ip), kTls),
+                                    std::optional<ratelimit::IpAddress> peer_ip,
+                                    ListenerName listener)
+    : Http2Session(worker, std::move(peer_address), std::move(peer_ip), kTls, std::move(listener)),
       client_(std::move(client)) {}
 
 template <class S>

@@ -49,6 +49,7 @@ class Http2Stream final : public Downstream, public std::enable_shared_from_this
   bool is_tls() const override;
   const std::string& peer_address() const override;
   const std::optional<ratelimit::IpAddress>& peer_ip() const override;
+  std::string_view listener() const override;
   unsigned http_version() const override { return 20; }
   tls::PeerCertificate* peer_certificate() override;
   RequestMessage& request() override { return request_; }
@@ -156,6 +157,9 @@ class Http2Session : public SessionBase {
   Worker& worker() { return worker_; }
   const std::string& peer_address() const { return peer_address_; }
   const std::optional<ratelimit::IpAddress>& peer_ip() const { return peer_ip_; }
+  std::string_view listener() const {
+    return listener_ ? std::string_view(*listener_) : std::string_view();
+  }
   bool tls() const { return tls_; }
   virtual runtime::Executor executor() = 0;
   virtual tls::PeerCertificate* peer_certificate() = 0;
@@ -169,7 +173,8 @@ class Http2Session : public SessionBase {
 
  protected:
   Http2Session(Worker& worker, std::string peer_address,
-               std::optional<ratelimit::IpAddress> peer_ip, bool tls);
+               std::optional<ratelimit::IpAddress> peer_ip, bool tls,
+               ListenerName listener = nullptr);
   // For Http2Connection<S>.
   virtual std::shared_ptr<Http2Session> self() = 0;
   virtual void write_out(const std::string& bytes) = 0;  // completes with on_written()
@@ -209,6 +214,7 @@ class Http2Session : public SessionBase {
   Worker& worker_;
   std::string peer_address_;
   std::optional<ratelimit::IpAddress> peer_ip_;
+  ListenerName listener_;
   bool tls_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::shared_ptr<Http2Stream>> streams_;
@@ -244,7 +250,7 @@ class Http2Connection final : public Http2Session,
   // Takes over a client connection from the HTTP/1.1 codec (after the TLS handshake chose h2,
   // or after the cleartext preface arrived), which already counted it in the worker.
   Http2Connection(Worker& worker, std::unique_ptr<ClientStream> client, std::string peer_address,
-                  std::optional<ratelimit::IpAddress> peer_ip);
+                  std::optional<ratelimit::IpAddress> peer_ip, ListenerName listener = nullptr);
   ~Http2Connection() override;
   void start(std::string_view received);
   runtime::Executor executor() override { return lowest().get_executor(); }

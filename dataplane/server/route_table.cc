@@ -23,87 +23,89 @@ std::optional<ratelimit::CidrSet> compile_cidrs(const std::vector<std::string>& 
 
 }  // namespace
 
-RouteTable::RouteTable(const router::Router& router, observability::Metrics* metrics,
-                       size_t workers) {
+RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
+                       observability::Metrics* metrics, size_t workers) {
   std::optional<observability::RouteMetricIds> ids;
-  if (metrics != nullptr) ids.emplace(router, *metrics);
-  router.for_each_route([&](std::string_view host, const model::Route& route) {
-    CompiledRoute& c = routes_[&route];
-    if (route.policy.cache) {
-      std::string identity(host);
-      identity += '\n' + route.path + '\n' + std::string(model::to_string(route.match)) + '\n' +
-                  route.upstream + '\n' + route.ingress + '\n' + route.substitution + '\n' +
-                  route.fallback_upstream + '\n' + model::to_json(route.policy).dump();
-      if (route.canary) identity += '\n' + model::to_json(*route.canary).dump();
-      nlohmann::json conditions = nlohmann::json::object();
-      model::conditions_to_json(route, conditions);
-      if (!conditions.empty()) identity += '\n' + conditions.dump();
-      c.cache_tag = std::hash<std::string>{}(identity);
-    }
-    if (ids) {
-      c.labels = ids->find(&route);
-      c.canary_labels = ids->find_canary(&route);
-    }
-    const model::RoutePolicy& policy = route.policy;
-    if (policy.source_ranges) {
-      // An empty allow list (what an invalid one became) or one that still fails to compile
-      // denies everyone rather than opening the route.
-      auto set = compile_cidrs(policy.source_ranges->cidrs);
-      c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
-    }
-    if (policy.deny_ranges) {
-      // A deny list that fails to compile denies everyone too.
-      c.deny_ranges = compile_cidrs(policy.deny_ranges->cidrs);
-      c.deny_all = !c.deny_ranges;
-    }
-    const model::RateLimits& limits = policy.rate_limits;
-    if (limits.rps) {
-      ratelimit::RateLimitConfig config;
-      config.rps = *limits.rps;
-      config.burst_multiplier = limits.burst_multiplier;
-      // Validated by model::validate; a configuration the engine still refuses is not limited
-      // (and says so in the data plane's log).
-      if (!config.validate()) c.rate_limiter = std::make_unique<ratelimit::RateLimiter>(config);
-    }
-    if (limits.rpm) {
-      // rpm per minute as a per-second rate, with a bucket of rpm × multiplier requests.
-      ratelimit::RateLimitConfig config;
-      config.rps = *limits.rpm / 60;
-      config.burst_multiplier = limits.burst_multiplier * 60;
-      if (!config.validate()) c.rpm_limiter = std::make_unique<ratelimit::RateLimiter>(config);
-    }
-    if (limits.connections) {
-      c.connection_limiter = ratelimit::ConnectionLimiter::create(*limits.connections);
-    }
-    c.limit_allowlist = compile_cidrs(limits.allowlist);  // failing: nobody exempt
-    if (policy.cors) c.cors.emplace(*policy.cors);
-    if (policy.hsts) c.hsts = model::hsts_value(*policy.hsts);
-    if (policy.basic_auth) {
-      c.basic_auth =
-          std::make_unique<BasicAuthCheck>(*policy.basic_auth, std::max<size_t>(workers, 1));
-    }
-    if (policy.external_auth) {
-      c.external_auth = std::make_unique<CompiledExternalAuth>(*policy.external_auth,
-                                                               std::max<size_t>(workers, 1));
-    }
-    if (route.canary && !route.canary->header_pattern.empty()) {
-      re2::RE2::Options options;
-      options.set_log_errors(false);
-      auto pattern = std::make_unique<re2::RE2>(route.canary->header_pattern, options);
-      if (pattern->ok()) c.canary_pattern = std::move(pattern);
-    }
-    if (route.canary || !route.backends.empty()) {
-      c.canary_workers = std::max<size_t>(workers, 1);
-      c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);
-    }
-    if (!policy.rewrite_target.empty() && route.match == model::PathMatch::kRegex &&
-        model::max_capture_reference(policy.rewrite_target) > 0) {
-      re2::RE2::Options options;
-      options.set_log_errors(false);
-      auto regex = std::make_unique<re2::RE2>(route.path, options);
-      if (regex->ok()) c.rewrite_regex = std::move(regex);
-    }
-  });
+  if (metrics != nullptr) ids.emplace(routers, *metrics);
+  for (const router::Router* router : routers) {
+    router->for_each_route([&](std::string_view host, const model::Route& route) {
+      CompiledRoute& c = routes_[&route];
+      if (route.policy.cache) {
+        std::string identity(host);
+        identity += '\n' + route.path + '\n' + std::string(model::to_string(route.match)) + '\n' +
+                    route.upstream + '\n' + route.ingress + '\n' + route.substitution + '\n' +
+                    route.fallback_upstream + '\n' + model::to_json(route.policy).dump();
+        if (route.canary) identity += '\n' + model::to_json(*route.canary).dump();
+        nlohmann::json conditions = nlohmann::json::object();
+        model::conditions_to_json(route, conditions);
+        if (!conditions.empty()) identity += '\n' + conditions.dump();
+        c.cache_tag = std::hash<std::string>{}(identity);
+      }
+      if (ids) {
+        c.labels = ids->find(&route);
+        c.canary_labels = ids->find_canary(&route);
+      }
+      const model::RoutePolicy& policy = route.policy;
+      if (policy.source_ranges) {
+        // An empty allow list (what an invalid one became) or one that still fails to compile
+        // denies everyone rather than opening the route.
+        auto set = compile_cidrs(policy.source_ranges->cidrs);
+        c.source_ranges = set ? std::move(*set) : ratelimit::CidrSet{};
+      }
+      if (policy.deny_ranges) {
+        // A deny list that fails to compile denies everyone too.
+        c.deny_ranges = compile_cidrs(policy.deny_ranges->cidrs);
+        c.deny_all = !c.deny_ranges;
+      }
+      const model::RateLimits& limits = policy.rate_limits;
+      if (limits.rps) {
+        ratelimit::RateLimitConfig config;
+        config.rps = *limits.rps;
+        config.burst_multiplier = limits.burst_multiplier;
+        // Validated by model::validate; a configuration the engine still refuses is not limited
+        // (and says so in the data plane's log).
+        if (!config.validate()) c.rate_limiter = std::make_unique<ratelimit::RateLimiter>(config);
+      }
+      if (limits.rpm) {
+        // rpm per minute as a per-second rate, with a bucket of rpm × multiplier requests.
+        ratelimit::RateLimitConfig config;
+        config.rps = *limits.rpm / 60;
+        config.burst_multiplier = limits.burst_multiplier * 60;
+        if (!config.validate()) c.rpm_limiter = std::make_unique<ratelimit::RateLimiter>(config);
+      }
+      if (limits.connections) {
+        c.connection_limiter = ratelimit::ConnectionLimiter::create(*limits.connections);
+      }
+      c.limit_allowlist = compile_cidrs(limits.allowlist);  // failing: nobody exempt
+      if (policy.cors) c.cors.emplace(*policy.cors);
+      if (policy.hsts) c.hsts = model::hsts_value(*policy.hsts);
+      if (policy.basic_auth) {
+        c.basic_auth =
+            std::make_unique<BasicAuthCheck>(*policy.basic_auth, std::max<size_t>(workers, 1));
+      }
+      if (policy.external_auth) {
+        c.external_auth = std::make_unique<CompiledExternalAuth>(*policy.external_auth,
+                                                                 std::max<size_t>(workers, 1));
+      }
+      if (route.canary && !route.canary->header_pattern.empty()) {
+        re2::RE2::Options options;
+        options.set_log_errors(false);
+        auto pattern = std::make_unique<re2::RE2>(route.canary->header_pattern, options);
+        if (pattern->ok()) c.canary_pattern = std::move(pattern);
+      }
+      if (route.canary || !route.backends.empty()) {
+        c.canary_workers = std::max<size_t>(workers, 1);
+        c.canary_turns = std::make_unique<CompiledRoute::Turn[]>(c.canary_workers);
+      }
+      if (!policy.rewrite_target.empty() && route.match == model::PathMatch::kRegex &&
+          model::max_capture_reference(policy.rewrite_target) > 0) {
+        re2::RE2::Options options;
+        options.set_log_errors(false);
+        auto regex = std::make_unique<re2::RE2>(route.path, options);
+        if (regex->ok()) c.rewrite_regex = std::move(regex);
+      }
+    });
+  }
 }
 
 std::string rewrite_path(std::string_view rewrite_target, const re2::RE2* regex,

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <re2/re2.h>
 
@@ -76,7 +77,11 @@ struct CompiledRoute {
 class RouteTable {
  public:
   // `metrics` may be null (no label ids). `workers`: the number of workers that will read it.
-  RouteTable(const router::Router& router, observability::Metrics* metrics, size_t workers = 1);
+  RouteTable(const router::Router& router, observability::Metrics* metrics, size_t workers = 1)
+      : RouteTable(std::vector<const router::Router*>{&router}, metrics, workers) {}
+  // The routes of several routers: a snapshot's own and its Gateway listeners'.
+  RouteTable(const std::vector<const router::Router*>& routers, observability::Metrics* metrics,
+             size_t workers = 1);
   // Null for routes the table does not know (none when the table matches the snapshot).
   const CompiledRoute* find(const model::Route* route) const {
     if (route == nullptr) return nullptr;

@@ -49,6 +49,7 @@ std::unique_ptr<Worker::Acceptor> Worker::bind(const tcp::endpoint& at,
 }
 
 tcp::endpoint Worker::listen(const tcp::endpoint& at, boost::system::error_code& ec) {
+  listen_address_ = at.address();
   acceptor_ = bind(at, ec);
   return acceptor_ ? acceptor_->local_endpoint(ec) : tcp::endpoint{};
 }
@@ -82,6 +83,7 @@ void Worker::stop() {
     boost::system::error_code ec;
     if (acceptor_) acceptor_->close(ec);
     if (tls_acceptor_) tls_acceptor_->close(ec);
+    close_gateway_listeners();
     sweep_timer_.cancel();
     io_.stop();
   });
@@ -93,6 +95,7 @@ void Worker::drain(std::chrono::steady_clock::time_point deadline) {
     boost::system::error_code ec;
     if (acceptor_) acceptor_->close(ec);
     if (tls_acceptor_) tls_acceptor_->close(ec);
+    close_gateway_listeners();
     sweep_timer_.cancel();
     pool_.retain_only({});
     http2_pool_.retain_only({});
@@ -137,6 +140,7 @@ void Worker::publish(std::shared_ptr<const runtime::Snapshot> snapshot,
   asio::post(io_, [this, snapshot = std::move(snapshot), routes = std::move(routes)]() mutable {
     snapshot_ = std::move(snapshot);
     routes_ = std::move(routes);
+    sync_gateway_listeners();
     // Idle connections to endpoints that left close now; busy ones finish their exchange and are
     // closed instead of being returned to the pool (see Exchange::finish).
     pool_.retain_only(snapshot_->all_endpoints);
@@ -157,6 +161,11 @@ int Worker::ssl_ex_index() {
   return index;
 }
 
+int Worker::listener_ex_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
 int Worker::on_server_name(SSL* ssl, int*, void*) {
   // Runs on the worker thread that owns this connection, inside the handshake.
   auto* worker = static_cast<Worker*>(SSL_get_ex_data(ssl, ssl_ex_index()));
@@ -169,7 +178,10 @@ int Worker::on_server_name(SSL* ssl, int*, void*) {
     lower[n] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[n])));
   }
   if (n > 0 && lower[n - 1] == '.') --n;
-  const auto* entry = worker->snapshot_->find_tls(std::string_view(lower, n));
+  const auto* listener = static_cast<const std::string*>(SSL_get_ex_data(ssl, listener_ex_index()));
+  const auto* entry = listener == nullptr
+                          ? worker->snapshot_->find_tls(std::string_view(lower, n))
+                          : worker->snapshot_->find_tls(*listener, std::string_view(lower, n));
   if (entry == nullptr || entry->certificate == nullptr) return SSL_TLSEXT_ERR_OK;  // the default
   SSL_CTX* ctx = worker->certificates_.get(*entry->certificate, entry->fingerprint);
   if (ctx == nullptr) return SSL_TLSEXT_ERR_OK;
@@ -185,7 +197,8 @@ int Worker::on_client_hello(SSL* ssl, int*, void*) {
   // Before session resumption is decided, so that the session-id context it sets keeps a
   // session of another host (or of no client certificate) from resuming (tls/client_auth.h).
   auto* worker = static_cast<Worker*>(SSL_get_ex_data(ssl, ssl_ex_index()));
-  if (worker == nullptr || !worker->snapshot_ || !worker->snapshot_->routing->client_auth) {
+  if (worker == nullptr || !worker->snapshot_ || !worker->snapshot_->routing->client_auth ||
+      SSL_get_ex_data(ssl, listener_ex_index()) != nullptr) {  // Gateway listeners: none
     return SSL_CLIENT_HELLO_SUCCESS;
   }
   auto* peer =
@@ -304,6 +317,92 @@ void Worker::do_accept(bool tls) {
                           }
                           do_accept(tls);
                         });
+}
+
+void Worker::sync_gateway_listeners() {
+  if (draining_ || !snapshot_ || !listen_address_) return;
+  const auto& wanted = snapshot_->routing->config.listeners;
+  boost::system::error_code ec;
+  for (auto it = gateway_listeners_.begin(); it != gateway_listeners_.end();) {
+    auto w = wanted.find(it->first);
+    if (w != wanted.end() && w->second == it->second->spec) {
+      ++it;
+      continue;
+    }
+    it->second->acceptor->close(ec);  // its pending accept ends with operation_aborted
+    if (id_ == 0) {
+      TG_INFO("worker", "closed listener " << it->first << " on port " << it->second->spec.port);
+    }
+    it = gateway_listeners_.erase(it);
+  }
+  for (auto it = failed_listeners_.begin(); it != failed_listeners_.end();) {
+    it = wanted.contains(*it) ? std::next(it) : failed_listeners_.erase(it);
+  }
+  for (const auto& [name, spec] : wanted) {
+    if (gateway_listeners_.contains(name)) continue;
+    if (spec.tls && tls_ == nullptr) continue;  // no TLS context: never happens with main.cc
+    auto listener = std::make_shared<GatewayListener>();
+    listener->spec = spec;
+    listener->name = std::make_shared<const std::string>(name);
+    listener->acceptor = bind(tcp::endpoint(*listen_address_, spec.port), ec);
+    if (!listener->acceptor) {
+      // Another process holds the port: reported once; tried again with each snapshot.
+      if (failed_listeners_.insert(name).second) {
+        TG_ERROR("worker", "worker " << id_ << ": cannot open listener " << name << " on port "
+                                     << spec.port << ": " << ec.message());
+      }
+      continue;
+    }
+    failed_listeners_.erase(name);
+    if (id_ == 0) {
+      TG_INFO("worker",
+              "opened listener " << name << " on port " << spec.port << (spec.tls ? " (TLS)" : ""));
+    }
+    gateway_listeners_.emplace(name, listener);
+    do_accept(listener);
+  }
+}
+
+void Worker::close_gateway_listeners() {
+  boost::system::error_code ec;
+  for (auto& [name, listener] : gateway_listeners_) listener->acceptor->close(ec);
+  gateway_listeners_.clear();
+}
+
+void Worker::do_accept(const std::shared_ptr<GatewayListener>& listener) {
+  listener->acceptor->async_accept(
+      io_.get_executor(), listener->peer,
+      [this, listener](boost::system::error_code ec, runtime::Socket socket) {
+        if (ec == asio::error::operation_aborted || draining_ || !listener->acceptor->is_open()) {
+          return;
+        }
+        if (ec) {
+          report_rate_limited(accept_errors_, [&](uint64_t n) {
+            TG_WARN("worker", "worker " << id_ << ": accept on " << *listener->name
+                                        << " failed: " << ec.message() << " (" << n
+                                        << " time(s) since the last report)");
+          });
+          auto t = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(50));
+          t->async_wait([this, t, listener](boost::system::error_code) {
+            if (listener->acceptor->is_open()) do_accept(listener);
+          });
+          return;
+        }
+        if (admit()) {
+          boost::system::error_code opt_ec;
+          socket.set_option(tcp::no_delay(true), opt_ec);
+          if (listener->spec.tls) {
+            std::make_shared<Http1Connection<TlsStream>>(*this, std::move(socket), listener->peer,
+                                                         tls_, listener->name)
+                ->start();
+          } else {
+            std::make_shared<Http1Connection<runtime::Stream>>(
+                *this, std::move(socket), listener->peer, nullptr, listener->name)
+                ->start();
+          }
+        }
+        do_accept(listener);
+      });
 }
 
 void Worker::arm_sweep() {

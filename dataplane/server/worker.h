@@ -8,7 +8,11 @@
 #include <chrono>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <unordered_set>
 
@@ -21,6 +25,7 @@
 #include "observability/metrics.h"
 #include "ratelimit/cidr_set.h"
 #include "runtime/snapshot.h"
+#include "server/downstream.h"
 #include "server/limits.h"
 #include "server/response_cache.h"
 #include "server/route_table.h"
@@ -123,6 +128,9 @@ class Worker {
 
   // The SSL ex_data slot that carries the Worker* for the SNI callback.
   static int ssl_ex_index();
+  // The slot that carries a Gateway listener's name (const std::string*; unset: the data
+  // plane's own HTTPS listener) for the SNI callback.
+  static int listener_ex_index();
   // The SNI callback installed on the default context (see main.cc).
   static int on_server_name(SSL* ssl, int* alert, void* arg);
   // The client-hello callback installed on the default context (see main.cc): asks for a client
@@ -142,6 +150,17 @@ class Worker {
                                  boost::system::error_code& ec);
   // Accepts on the HTTP (tls false) or HTTPS listener, one connection at a time, for ever.
   void do_accept(bool tls);
+  // Gateway listeners (model::Listener): opened on the HTTP listener's address when a snapshot
+  // first names them, closed when one no longer does (the connections they accepted stay).
+  struct GatewayListener {
+    model::Listener spec;
+    ListenerName name;
+    std::unique_ptr<Acceptor> acceptor;
+    boost::asio::ip::tcp::endpoint peer;
+  };
+  void sync_gateway_listeners();
+  void do_accept(const std::shared_ptr<GatewayListener>& listener);
+  void close_gateway_listeners();
   // Before a new connection: makes room at the limit. False: the new one must be closed.
   bool admit();
   // Accept errors (EMFILE, ...): counted, logged at most once a second, accepting paused briefly.
@@ -173,6 +192,9 @@ class Worker {
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::unique_ptr<Acceptor> acceptor_;
   std::unique_ptr<Acceptor> tls_acceptor_;
+  std::optional<boost::asio::ip::address> listen_address_;  // of the HTTP listener
+  std::map<std::string, std::shared_ptr<GatewayListener>, std::less<>> gateway_listeners_;
+  std::set<std::string, std::less<>> failed_listeners_;  // reported once until they go away
   // Where each acceptor writes the address of the connection it accepts.
   boost::asio::ip::tcp::endpoint accept_peer_;
   boost::asio::ip::tcp::endpoint tls_accept_peer_;

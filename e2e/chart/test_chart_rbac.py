@@ -179,6 +179,10 @@ def test_cluster_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, 
     assert not can_i(cluster, namespace, sa, "list", "configmaps", None)
     assert not can_i(cluster, namespace, sa, "create", "pods", app_ns)
     assert not can_i(cluster, namespace, sa, "update", "ingresses", app_ns)
+    # One Service per Gateway (gatewayClass.listenerPorts): made beside the chart's only.
+    assert can_i(cluster, namespace, sa, "create", "services", namespace)
+    assert can_i(cluster, namespace, sa, "delete", "services", namespace)
+    assert not can_i(cluster, namespace, sa, "create", "services", app_ns)
 
 
 def test_scoped_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, stacks):

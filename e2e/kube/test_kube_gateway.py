@@ -181,3 +181,95 @@ def test_https_listener_certificate_secret_fetched(cluster, namespace, kube_stac
     # A Gateway API wildcard takes any depth of labels.
     harness.wait_until(lambda: served("x.y.wild.example"), 20, "the wildcard listener, two labels")
     assert served("a.wild.example")
+
+
+def test_one_service_per_gateway(cluster, namespace, kube_stack_factory):
+    """--gateway-listener-ports with --publish-service: the leader keeps a Service per Gateway
+    beside the published one (its selector and type, the Gateway's ports leading to the data
+    plane listeners of that Gateway), writes its ClusterIP as the Gateway's address, updates it
+    when the Gateway's ports change and deletes it when the Gateway goes."""
+    install_gateway_crds(cluster)
+    first, last = harness.free_port_range(4)
+    published = {"apiVersion": "v1", "kind": "Service",
+                 "metadata": {"name": "tidegate", "namespace": namespace},
+                 "spec": {"type": "ClusterIP", "selector": {"app": "tidegate-test"},
+                          "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
+    cluster.apply(published)
+    s = start(kube_stack_factory(cluster, [
+        "--watch-namespace", namespace, "--publish-service", f"{namespace}/tidegate",
+        "--gateway-listener-ports", f"{first}-{last}", "--election-lease-seconds", "3"]))
+    a, b = backends(s, "own-a", "own-b")
+    class_name = "tgo-" + namespace
+    gateway_class, gw_a = gateway_objects(namespace, class_name)
+    gw_a["metadata"]["name"] = "gw-a"
+    gw_b = {**gw_a, "metadata": {"name": "gw-b", "namespace": namespace},
+            "spec": {"gatewayClassName": class_name, "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP"},
+                {"name": "alt", "port": 8080, "protocol": "HTTP"}]}}
+    route_a = http_route(namespace, "ra", "a.example", [{"backendRefs": [{"name": "svc-a", "port": 80}]}])
+    route_a["spec"]["parentRefs"] = [{"name": "gw-a"}]
+    route_b = http_route(namespace, "rb", "a.example", [{"backendRefs": [{"name": "svc-b", "port": 80}]}])
+    route_b["spec"]["parentRefs"] = [{"name": "gw-b"}]
+    cluster.apply(kube_service("svc-a", namespace), kube_slice("svc-a-1", "svc-a", namespace, [a]),
+                  kube_service("svc-b", namespace), kube_slice("svc-b-1", "svc-b", namespace, [b]),
+                  gateway_class, gw_a, gw_b, route_a, route_b)
+    base = "/apis/gateway.networking.k8s.io/v1"
+
+    def ours() -> dict:
+        items = get(cluster, f"/api/v1/namespaces/{namespace}/services?labelSelector="
+                             "app.kubernetes.io%2Fmanaged-by%3Dtidegate")["items"]
+        return {i["metadata"]["annotations"]["tidegate.io/gateway"]: i for i in items}
+
+    harness.wait_until(lambda: len(ours()) == 2, 20, "a Service for each Gateway")
+    svcs = ours()
+    sa, sb = svcs[f"{namespace}/gw-a"], svcs[f"{namespace}/gw-b"]
+    for svc in (sa, sb):
+        assert svc["spec"]["selector"] == {"app": "tidegate-test"}
+        assert svc["spec"]["type"] == "ClusterIP"
+        assert svc["metadata"]["name"].startswith("tg-gw-")
+    assert [(p["name"], p["port"]) for p in sa["spec"]["ports"]] == [("http-80", 80)]
+    assert [(p["name"], p["port"]) for p in sb["spec"]["ports"]] == [("http-80", 80),
+                                                                     ("http-8080", 8080)]
+    targets = [p["targetPort"] for svc in (sa, sb) for p in svc["spec"]["ports"]]
+    assert len(set(targets)) == 3 and all(first <= t <= last for t in targets)
+
+    # The data plane listens on each target port with that Gateway's routes only.
+    def backend_on(port: int) -> str | int:
+        try:
+            r = harness.request(port, "GET", "/", "a.example", timeout=3.0)
+        except OSError:
+            return "refused"
+        return r.header("X-Backend") if r.status == 200 else r.status
+    harness.wait_until(lambda: backend_on(sa["spec"]["ports"][0]["targetPort"]) == "own-a", 20,
+                       "gw-a's listener")
+    for p in sb["spec"]["ports"]:
+        harness.wait_until(lambda: backend_on(p["targetPort"]) == "own-b", 20, "gw-b's listeners")
+
+    # Each Gateway's address is its own Service's ClusterIP.
+    def address_of(name: str) -> list:
+        gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/{name}")
+        st = gw.get("status", {})
+        if conditions(st).get("Programmed", {}).get("status") != "True":
+            return []
+        return st.get("addresses", [])
+    harness.wait_until(lambda: address_of("gw-a") and address_of("gw-b"), 20,
+                       "both Gateways programmed with an address")
+    assert address_of("gw-a") == [{"type": "IPAddress", "value": sa["spec"]["clusterIP"]}]
+    assert address_of("gw-b") == [{"type": "IPAddress", "value": sb["spec"]["clusterIP"]}]
+    assert sa["spec"]["clusterIP"] != sb["spec"]["clusterIP"]
+
+    # gw-b loses its second port: its Service follows; then gw-b goes: so does its Service.
+    gw_b["spec"]["listeners"] = gw_b["spec"]["listeners"][:1]
+    cluster.apply(gw_b)
+    harness.wait_until(lambda: [p["port"] for p in ours()[f"{namespace}/gw-b"]["spec"]["ports"]]
+                       == [80], 20, "gw-b's Service to lose port 8080")
+    assert ours()[f"{namespace}/gw-b"]["spec"]["clusterIP"] == sb["spec"]["clusterIP"]
+    cluster.kubectl("delete", "gateway", "gw-b", "-n", namespace)
+    harness.wait_until(lambda: set(ours()) == {f"{namespace}/gw-a"}, 20,
+                       "gw-b's Service to be deleted")
+    # The published Service is never touched.
+    assert get(cluster, f"/api/v1/namespaces/{namespace}/services/tidegate")["spec"]["ports"][0][
+        "targetPort"] == 8080
+    log = s.controller.log()
+    for refused in (" 403", "forbidden", "Forbidden"):
+        assert refused not in log, log[-4000:]

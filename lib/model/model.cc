@@ -64,6 +64,24 @@ bool is_dns_label(std::string_view label) {
 
 }  // namespace
 
+bool is_valid_listener_name(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_alnum(name.front())) return false;
+  for (char c : name) {
+    if (!lower_alnum(c) && c != '.' && c != '/' && c != ':' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string host_key(std::string_view listener, std::string_view host) {
+  if (listener.empty()) return std::string(host);
+  std::string key;
+  key.reserve(listener.size() + 1 + host.size());
+  key.append(listener).append(1, ' ').append(host);
+  return key;
+}
+
 // Also "**.suffix": a wildcard of the Gateway API, which stands for one or more labels
 // ("**.example.com" takes "a.example.com" and "a.b.example.com"), where an Ingress's "*.suffix"
 // stands for exactly one (dataplane/router/router.h).
@@ -209,9 +227,29 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
 
 std::vector<std::string> validate(const Config& config) {
   std::vector<std::string> errors;
+  for (const auto& [key, l] : config.listeners) {
+    if (key != l.name) errors.push_back("listener key \"" + key + "\" != name \"" + l.name + "\"");
+    if (!is_valid_listener_name(l.name))
+      errors.push_back("invalid listener name \"" + l.name + "\"");
+    if (l.port == 0) errors.push_back("listener " + l.name + ": port 0");
+  }
+  if (config.listeners.size() > kMaxListeners) {
+    errors.push_back("more than " + std::to_string(kMaxListeners) + " listeners");
+  }
+  {
+    std::map<uint16_t, std::string> ports;
+    for (const auto& [name, l] : config.listeners) {
+      if (auto [it, fresh] = ports.emplace(l.port, name); !fresh) {
+        errors.push_back("listeners " + it->second + " and " + name + " share port " +
+                         std::to_string(l.port));
+      }
+    }
+  }
   for (const auto& [key, vh] : config.virtual_hosts) {
-    if (key != vh.host)
-      errors.push_back("virtual host key \"" + key + "\" != host \"" + vh.host + "\"");
+    if (key != host_key(vh))
+      errors.push_back("virtual host key \"" + key + "\" != host \"" + host_key(vh) + "\"");
+    if (!vh.listener.empty() && !config.listeners.contains(vh.listener))
+      errors.push_back("host " + vh.host + ": unknown listener \"" + vh.listener + "\"");
     if (!is_valid_host(vh.host)) errors.push_back("invalid host \"" + vh.host + "\"");
     if (!vh.redirect_to.empty()) {
       if (vh.redirect_to == "*" || vh.redirect_to.front() == '*' || !is_valid_host(vh.redirect_to))
@@ -231,8 +269,18 @@ std::vector<std::string> validate(const Config& config) {
     }
   }
   for (const auto& [key, th] : config.tls_hosts) {
-    if (key != th.host)
-      errors.push_back("TLS host key \"" + key + "\" != host \"" + th.host + "\"");
+    if (key != host_key(th))
+      errors.push_back("TLS host key \"" + key + "\" != host \"" + host_key(th) + "\"");
+    if (!th.listener.empty()) {
+      auto l = config.listeners.find(th.listener);
+      if (l == config.listeners.end() || !l->second.tls) {
+        errors.push_back("TLS host " + th.host + ": unknown TLS listener \"" + th.listener + "\"");
+      }
+      if (!th.passthrough_upstream.empty() || th.client_auth) {
+        errors.push_back("TLS host " + th.host +
+                         ": a listener's host has no passthrough and no client certificates");
+      }
+    }
     if (!is_valid_host(th.host)) errors.push_back("invalid TLS host \"" + th.host + "\"");
     // "*": the certificate of every name without an entry of its own (a Gateway's HTTPS
     // listener without a hostname), in place of the data plane's default.
@@ -299,7 +347,8 @@ bool Delta::empty() const {
   return upsert_virtual_hosts.empty() && remove_virtual_hosts.empty() && upsert_upstreams.empty() &&
          remove_upstreams.empty() && upsert_certificates.empty() && remove_certificates.empty() &&
          upsert_tls_hosts.empty() && remove_tls_hosts.empty() && upsert_substitutions.empty() &&
-         remove_substitutions.empty() && !default_route_changed;
+         remove_substitutions.empty() && upsert_listeners.empty() && remove_listeners.empty() &&
+         !default_route_changed;
 }
 
 namespace {
@@ -324,6 +373,7 @@ Delta diff(const Config& from, const Config& to) {
   diff_maps(from.certificates, to.certificates, d.upsert_certificates, d.remove_certificates);
   diff_maps(from.tls_hosts, to.tls_hosts, d.upsert_tls_hosts, d.remove_tls_hosts);
   diff_maps(from.substitutions, to.substitutions, d.upsert_substitutions, d.remove_substitutions);
+  diff_maps(from.listeners, to.listeners, d.upsert_listeners, d.remove_listeners);
   if (from.default_route != to.default_route) {
     d.default_route_changed = true;
     d.default_route = to.default_route;
@@ -364,9 +414,16 @@ ApplyResult apply(const Config& base, const Delta& delta) {
       return result;
     }
   }
-  for (const auto& vh : delta.upsert_virtual_hosts) c.virtual_hosts[vh.host] = vh;
+  for (const auto& name : delta.remove_listeners) {
+    if (c.listeners.erase(name) == 0) {
+      result.error = "remove of unknown listener \"" + name + "\"";
+      return result;
+    }
+  }
+  for (const auto& vh : delta.upsert_virtual_hosts) c.virtual_hosts[host_key(vh)] = vh;
   for (const auto& sub : delta.upsert_substitutions) c.substitutions[sub.name] = sub;
-  for (const auto& th : delta.upsert_tls_hosts) c.tls_hosts[th.host] = th;
+  for (const auto& th : delta.upsert_tls_hosts) c.tls_hosts[host_key(th)] = th;
+  for (const auto& l : delta.upsert_listeners) c.listeners[l.name] = l;
   for (const auto& cert : delta.upsert_certificates) c.certificates[cert.name] = cert;
   for (const auto& up : delta.upsert_upstreams) c.upstreams[up.name] = up;
   if (delta.default_route_changed) c.default_route = delta.default_route;

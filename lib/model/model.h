@@ -94,6 +94,9 @@ struct Route {
 struct VirtualHost {
   std::string host;
   std::vector<Route> routes;
+  // Listener::name of the only listener whose connections see this host; empty: the data
+  // plane's own HTTP and HTTPS listeners (every Ingress host). Keyed by host_key().
+  std::string listener = {};
   // Plain-HTTP requests get a 308 to https:// (tidegate.io/ssl-redirect, force-ssl-redirect).
   bool ssl_redirect = false;
   // Set: every request to this host gets a 308 to the same scheme on host `redirect_to` (an
@@ -124,8 +127,31 @@ struct TlsHost {
   // ssl-passthrough: TLS connections naming this host (SNI) are not terminated but relayed as
   // they are to an endpoint of this Upstream (its name). Set: no certificate, no client_auth.
   std::string passthrough_upstream = {};
+  // Listener::name of the only (TLS) listener whose handshakes see this name; empty: the data
+  // plane's own HTTPS listener. Keyed by host_key().
+  std::string listener = {};
   bool operator==(const TlsHost&) const = default;
 };
+
+// A listener the data plane opens besides its own HTTP and HTTPS ones, on the same address: a
+// Gateway API Gateway's port (docs/gateway-api.md, "One address per Gateway"). Its connections
+// are routed with the virtual hosts and TLS hosts that name it, and only those; it opens when a
+// snapshot first names it and closes when one no longer does (connections it accepted stay).
+inline constexpr size_t kMaxListeners = 1024;
+struct Listener {
+  // [a-z0-9] then [a-z0-9./:_-], at most 253 characters ("namespace/gateway:80").
+  std::string name;
+  uint16_t port = 0;  // the data plane's port, unique among listeners
+  bool tls = false;   // HTTPS (certificates from the TLS hosts naming it) or plain HTTP
+  bool operator==(const Listener&) const = default;
+};
+bool is_valid_listener_name(std::string_view name);
+
+// The key of a VirtualHost or TlsHost in Config: the host, or "<listener> <host>" for one
+// scoped to a listener.
+std::string host_key(std::string_view listener, std::string_view host);
+inline std::string host_key(const VirtualHost& v) { return host_key(v.listener, v.host); }
+inline std::string host_key(const TlsHost& t) { return host_key(t.listener, t.host); }
 
 // Body substitution (issue #5, docs/substitutions.md) for the routes of one Ingress: its
 // tidegate.io/substitution* annotations, with the rules of the SubstitutionRuleSet it names.
@@ -158,12 +184,13 @@ struct Substitution {
 bool is_valid_mime_type(std::string_view type);
 
 struct Config {
-  std::map<std::string, VirtualHost> virtual_hosts;  // key == VirtualHost::host
+  std::map<std::string, VirtualHost> virtual_hosts;  // key == host_key(VirtualHost)
   std::map<std::string, Upstream> upstreams;         // key == Upstream::name
   std::optional<Route> default_route;  // Ingress defaultBackend: used when nothing else matches
   std::map<std::string, Certificate> certificates;    // key == Certificate::name
-  std::map<std::string, TlsHost> tls_hosts;           // key == TlsHost::host
+  std::map<std::string, TlsHost> tls_hosts;           // key == host_key(TlsHost)
   std::map<std::string, Substitution> substitutions;  // key == Substitution::name
+  std::map<std::string, Listener> listeners = {};     // key == Listener::name
   bool operator==(const Config&) const = default;
 };
 
@@ -197,6 +224,8 @@ struct Delta {
   std::vector<std::string> remove_tls_hosts;
   std::vector<Substitution> upsert_substitutions;
   std::vector<std::string> remove_substitutions;
+  std::vector<Listener> upsert_listeners = {};
+  std::vector<std::string> remove_listeners = {};
   bool empty() const;
   bool operator==(const Delta&) const = default;
 };

@@ -55,6 +55,7 @@ json to_json(const model::VirtualHost& v) {
   json j{{"host", v.host}, {"routes", std::move(routes)}};
   if (v.ssl_redirect) j["ssl_redirect"] = true;
   if (!v.redirect_to.empty()) j["redirect_to"] = v.redirect_to;
+  if (!v.listener.empty()) j["listener"] = v.listener;
   return j;
 }
 
@@ -66,7 +67,12 @@ json to_json(const model::TlsHost& t) {
   json j{{"host", t.host}, {"certificate", t.certificate}};
   if (t.client_auth) j["client_auth"] = to_json(*t.client_auth);
   if (!t.passthrough_upstream.empty()) j["passthrough_upstream"] = t.passthrough_upstream;
+  if (!t.listener.empty()) j["listener"] = t.listener;
   return j;
+}
+
+json to_json(const model::Listener& l) {
+  return json{{"name", l.name}, {"port", l.port}, {"tls", l.tls}};
 }
 
 json to_json(const model::Config& c) {
@@ -90,6 +96,11 @@ json to_json(const model::Config& c) {
     json subs = json::array();
     for (const auto& [_, sub] : c.substitutions) subs.push_back(to_json(sub));
     j["substitutions"] = std::move(subs);
+  }
+  if (!c.listeners.empty()) {
+    json listeners = json::array();
+    for (const auto& [_, l] : c.listeners) listeners.push_back(to_json(l));
+    j["listeners"] = std::move(listeners);
   }
   return j;
 }
@@ -121,6 +132,12 @@ json to_json(const model::Delta& d) {
     for (const auto& sub : d.upsert_substitutions) subs.push_back(to_json(sub));
     j["upsert_substitutions"] = std::move(subs);
     j["remove_substitutions"] = d.remove_substitutions;
+  }
+  if (!d.upsert_listeners.empty() || !d.remove_listeners.empty()) {
+    json listeners = json::array();
+    for (const auto& l : d.upsert_listeners) listeners.push_back(to_json(l));
+    j["upsert_listeners"] = std::move(listeners);
+    j["remove_listeners"] = d.remove_listeners;
   }
   if (d.default_route_changed) {
     j["default_route_changed"] = true;
@@ -199,6 +216,7 @@ model::VirtualHost vhost_from(const json& j) {
   for (const auto& r : j.at("routes")) v.routes.push_back(route_from(r));
   v.ssl_redirect = j.value("ssl_redirect", false);
   v.redirect_to = j.value("redirect_to", std::string());
+  v.listener = j.value("listener", std::string());
   return v;
 }
 
@@ -208,7 +226,18 @@ model::TlsHost tls_host_from(const json& j) {
     t.client_auth = model::client_auth_from_json(*it);
   }
   t.passthrough_upstream = j.value("passthrough_upstream", std::string());
+  t.listener = j.value("listener", std::string());
   return t;
+}
+
+model::Listener listener_from(const json& j) {
+  model::Listener l;
+  l.name = j.at("name").get<std::string>();
+  uint64_t port = get_u64(j, "port");
+  if (port == 0 || port > 65535) throw std::runtime_error("listener " + l.name + ": bad port");
+  l.port = static_cast<uint16_t>(port);
+  l.tls = j.at("tls").get<bool>();
+  return l;
 }
 
 model::Certificate certificate_from(const json& j) {
@@ -223,7 +252,7 @@ model::Config config_from(const json& j) {
   model::Config c;
   for (const auto& v : j.at("virtual_hosts")) {
     auto vh = vhost_from(v);
-    std::string key = vh.host;
+    std::string key = model::host_key(vh);
     if (!c.virtual_hosts.emplace(key, std::move(vh)).second) {
       throw std::runtime_error("duplicate virtual host \"" + key + "\"");
     }
@@ -250,7 +279,7 @@ model::Config config_from(const json& j) {
   if (j.contains("tls_hosts")) {
     for (const auto& item : j["tls_hosts"]) {
       auto th = tls_host_from(item);
-      std::string key = th.host;
+      std::string key = model::host_key(th);
       if (!c.tls_hosts.emplace(key, std::move(th)).second) {
         throw std::runtime_error("duplicate TLS host \"" + key + "\"");
       }
@@ -262,6 +291,15 @@ model::Config config_from(const json& j) {
       std::string key = sub.name;
       if (!c.substitutions.emplace(key, std::move(sub)).second) {
         throw std::runtime_error("duplicate substitution \"" + key + "\"");
+      }
+    }
+  }
+  if (j.contains("listeners")) {
+    for (const auto& item : j["listeners"]) {
+      auto l = listener_from(item);
+      std::string key = l.name;
+      if (!c.listeners.emplace(key, std::move(l)).second) {
+        throw std::runtime_error("duplicate listener \"" + key + "\"");
       }
     }
   }
@@ -294,6 +332,12 @@ model::Delta delta_from(const json& j) {
   }
   if (j.contains("remove_substitutions")) {
     d.remove_substitutions = j["remove_substitutions"].get<std::vector<std::string>>();
+  }
+  if (j.contains("upsert_listeners")) {
+    for (const auto& l : j["upsert_listeners"]) d.upsert_listeners.push_back(listener_from(l));
+  }
+  if (j.contains("remove_listeners")) {
+    d.remove_listeners = j["remove_listeners"].get<std::vector<std::string>>();
   }
   if (j.value("default_route_changed", false)) {
     d.default_route_changed = true;

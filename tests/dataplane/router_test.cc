@@ -578,5 +578,38 @@ TEST(RouterConditionsTest, AnInvalidConditionRegexFailsTheBuild) {
   EXPECT_NE(error.find("invalid regex"), std::string::npos) << error;
 }
 
+// Gateway listeners (model::Listener): each listener's router holds only the hosts scoped to
+// it, and no default route; the data plane's own router holds only the unscoped hosts.
+TEST(RouterListenerTest, EachListenerSeesItsOwnHostsOnly) {
+  model::Config c = config({virtual_host("a.com", {prefix("/shared")})}, default_route());
+  c.listeners["ns/one:80"] = {"ns/one:80", 20000, false};
+  c.listeners["ns/two:80"] = {"ns/two:80", 20001, false};
+  for (const char* name : {"ns/one:80", "ns/two:80"}) {
+    model::VirtualHost scoped = virtual_host("*", {prefix(std::string("/") + name)});
+    scoped.listener = name;
+    c.virtual_hosts[model::host_key(scoped)] = scoped;
+  }
+  model::VirtualHost exact_host = virtual_host("a.com", {exact("/one-only")});
+  exact_host.listener = "ns/one:80";
+  c.virtual_hosts[model::host_key(exact_host)] = exact_host;
+
+  std::string error;
+  auto shared = Router::build(c, &error);
+  auto one = Router::build(c, "ns/one:80", &error);
+  auto two = Router::build(c, "ns/two:80", &error);
+  auto none = Router::build(c, "ns/absent:80", &error);
+  ASSERT_TRUE(shared && one && two && none) << error;
+
+  EXPECT_EQ(resolve(*shared, "a.com", "/shared"), "Prefix /shared");
+  EXPECT_EQ(resolve(*shared, "b.com", "/ns/one:80"), "default");  // the default route
+  EXPECT_EQ(resolve(*one, "b.com", "/ns/one:80"), "Prefix /ns/one:80");
+  EXPECT_EQ(resolve(*one, "a.com", "/one-only"), "Exact /one-only");
+  EXPECT_EQ(resolve(*one, "a.com", "/shared"), "404");  // a.com of listener one has no /shared
+  EXPECT_EQ(resolve(*two, "a.com", "/ns/two:80"), "Prefix /ns/two:80");
+  EXPECT_EQ(resolve(*two, "a.com", "/ns/one:80"), "404");
+  EXPECT_EQ(resolve(*none, "a.com", "/shared"), "404");
+  EXPECT_EQ(resolve(Router::empty(), "a.com", "/"), "404");
+}
+
 }  // namespace
 }  // namespace tidegate::dataplane::router

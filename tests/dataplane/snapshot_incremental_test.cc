@@ -36,10 +36,10 @@ model::Config base_config() {
   for (int i = 0; i < 6; ++i) {
     const std::string host = "h" + std::to_string(i) + ".example";
     const std::string up = "ns/u" + std::to_string(i) + ":80";
-    c.virtual_hosts[host] = {
-        host,
-        {{"/api", PathMatch::kPrefix, up, "ns/in"}, {"/", PathMatch::kPrefix, "ns/u0:80", "ns/in"}},
-        i == 2};
+    c.virtual_hosts[host] = {host,
+                             {{"/api", PathMatch::kPrefix, up, "ns/in"},
+                              {"/", PathMatch::kPrefix, "ns/u0:80", "ns/in"}}};
+    c.virtual_hosts[host].ssl_redirect = i == 2;
     c.upstreams[up] = upstream(up, {{"10.0.0." + std::to_string(i + 1), 8080}}, i == 3);
   }
   c.default_route = model::Route{"/", PathMatch::kPrefix, "ns/u5:80", "ns/default"};

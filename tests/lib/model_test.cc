@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tidegate::model {
@@ -234,6 +235,43 @@ TEST(ValidateTest, Table) {
       {"virtual host key differs from host",
        with(valid_config(), [](Config& c) { c.virtual_hosts["foo.com"].host = "baz.com"; }),
        {"virtual host key \"foo.com\" != host \"baz.com\""}},
+      {"Gateway listeners: hosts and TLS hosts scoped to them",
+       with(valid_config(),
+            [](Config& c) {
+              c.listeners["ns/gw:80"] = Listener{"ns/gw:80", 20000, false};
+              c.listeners["ns/gw:443"] = Listener{"ns/gw:443", 20001, true};
+              VirtualHost vh = vhost("foo.com", {prefix("/")});
+              vh.listener = "ns/gw:80";
+              c.virtual_hosts[host_key(vh)] = vh;  // beside the unscoped foo.com
+              TlsHost th = tls_host("foo.com", "ns/foo-cert");
+              th.listener = "ns/gw:443";
+              c.certificates["ns/foo-cert"] = cert("ns/foo-cert");
+              c.tls_hosts[host_key(th)] = th;
+            }),
+       {}},
+      {"Gateway listeners: bad names, ports, references and keys",
+       with(valid_config(),
+            [](Config& c) {
+              c.listeners["Bad"] = Listener{"Bad", 20000, false};
+              c.listeners["ns/a:80"] = Listener{"ns/a:80", 0, false};
+              c.listeners["ns/b:80"] = Listener{"ns/b:80", 20000, false};
+              c.listeners["ns/c:80"] = Listener{"ns/d:80", 20002, false};
+              VirtualHost vh = vhost("foo.com", {prefix("/")});
+              vh.listener = "ns/none:80";
+              c.virtual_hosts[host_key(vh)] = vh;
+              VirtualHost wrong_key = vhost("bar.com", {prefix("/")});
+              wrong_key.listener = "ns/b:80";
+              c.virtual_hosts["bar.com"] = wrong_key;
+              TlsHost th = tls_host("foo.com", "");
+              th.listener = "ns/b:80";  // not a TLS listener
+              c.tls_hosts[host_key(th)] = th;
+            }),
+       {"invalid listener name \"Bad\"", "listener ns/a:80: port 0",
+        "listener key \"ns/c:80\" != name \"ns/d:80\"",
+        "listeners Bad and ns/b:80 share port 20000",
+        "virtual host key \"bar.com\" != host \"ns/b:80 bar.com\"",
+        "host foo.com: unknown listener \"ns/none:80\"",
+        "TLS host foo.com: unknown TLS listener \"ns/b:80\""}},
       {"invalid host",
        with(valid_config(),
             [](Config& c) { c.virtual_hosts["Foo.com"] = vhost("Foo.com", {prefix("/")}); }),
@@ -731,6 +769,22 @@ class RandomConfigs {
       if (chance(2)) continue;
       c.tls_hosts[host] = TlsHost{host, kCertificates[pick(2)]};
     }
+    for (const auto& [name, port, tls] : kListeners) {
+      if (chance(2)) continue;
+      c.listeners[name] = Listener{name, static_cast<uint16_t>(port + pick(2)), tls};
+    }
+    for (const auto& host : kHosts) {
+      if (chance(2)) continue;
+      VirtualHost vh = vhost(host, {random_route()});
+      vh.listener = std::get<0>(kListeners[pick(2)]);
+      c.virtual_hosts[host_key(vh)] = std::move(vh);
+    }
+    for (const auto& host : kTlsHosts) {
+      if (chance(3)) continue;
+      TlsHost th{host, kCertificates[pick(2)]};
+      th.listener = std::get<0>(kListeners[1]);
+      c.tls_hosts[host_key(th)] = std::move(th);
+    }
     for (const auto& name : kSubstitutionNames) {
       if (chance(2)) continue;
       Substitution s;
@@ -751,6 +805,8 @@ class RandomConfigs {
   static constexpr const char* kPems[] = {"PEM 1", "PEM 2"};
   static constexpr const char* kTlsHosts[] = {"a.com", "*.c.com", "tls-only.com"};
   static constexpr const char* kSubstitutionNames[] = {"ns/one", "ns/two"};
+  static constexpr std::tuple<const char*, int, bool> kListeners[] = {{"ns/gw:80", 20000, false},
+                                                                      {"ns/gw:443", 20010, true}};
   static constexpr const char* kMatches[] = {"foo", "ba[rz]"};
 
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
@@ -776,7 +832,7 @@ TEST(DiffApplyPropertyTest, ApplyingTheDiffYieldsTheTarget) {
     ASSERT_EQ(result.config, b) << "iteration " << i;
     // The delta is minimal: nothing unchanged is upserted, and it is empty exactly when a == b.
     for (const auto& vh : d.upsert_virtual_hosts) {
-      auto it = a.virtual_hosts.find(vh.host);
+      auto it = a.virtual_hosts.find(host_key(vh));
       ASSERT_TRUE(it == a.virtual_hosts.end() || !(it->second == vh)) << "iteration " << i;
     }
     for (const auto& up : d.upsert_upstreams) {
@@ -788,12 +844,16 @@ TEST(DiffApplyPropertyTest, ApplyingTheDiffYieldsTheTarget) {
       ASSERT_TRUE(it == a.certificates.end() || !(it->second == c)) << "iteration " << i;
     }
     for (const auto& t : d.upsert_tls_hosts) {
-      auto it = a.tls_hosts.find(t.host);
+      auto it = a.tls_hosts.find(host_key(t));
       ASSERT_TRUE(it == a.tls_hosts.end() || !(it->second == t)) << "iteration " << i;
     }
     for (const auto& s : d.upsert_substitutions) {
       auto it = a.substitutions.find(s.name);
       ASSERT_TRUE(it == a.substitutions.end() || !(it->second == s)) << "iteration " << i;
+    }
+    for (const auto& l : d.upsert_listeners) {
+      auto it = a.listeners.find(l.name);
+      ASSERT_TRUE(it == a.listeners.end() || !(it->second == l)) << "iteration " << i;
     }
     ASSERT_EQ(d.empty(), a == b) << "iteration " << i;
     ASSERT_TRUE(diff(b, result.config).empty()) << "iteration " << i;

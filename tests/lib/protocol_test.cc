@@ -82,6 +82,15 @@ model::Config sample_config() {
       8443, 301};
   c.virtual_hosts["foo.com"].routes.push_back(gw);
   c.virtual_hosts["foo.com"].routes.push_back(redirect);
+  // A Gateway's listeners, with a host and a TLS host of their own beside the shared foo.com.
+  c.listeners["default/gw:80"] = {"default/gw:80", 20000, false};
+  c.listeners["default/gw:443"] = {"default/gw:443", 20001, true};
+  model::VirtualHost scoped{"foo.com", {route(PathMatch::kPrefix, "/", "default/api:80")}};
+  scoped.listener = "default/gw:80";
+  c.virtual_hosts[model::host_key(scoped)] = scoped;
+  model::TlsHost scoped_tls{"foo.com", "default/foo-cert"};
+  scoped_tls.listener = "default/gw:443";
+  c.tls_hosts[model::host_key(scoped_tls)] = scoped_tls;
   return c;
 }
 
@@ -101,6 +110,8 @@ model::Delta sample_delta() {
   d.upsert_substitutions = {sub};
   d.remove_substitutions = {"default/old"};
   d.upsert_virtual_hosts[0].routes[0].substitution = "default/new";
+  d.upsert_listeners = {{"default/gw:80", 20000, false}};
+  d.remove_listeners = {"default/old:80"};
   return d;
 }
 

@@ -144,6 +144,9 @@ struct ListenerInfo {
   std::set<std::string> kinds;        // route kinds it takes ("HTTPRoute", "GRPCRoute")
   std::string certificate;            // HTTPS: model::Certificate name; empty: none usable
   std::set<std::string> route_hosts;  // hosts of the routes attached (TLS hosts when no hostname)
+  // One address per Gateway: the model::Listener of its port ("namespace/name:port"); empty:
+  // the data plane's shared listeners.
+  std::string model_listener;
   ListenerStatus status;
 };
 
@@ -192,6 +195,7 @@ class GatewayTranslator {
       if (store::gateway_is_ours(gw, store_.gateway_classes(), class_options_)) add_gateway(gw);
     }
     for (const auto& view : select_routes()) add_route(view);
+    assign_listener_ports();
     finish_gateways();
     assemble();
   }
@@ -268,7 +272,11 @@ class GatewayTranslator {
       if (!http && !https) {
         accept_reason = "UnsupportedProtocol";
         accept_message = "protocol " + l.protocol + " is not supported (HTTP and HTTPS are)";
-      } else if (l.port != (http ? options_.gateway_http_port : options_.gateway_https_port)) {
+      } else if (l.port < 1 || l.port > 65535) {
+        accept_reason = "PortUnavailable";
+        accept_message = "port " + std::to_string(l.port) + " is not a TCP port";
+      } else if (!options_.per_gateway_listeners() &&
+                 l.port != (http ? options_.gateway_http_port : options_.gateway_https_port)) {
         accept_reason = "PortUnavailable";
         accept_message =
             "port " + std::to_string(l.port) + " is not the data plane's " + l.protocol + " port " +
@@ -293,6 +301,9 @@ class GatewayTranslator {
 
       li.attachable = accepted && conflict.empty();
       li.programmed = li.attachable && cert_ok;
+      if (options_.per_gateway_listeners() && li.attachable) {
+        li.model_listener = info.key + ":" + std::to_string(l.port);
+      }
       auto& c = li.status.conditions;
       c.push_back(condition("Accepted", accepted, accept_reason, accept_message, gen));
       c.push_back(condition("Programmed", li.programmed, li.programmed ? "Programmed" : "Invalid",
@@ -332,11 +343,11 @@ class GatewayTranslator {
       info.accepted = false;
       status.conditions.push_back(condition(
           "Accepted", false, "UnsupportedAddress",
-          "spec.addresses is not supported: every Gateway shares the data plane's address", gen));
+          "spec.addresses is not supported: the address comes from the data plane's Service", gen));
       status.conditions.push_back(
           condition("Programmed", false, "Invalid", "the Gateway is not accepted", gen));
       report(info.object, Severity::kError,
-             "spec.addresses is not supported (every Gateway shares the data plane's address); "
+             "spec.addresses is not supported (the address comes from the data plane's Service); "
              "Gateway not accepted");
       for (auto& li : info.listeners) li.attachable = li.programmed = false;
     } else {
@@ -348,10 +359,12 @@ class GatewayTranslator {
                         : std::to_string(info.listeners.size() - valid) + " of " +
                               std::to_string(info.listeners.size()) + " listeners are not valid",
                     gen));
-      status.conditions.push_back(condition(
-          "Programmed", programmed > 0, programmed > 0 ? "Programmed" : "Invalid",
-          programmed > 0 ? "programmed in the shared data plane" : "no listener can be programmed",
-          gen));
+      status.conditions.push_back(
+          condition("Programmed", programmed > 0, programmed > 0 ? "Programmed" : "Invalid",
+                    programmed == 0                    ? "no listener can be programmed"
+                    : options_.per_gateway_listeners() ? "programmed on listeners of its own"
+                                                       : "programmed in the shared data plane",
+                    gen));
     }
     result_.gateway_status.gateways.emplace(info.key, std::move(status));
     gateways_.emplace(info.key, std::move(info));
@@ -558,8 +571,8 @@ class GatewayTranslator {
     }
 
     RouteStatus status{*view.kind, ns, view.meta->name, {}};
-    std::set<std::string> hosts;
-    std::set<std::pair<std::string, size_t>> attached;  // (gateway key, listener index)
+    std::set<std::pair<std::string, std::string>> hosts;  // (model listener, host)
+    std::set<std::pair<std::string, size_t>> attached;    // (gateway key, listener index)
     std::set<std::string> seen_parents;
     for (size_t p = 0; p < view.parents->size(); ++p) {
       const auto& parent = (*view.parents)[p];
@@ -614,7 +627,7 @@ class GatewayTranslator {
           attached.emplace(gw_key, i);
           if (!info.listeners[i].programmed) continue;  // attached, not served through it
           for (const auto& host : h) {
-            hosts.insert(host);
+            hosts.emplace(info.listeners[i].model_listener, host);
             info.listeners[i].route_hosts.insert(host);
           }
         }
@@ -642,7 +655,7 @@ class GatewayTranslator {
     }
     if (!status.parents.empty()) result_.gateway_status.routes.emplace(view.key, std::move(status));
     for (const auto& host : hosts) {
-      auto& routes = pending_[host];
+      auto& routes = pending_[host];  // (model listener, host)
       routes.insert(routes.end(), built.routes.begin(), built.routes.end());
     }
     for (const auto& r : built.routes) {
@@ -1106,21 +1119,92 @@ class GatewayTranslator {
     report(std::move(object), Severity::kWarning, std::move(message));
   }
 
+  // One address per Gateway: a data plane port for each Gateway port with a programmed
+  // listener, and the Gateway's Service. A port is chosen by a hash of the listener's name in
+  // the range, the next free one on a collision, names in order: the same in every replica and
+  // after restarts, and moved only by a collision with a newer name.
+  void assign_listener_ports() {
+    if (!options_.per_gateway_listeners()) return;
+    model::Config& config = result_.config;
+    const uint32_t from = options_.gateway_listener_ports_from;
+    const uint32_t size = uint32_t{options_.gateway_listener_ports_to} - from + 1;
+    std::map<std::string, bool> wanted;  // model listener -> TLS
+    for (const auto& [key, info] : gateways_) {
+      for (const auto& li : info.listeners) {
+        if (li.programmed && !li.model_listener.empty()) {
+          wanted.emplace(li.model_listener, li.spec->protocol == "HTTPS");
+        }
+      }
+    }
+    std::set<uint32_t> taken;
+    for (const auto& [name, tls] : wanted) {
+      uint64_t h = 1469598103934665603ULL;
+      for (unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+      uint32_t slot = static_cast<uint32_t>(h % size);
+      uint32_t tries = 0;
+      while (tries < size && taken.contains(slot)) {
+        slot = (slot + 1) % size;
+        ++tries;
+      }
+      if (tries == size) {
+        report("Gateway API", Severity::kError,
+               "no data plane port left in --gateway-listener-ports for listener " + name +
+                   "; it is not served");
+        for (auto& [key, info] : gateways_) {
+          for (auto& li : info.listeners) {
+            if (li.model_listener != name) continue;
+            li.programmed = false;
+            for (auto& c : li.status.conditions) {
+              if (c.type != "Programmed") continue;
+              c.status = kFalse;
+              c.reason = "Invalid";
+              c.message = "no data plane port left for it";
+            }
+          }
+        }
+        continue;
+      }
+      taken.insert(slot);
+      config.listeners.emplace(name,
+                               model::Listener{name, static_cast<uint16_t>(from + slot), tls});
+    }
+    for (const auto& [key, info] : gateways_) {
+      if (!info.accepted) continue;
+      GatewayService service{info.gateway->metadata.namespace_, info.gateway->metadata.name, {}};
+      std::set<int32_t> ports;
+      for (const auto& li : info.listeners) {
+        auto l = config.listeners.find(li.model_listener);
+        if (l == config.listeners.end() || !ports.insert(li.spec->port).second) continue;
+        service.ports.push_back(
+            GatewayServicePort{(l->second.tls ? "https-" : "http-") + std::to_string(li.spec->port),
+                               li.spec->port, l->second.port});
+      }
+      std::sort(service.ports.begin(), service.ports.end(),
+                [](const auto& a, const auto& b) { return a.port < b.port; });
+      if (!service.ports.empty()) result_.gateway_status.services.emplace(key, std::move(service));
+    }
+  }
+
   void assemble() {
     model::Config& config = result_.config;
-    for (auto& [host, routes] : pending_) {
+    for (auto& [where, routes] : pending_) {
+      const auto& [listener, host] = where;
+      if (!listener.empty() && !config.listeners.contains(listener)) continue;  // no port left
       // A Gateway API wildcard stands for one or more labels: the model's "**.suffix" (an
       // Ingress's "*.suffix" stands for exactly one). When an Ingress made "*.suffix" too, that
-      // host takes the routes as well, so that one-label names reach them there.
+      // host takes the routes as well, so that one-label names reach them there (Gateways with
+      // listeners of their own share nothing with Ingresses).
       std::vector<std::string> targets;
       if (is_wildcard(host)) {
         targets.push_back("*" + host);
-        if (config.virtual_hosts.contains(host)) targets.push_back(host);
+        if (listener.empty() && config.virtual_hosts.contains(host)) targets.push_back(host);
       } else {
         targets.push_back(host);
       }
       for (const std::string& target : targets) {
-        auto [it, inserted] = config.virtual_hosts.emplace(target, model::VirtualHost{target, {}});
+        model::VirtualHost fresh{target, {}};
+        fresh.listener = listener;
+        auto [it, inserted] = config.virtual_hosts.emplace(model::host_key(fresh), fresh);
         model::VirtualHost& vh = it->second;
         if (!vh.redirect_to.empty()) {
           warn_once("Gateway API", "host " + target + " redirects to " + vh.redirect_to +
@@ -1155,6 +1239,7 @@ class GatewayTranslator {
     for (const auto& [key, info] : gateways_) {
       for (const auto& li : info.listeners) {
         if (!li.programmed || li.certificate.empty()) continue;
+        if (!li.model_listener.empty() && !config.listeners.contains(li.model_listener)) continue;
         std::set<std::string> hosts;
         if (!li.hostname.empty()) {
           hosts.insert(li.hostname);
@@ -1168,8 +1253,9 @@ class GatewayTranslator {
         for (const auto& name : hosts) {
           // A wildcard of the Gateway API covers any depth: the model's "**.suffix".
           const std::string host = is_wildcard(name) ? "*" + name : name;  // "*" stays "*"
-          auto [it, inserted] =
-              config.tls_hosts.emplace(host, model::TlsHost{host, li.certificate});
+          model::TlsHost entry{host, li.certificate};
+          entry.listener = li.model_listener;
+          auto [it, inserted] = config.tls_hosts.emplace(model::host_key(entry), entry);
           if (!inserted && it->second.certificate != li.certificate) {
             report(info.object, Severity::kWarning,
                    "listener " + quote(li.spec->name) + ": host " + host +
@@ -1191,8 +1277,9 @@ class GatewayTranslator {
   const TranslateOptions& options_;
   TranslateResult& result_;
   store::ClassOptions class_options_;
-  std::map<std::string, GatewayInfo> gateways_;               // ours, by "namespace/name"
-  std::map<std::string, std::vector<model::Route>> pending_;  // host -> routes, in route order
+  std::map<std::string, GatewayInfo> gateways_;  // ours, by "namespace/name"
+  // (model listener, host) -> routes, in route order.
+  std::map<std::pair<std::string, std::string>, std::vector<model::Route>> pending_;
   std::set<std::string> used_upstreams_;
   std::map<std::string, std::pair<const objects::Service*, const objects::ServicePort*>> sources_;
   std::map<std::string, model::Certificate> certificates_;

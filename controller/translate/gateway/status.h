@@ -63,9 +63,27 @@ struct RouteStatus {
   bool operator==(const RouteStatus&) const = default;
 };
 
+// One address per Gateway (TranslateOptions::gateway_listener_ports_*): the ports of the Service
+// that gives a Gateway its address, each leading to the data plane listener of one Gateway port.
+struct GatewayServicePort {
+  std::string name;         // "http-80", "https-443"
+  int32_t port = 0;         // the Gateway's listener port (the Service port)
+  int32_t target_port = 0;  // the data plane's port for it (model::Listener::port)
+  bool operator==(const GatewayServicePort&) const = default;
+};
+
+struct GatewayService {
+  std::string namespace_;  // the Gateway's
+  std::string name;
+  std::vector<GatewayServicePort> ports;  // by port; only ports with a programmed listener
+  bool operator==(const GatewayService&) const = default;
+};
+
 struct GatewayStatusReport {
   std::map<std::string, GatewayClassStatus> gateway_classes;  // by name
   std::map<std::string, GatewayStatus> gateways;              // by "namespace/name"
+  // Set with one address per Gateway: every accepted Gateway of ours, by "namespace/name".
+  std::map<std::string, GatewayService> services;
   std::map<std::string, RouteStatus> routes;  // by "HTTPRoute ns/name" (store::route_key)
   bool operator==(const GatewayStatusReport&) const = default;
 };

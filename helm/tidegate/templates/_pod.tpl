@@ -73,6 +73,9 @@ spec:
         {{- if $publish }}
         - --publish-service={{ $publish }}
         {{- end }}
+        {{- if .Values.gatewayClass.listenerPorts }}
+        - --gateway-listener-ports={{ .Values.gatewayClass.listenerPorts }}
+        {{- end }}
         {{- if not .Values.controller.events }}
         - --disable-events
         {{- end }}

@@ -69,11 +69,18 @@ scope mode. */}}
   verbs: [get, update]
 {{- end -}}
 
-{{/* --publish-service: the controller GETs that one Service every 2 s. */}}
+{{/* --publish-service: the controller GETs that one Service every 2 s. With
+       --gateway-listener-ports it also keeps one Service per Gateway in that namespace (their
+       names are made from the Gateways', so they cannot be listed here). */}}
 {{- define "tidegate.rbac.publishRules" -}}
 {{- $path := include "tidegate.publishServicePath" . -}}
 - apiGroups: [""]
   resources: [services]
   resourceNames: [{{ last (splitList "/" $path) }}]
   verbs: [get]
+{{- if .Values.gatewayClass.listenerPorts }}
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, create, patch, delete]
+{{- end }}
 {{- end -}}

@@ -701,6 +701,125 @@ TEST(GatewayTranslateTest, HttpsListeners) {
 }
 
 // Determinism beyond reversal: every rotation of the input gives the same result.
+TranslateOptions per_gateway(uint16_t from = 20000, uint16_t to = 20999) {
+  TranslateOptions o;
+  o.gateway_listener_ports_from = from;
+  o.gateway_listener_ports_to = to;
+  return o;
+}
+
+// One address per Gateway (--gateway-listener-ports): each Gateway port is a listener of its own.
+TEST(GatewayTranslateTest, PerGatewayListeners) {
+  auto route_to = [](const std::string& name, const std::string& gw, const std::string& svc,
+                     const std::string& extra = "") {
+    return http_route(name, "parentRefs: [{name: " + gw + "}]\n" + extra +
+                                "rules:\n- backendRefs: [{name: " + svc + ", port: 80}]\n");
+  };
+  const std::vector<std::string> two = {gateway_class(),
+                                        gateway("gw-a", http_listener("http")),
+                                        gateway("gw-b", http_listener("http")),
+                                        service("a", 80, "default", 1),
+                                        endpoints("a", 8080, "default", 1),
+                                        service("b", 80, "default", 2),
+                                        endpoints("b", 8080, "default", 2),
+                                        route_to("ra", "gw-a", "a"),
+                                        route_to("rb", "gw-b", "b")};
+  const std::string https =
+      "  - name: https\n    protocol: HTTPS\n    port: 8443\n    hostname: a.com\n    tls:\n"
+      "      certificateRefs: [{name: cert}]\n";
+  const std::vector<Case> cases = {
+      {"two Gateways on port 80 without hostnames: one catch-all host each, on its own listener",
+       two,
+       {"default/gw-a:80 *: Prefix / -> default/a:80",
+        "default/gw-b:80 *: Prefix / -> default/b:80"},
+       {"Gateway default/gw-a: Accepted=True/Accepted Programmed=True/Programmed",
+        "Gateway default/gw-b: Accepted=True/Accepted Programmed=True/Programmed",
+        "HTTPRoute default/ra parent default/gw-a: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {},
+       [](const TranslateResult& r) {
+         ASSERT_EQ(r.config.listeners.size(), 2u);
+         const auto& a = r.config.listeners.at("default/gw-a:80");
+         const auto& b = r.config.listeners.at("default/gw-b:80");
+         EXPECT_FALSE(a.tls);
+         EXPECT_GE(a.port, 20000);
+         EXPECT_LE(a.port, 20999);
+         EXPECT_GE(b.port, 20000);
+         EXPECT_LE(b.port, 20999);
+         EXPECT_NE(a.port, b.port);
+         ASSERT_EQ(r.gateway_status.services.size(), 2u);
+         const auto& sa = r.gateway_status.services.at("default/gw-a");
+         EXPECT_EQ(sa.namespace_, "default");
+         EXPECT_EQ(sa.name, "gw-a");
+         EXPECT_EQ(sa.ports, (std::vector<gateway::GatewayServicePort>{{"http-80", 80, a.port}}));
+         EXPECT_TRUE(r.config.tls_hosts.empty());
+       },
+       per_gateway()},
+      {"a listener's data plane port depends on its name only, not on the other Gateways",
+       {gateway_class(), gateway("gw-a", http_listener("http")), service("a", 80, "default", 1),
+        endpoints("a", 8080, "default", 1), route_to("ra", "gw-a", "a")},
+       {"default/gw-a:80 *: Prefix / -> default/a:80"},
+       {},
+       {},
+       [two](const TranslateResult& r) {
+         TranslateResult both = translate(load(two, per_gateway()), per_gateway());
+         EXPECT_EQ(r.config.listeners.at("default/gw-a:80"),
+                   both.config.listeners.at("default/gw-a:80"));
+       },
+       per_gateway()},
+      {"any port is accepted, and the Ingress default backend does not answer for a Gateway",
+       {gateway_class(), gateway("gw-a", http_listener("alt", "", 8080)),
+        service("a", 80, "default", 1), endpoints("a", 8080, "default", 1),
+        route_to("ra", "gw-a", "a", "hostnames: [x.com]\n")},
+       {"default/gw-a:8080 x.com: Prefix / -> default/a:80"},
+       {"Gateway default/gw-a listener alt: kinds=HTTPRoute,GRPCRoute attached=1 "
+        "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs "
+        "Conflicted=False/NoConflicts"},
+       {},
+       [](const TranslateResult& r) {
+         EXPECT_EQ(r.gateway_status.services.at("default/gw-a").ports.at(0).port, 8080);
+         EXPECT_EQ(r.gateway_status.services.at("default/gw-a").ports.at(0).name, "http-8080");
+       },
+       per_gateway()},
+      {"an HTTPS port: a TLS listener and its certificate scoped to it",
+       {gateway_class(), gateway("gw-a", https), tls_secret("cert"), service("a", 80, "default", 1),
+        endpoints("a", 8080, "default", 1), route_to("ra", "gw-a", "a")},
+       {"default/gw-a:8443 a.com: Prefix / -> default/a:80"},
+       {},
+       {},
+       [](const TranslateResult& r) {
+         ASSERT_TRUE(r.config.listeners.contains("default/gw-a:8443"));
+         EXPECT_TRUE(r.config.listeners.at("default/gw-a:8443").tls);
+         ASSERT_EQ(r.config.tls_hosts.size(), 1u);
+         const auto& [key, th] = *r.config.tls_hosts.begin();
+         EXPECT_EQ(key, "default/gw-a:8443 a.com");
+         EXPECT_EQ(th.listener, "default/gw-a:8443");
+         EXPECT_EQ(th.certificate, "default/cert");
+       },
+       per_gateway()},
+      {"no port left in the range: the listener is reported and not served",
+       two,
+       {"default/gw-a:80 *: Prefix / -> default/a:80"},
+       {},
+       {E("Gateway API",
+          "no data plane port left in --gateway-listener-ports for listener "
+          "default/gw-b:80")},
+       [](const TranslateResult& r) {
+         EXPECT_EQ(r.config.listeners.size(), 1u);
+         EXPECT_EQ(r.config.listeners.at("default/gw-a:80").port, 20000);
+         EXPECT_FALSE(r.gateway_status.services.contains("default/gw-b"));
+         auto lines = status_lines(r.gateway_status);
+         EXPECT_NE(std::find(lines.begin(), lines.end(),
+                             "Gateway default/gw-b listener http: kinds=HTTPRoute,GRPCRoute "
+                             "attached=1 Accepted=True/Accepted Programmed=False/Invalid "
+                             "ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts"),
+                   lines.end());
+       },
+       per_gateway(20000, 20000)},
+  };
+  for (const auto& c : cases) run(c);
+}
+
 TEST(GatewayTranslateTest, InputOrderDoesNotMatter) {
   std::vector<std::string> objects = with_base(
       {tls_secret("cert"), web_route("hostnames: [a.com]\n"),
