@@ -78,7 +78,13 @@ def test_each_gateway_has_its_own_listener_and_routes(gateways):
     s = gateways
     # Two Gateways on the same port 80, routes without hostnames: only separate listeners can
     # send the same request to different backends (the conformance suite's
-    # HTTPRouteMultipleGateways).
+    # HTTPRouteMultipleGateways). The Gateways come first: their listeners open (404: no route
+    # yet) before any route names them, as when a Gateway is created before its routes.
+    s.manifests.write("gateways.yaml", GATEWAY_CLASS,
+                      gateway("gw-a", [{"name": "http", "port": 80, "protocol": "HTTP"}]),
+                      gateway("gw-b", [{"name": "http", "port": 80, "protocol": "HTTP"}]))
+    wait_until(lambda: [backend_at(p) for p in s.ports].count(404) == 2, timeout=15.0,
+               interval=0.2, what="two empty listeners")
     s.manifests.write("gateways.yaml", GATEWAY_CLASS,
                       gateway("gw-a", [{"name": "http", "port": 80, "protocol": "HTTP"}]),
                       gateway("gw-b", [{"name": "http", "port": 80, "protocol": "HTTP"}]),

@@ -67,11 +67,11 @@ std::string Publisher::apply_delta(const protocol::DeltaMsg& msg) {
   for (const auto& cert : msg.delta.upsert_certificates) certs.push_back(&cert);
   if (auto error = check_certificates(certs); !error.empty()) return error;
   const model::Delta& d = msg.delta;
-  const bool upstreams_only = d.upsert_virtual_hosts.empty() && d.remove_virtual_hosts.empty() &&
-                              !d.default_route_changed && d.upsert_certificates.empty() &&
-                              d.remove_certificates.empty() && d.upsert_tls_hosts.empty() &&
-                              d.remove_tls_hosts.empty() && d.upsert_substitutions.empty() &&
-                              d.remove_substitutions.empty();
+  const bool upstreams_only =
+      d.upsert_virtual_hosts.empty() && d.remove_virtual_hosts.empty() &&
+      !d.default_route_changed && d.upsert_certificates.empty() && d.remove_certificates.empty() &&
+      d.upsert_tls_hosts.empty() && d.remove_tls_hosts.empty() && d.upsert_substitutions.empty() &&
+      d.remove_substitutions.empty() && d.upsert_listeners.empty() && d.remove_listeners.empty();
   if (upstreams_only) {
     // The EndpointSlice path: the routes are kept as compiled, only the upstreams change.
     std::string error;

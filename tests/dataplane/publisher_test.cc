@@ -315,6 +315,35 @@ TEST(PublisherTest, ValidDeltaPublishesANewSnapshotAndLeavesTheOldOneAlone) {
   EXPECT_EQ(h.published[0], old);
 }
 
+// A Gateway programmed before any route attaches: the delta holds a listener and nothing else.
+// It is not an upstream-only delta (those keep the compiled routing): the listener must be in the
+// snapshot, or the next delta, naming it from a host, is refused.
+TEST(PublisherTest, AListenerAloneIsAppliedAndHostsCanNameItNext) {
+  Harness h;
+  ASSERT_EQ(h.publisher.apply_snapshot(snapshot(1, base_config())), "");
+  model::Delta d;
+  d.upsert_listeners = {{"ns/gw:80", 20080, false}};
+  EXPECT_EQ(h.publisher.apply_delta(delta(2, 1, d)), "");
+  EXPECT_TRUE(h.publisher.current()->routing->config.listeners.contains("ns/gw:80"));
+
+  model::Delta next;
+  model::VirtualHost scoped = vhost("*", {route(PathMatch::kPrefix, "/", "default/web:80")});
+  scoped.listener = "ns/gw:80";
+  next.upsert_virtual_hosts = {scoped};
+  EXPECT_EQ(h.publisher.apply_delta(delta(3, 2, next)), "");
+  auto cur = h.publisher.current();
+  auto m = cur->router_for("ns/gw:80").match("any.example", "/");
+  ASSERT_NE(m.route, nullptr);
+  EXPECT_EQ(m.route->upstream, "default/web:80");
+
+  model::Delta gone;
+  gone.remove_listeners = {"ns/gw:80"};
+  gone.remove_virtual_hosts = {model::host_key(scoped)};
+  EXPECT_EQ(h.publisher.apply_delta(delta(4, 3, gone)), "");
+  EXPECT_TRUE(h.publisher.current()->routing->config.listeners.empty());
+  EXPECT_EQ(h.publisher.current()->router_for("ns/gw:80").match("any.example", "/").route, nullptr);
+}
+
 TEST(PublisherTest, ChainOfDeltasMatchesTheModel) {
   Harness h;
   model::Config expected = base_config();
