@@ -45,7 +45,8 @@ SUPPORTED = {
                     "HTTPRouteHostRewrite,HTTPRoutePathRewrite,HTTPRoute303RedirectStatusCode,"
                     "HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode,"
                     "HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,"
-                    "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule",
+                    "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule,"
+                    "HTTPRouteCORS",
     "GATEWAY-GRPC": "Gateway,GRPCRoute,ReferenceGrant",
 }
 

@@ -63,10 +63,29 @@ struct RouteStatus {
   bool operator==(const RouteStatus&) const = default;
 };
 
+// A BackendTLSPolicy's status (PolicyStatus): one ancestors[] entry per Gateway of ours through
+// which a route reaches a Service the policy targets (the Gateway API's choice of ancestor for
+// this policy), each with Accepted and ResolvedRefs.
+struct PolicyAncestorStatus {
+  objects::ParentReference ancestor_ref;  // the Gateway
+  std::string controller_name;
+  std::vector<Condition> conditions;  // Accepted, ResolvedRefs
+  bool operator==(const PolicyAncestorStatus&) const = default;
+};
+
+struct BackendTLSPolicyStatus {
+  std::string namespace_;
+  std::string name;
+  std::vector<PolicyAncestorStatus> ancestors;  // by Gateway "namespace/name"
+  bool operator==(const BackendTLSPolicyStatus&) const = default;
+};
+
 struct GatewayStatusReport {
   std::map<std::string, GatewayClassStatus> gateway_classes;  // by name
   std::map<std::string, GatewayStatus> gateways;              // by "namespace/name"
   std::map<std::string, RouteStatus> routes;  // by "HTTPRoute ns/name" (store::route_key)
+  // By "namespace/name"; only policies with an ancestor (a Gateway of ours uses a target).
+  std::map<std::string, BackendTLSPolicyStatus> backend_tls_policies;
   bool operator==(const GatewayStatusReport&) const = default;
 };
 
