@@ -5,6 +5,8 @@ attached routes, the routes' parents[]) as the conformance suite reads it."""
 
 from __future__ import annotations
 
+import time
+
 import harness
 from kubeapps import (backend_address, backends, install_gateway_crds, kube_service, kube_slice,
                       start)
@@ -239,6 +241,20 @@ def test_backend_tls_policy_config_map_and_ancestor_status(cluster, namespace, k
 
     cluster.apply(config_map(other.ca_pem))
     s.wait_status("/", "tls.example", 502)
+
+    # A ConfigMap no policy names is dropped on arrival; when the policy starts naming it, the
+    # controller fetches it by name.
+    late = config_map(ca.ca_pem)
+    late["metadata"]["name"] = "late-ca"
+    cluster.apply(late)
+    time.sleep(1)  # its watch event arrives and it is dropped (no policy names it yet)
+    policy = get(cluster, policy_path)
+    policy["spec"]["validation"]["caCertificateRefs"][0]["name"] = "late-ca"
+    policy.pop("status", None)
+    for k in ("managedFields", "resourceVersion"):
+        policy["metadata"].pop(k, None)
+    cluster.apply(policy)
+    s.wait_backend("/", "tls.example", "tls", timeout=20)
     log = s.controller.log()
     for refused in (" 403", "forbidden", "Forbidden"):
         assert refused not in log, log[-4000:]

@@ -492,5 +492,38 @@ TEST(GatewayRoutesTest, StoreRelevance) {
   EXPECT_FALSE(s.service_referenced("default", "web"));
 }
 
+// BackendTLSPolicies matter when they target a Service a route of ours names; their ConfigMaps
+// when such a policy names them (config_map_named answers for any policy: what the kube source
+// keeps).
+TEST(GatewayRoutesTest, StoreRelevanceOfBackendTlsPolicies) {
+  auto parse = [](const std::string& text) {
+    auto loaded = source::load_manifest_text(text, "x.yaml");
+    EXPECT_TRUE(loaded.errors.empty());
+    return loaded.objects.at(0).object;
+  };
+  const std::string policy =
+      backend_tls_policy("tls",
+                         "targetRefs: [{group: '', kind: Service, name: web}]\nvalidation:\n"
+                         "  caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]\n"
+                         "  hostname: web.internal\n");
+  store::Store s;
+  EXPECT_FALSE(s.insert(parse(policy)));  // nothing of ours uses Service web yet
+  EXPECT_TRUE(s.config_map_named("default", "ca"));
+  EXPECT_FALSE(s.config_map_referenced("default", "ca"));
+  EXPECT_FALSE(s.insert(parse(ca_config_map("ca"))));
+  EXPECT_FALSE(s.insert(parse(ca_config_map("other"))));
+  EXPECT_TRUE(s.insert(parse(gateway_class())));
+  EXPECT_TRUE(s.insert(parse(gateway("gw", http_listener("http")))));
+  EXPECT_TRUE(s.insert(parse(http_route("web",
+                                        "parentRefs: [{name: gw}]\nrules:\n- "
+                                        "backendRefs: [{name: web, port: 80}]\n"))));
+  EXPECT_TRUE(s.config_map_referenced("default", "ca"));
+  EXPECT_FALSE(s.config_map_referenced("default", "other"));
+  EXPECT_TRUE(s.remove(objects::Kind::kConfigMap, "default", "ca"));
+  EXPECT_FALSE(s.remove(objects::Kind::kConfigMap, "default", "other"));
+  EXPECT_TRUE(s.remove(objects::Kind::kBackendTLSPolicy, "default", "tls"));
+  EXPECT_FALSE(s.config_map_named("default", "ca"));
+}
+
 }  // namespace
 }  // namespace tidegate::controller::translate::gateway_table
