@@ -550,10 +550,10 @@ class GatewayTranslator {
           continue;
         }
         ++targets;
-        auto [it, inserted] =
-            policy_for_.emplace(std::make_pair(store::object_key(p->metadata.namespace_, t.name),
-                                               t.section_name.value_or("")),
-                                info.key);
+        auto target = std::make_pair(store::object_key(p->metadata.namespace_, t.name),
+                                     t.section_name.value_or(""));
+        policies_of_target_[target].push_back(info.key);
+        auto [it, inserted] = policy_for_.emplace(target, info.key);
         if (!inserted) {
           ++held;
           report(info.object, Severity::kError,
@@ -953,7 +953,15 @@ class GatewayTranslator {
     if (const PolicyInfo* policy = policy_of(key, *port)) {
       name += "+btls";
       upstream_policy_.emplace(name, policy->key);
-      policy_routes_[policy->key].insert(view.key);
+    }
+    // Every policy targeting the port (the one applied, and those it conflicts with) has the
+    // route's Gateways as ancestors: a Conflicted policy reports so there.
+    std::vector<std::string> sections = {std::string()};
+    if (!port->name.empty()) sections.push_back(port->name);
+    for (const auto& section : sections) {
+      auto all = policies_of_target_.find({key, section});
+      if (all == policies_of_target_.end()) continue;
+      for (const auto& p : all->second) policy_routes_[p].insert(view.key);
     }
     sources_.emplace(name, std::make_pair(service, port));
     return name;
@@ -1567,6 +1575,8 @@ class GatewayTranslator {
   std::map<std::string, PolicyInfo> policies_;  // by "namespace/name"
   // (Service "ns/name", port name or "" for the whole Service) -> the policy that holds it.
   std::map<std::pair<std::string, std::string>, std::string> policy_for_;
+  // The same targets -> every policy naming them, in precedence order.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> policies_of_target_;
   std::map<std::string, std::string> upstream_policy_;           // upstream -> policy
   std::map<std::string, std::set<std::string>> policy_routes_;   // policy -> route keys
   std::map<std::string, std::set<std::string>> route_gateways_;  // route key -> Gateways

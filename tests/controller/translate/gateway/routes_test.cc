@@ -383,11 +383,27 @@ TEST(GatewayRoutesTest, BackendTlsPolicies) {
                     "2024-01-01T00:00:00Z")}),
        {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2"},
        {"BackendTLSPolicy default/old ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "BackendTLSPolicy default/young ancestor default/gw: Accepted=False/Conflicted "
         "ResolvedRefs=True/ResolvedRefs"},
-       {E("BackendTLSPolicy default/young", "already has BackendTLSPolicy default/old")},
+       {E("BackendTLSPolicy default/young", "already has BackendTLSPolicy default/old")}},
+      {"a policy for a port and one for the whole Service both apply (to different ports)",
+       base({secure, slice, ca_config_map("ca"), route,
+             policy("port", "{group: '', kind: Service, name: secure, sectionName: https}", valid),
+             policy("whole", to_secure,
+                    "  caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]\n"
+                    "  hostname: other.example.com\n")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/port ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "BackendTLSPolicy default/whole ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {},
        [](const TranslateResult& r) {
-         // The younger one is in no upstream's path: it has no ancestor, so no status.
-         EXPECT_FALSE(r.gateway_status.backend_tls_policies.contains("default/young"));
+         EXPECT_EQ(r.config.upstreams.at("default/secure:443+btls").tls.server_name,
+                   "secure.example.com");
+         EXPECT_EQ(r.config.upstreams.at("default/secure:8443+h2+btls").tls.server_name,
+                   "other.example.com");
        }},
       {"a missing ConfigMap: NoValidCACertificate, InvalidCACertificateRef; no endpoints (503)",
        base({secure, slice, route,
