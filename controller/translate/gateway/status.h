@@ -1,8 +1,10 @@
 #pragma once
 // The Gateway API status the translator computes (docs/gateway-api.md, "Status"): plain data, made
 // in the same pure pass as the Config, for a status writer to put on the objects. Only objects
-// that are ours appear: GatewayClasses with our controllerName, Gateways of those classes, and
-// routes with a parentRef naming one of those Gateways (one parents[] entry per such parentRef).
+// that are ours appear: GatewayClasses with our controllerName, Gateways of those classes,
+// routes with a parentRef naming one of those Gateways (one parents[] entry per such parentRef),
+// and BackendTLSPolicies targeting a Service such a route uses (one ancestors[] entry per
+// Gateway).
 //
 // Condition types and reasons are exactly the Gateway API's (v1.6): the conformance suite
 // compares them. Every condition carries observedGeneration = the object's metadata.generation.
