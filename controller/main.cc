@@ -393,8 +393,8 @@ int main(int argc, char** argv) {
                "serve them (CRD not installed, or not granted to us)");
   flags.define_bool("disable-gateway-api",
                     "do not watch the Gateway API's kinds (GatewayClass, Gateway, HTTPRoute, "
-                    "GRPCRoute, ReferenceGrant); by default they are watched when their CRDs are "
-                    "installed");
+                    "GRPCRoute, ReferenceGrant, BackendTLSPolicy, and the ConfigMaps policies "
+                    "name); by default they are watched when their CRDs are installed");
   flags.define("gateway-controller-name", std::string(store::kDefaultGatewayControllerName),
                "GatewayClasses with this spec.controllerName are ours");
   flags.define("gateway-http-port", "80",

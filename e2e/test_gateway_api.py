@@ -2,7 +2,8 @@
 folder -> controller -> data plane -> real backends (docs/gateway-api.md). Over HTTP/1.1 and
 HTTP/2. The same data plane features the conformance suite checks on the one-node cluster:
 matches by path, method, header and query parameter; weights; the request and response header
-modifiers; redirects; URL rewrites; 500 for backends that cannot be resolved."""
+modifiers; redirects; URL rewrites; 500 for backends that cannot be resolved; CORS; TLS to
+backends with a BackendTLSPolicy."""
 
 from __future__ import annotations
 
@@ -257,3 +258,114 @@ def test_grpc_route_matches_service_and_method(stack):
     finally:
         g1.stop()
         g2.stop()
+
+
+def test_cors_filter(gateway):
+    """The CORS filter with the conformance suite's cases: exact and wildcard origins, a
+    preflight answered by the proxy, "*" echoed when credentials are allowed."""
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("cors", ["cors.example.com"], [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/cors-1"}}],
+         "filters": [{"type": "CORS", "cors": {
+             "allowOrigins": ["https://www.foo.com", "https://*.bar.com"],
+             "allowMethods": ["GET", "OPTIONS"], "allowHeaders": ["x-header-1", "x-header-2"],
+             "exposeHeaders": ["x-header-3", "x-header-4"], "allowCredentials": True,
+             "maxAge": 3600}}],
+         "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/any"}}],
+         "filters": [{"type": "CORS", "cors": {
+             "allowOrigins": ["*"], "allowMethods": ["*"], "allowHeaders": ["*"],
+             "allowCredentials": True}}],
+         "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/plain"}}],
+         "filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"], "allowMethods": ["PUT"]}}],
+         "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/mirror"}}],
+         "filters": [{"type": "RequestMirror",
+                      "requestMirror": {"backendRef": backend("svc-b")}}],
+         "backendRefs": [backend("svc-a")]},
+    ]))
+    preflight = {"Origin": "https://xpto.www.bar.com", "Access-Control-Request-Method": "GET",
+                 "Access-Control-Request-Headers": "x-header-1, x-header-2"}
+    s.wait_backend("/cors-1", "cors.example.com", "a")
+    r = proto_request(s.port, "OPTIONS", "/cors-1", "cors.example.com", headers=preflight)
+    assert r.status == 204
+    assert r.header("Access-Control-Allow-Origin") == "https://xpto.www.bar.com"
+    assert r.header("Access-Control-Allow-Methods") == "GET, OPTIONS"
+    assert r.header("Access-Control-Allow-Headers") == "x-header-1, x-header-2"
+    assert r.header("Access-Control-Expose-Headers") == "x-header-3, x-header-4"
+    assert r.header("Access-Control-Max-Age") == "3600"
+    assert r.header("Access-Control-Allow-Credentials") == "true"
+    # The default port of the scheme is the same origin, written or not.
+    r = s.get("/cors-1", "cors.example.com", headers={"Origin": "https://www.foo.com:443"})
+    assert r.status == 200 and r.header("Access-Control-Allow-Origin") == "https://www.foo.com:443"
+    # Not an allowed origin: no CORS fields; its preflight is answered by the proxy all the same
+    # (204 without them), not sent to the backend.
+    r = s.get("/cors-1", "cors.example.com", headers={"Origin": "https://foobar.com"})
+    assert r.status == 200 and r.header("Access-Control-Allow-Origin") is None
+    before = len(s.backends_by_name["a"].requests)
+    r = proto_request(s.port, "OPTIONS", "/cors-1", "cors.example.com", headers={
+        "Origin": "https://foobar.com", "Access-Control-Request-Method": "GET"})
+    assert r.status == 204 and r.header("Access-Control-Allow-Origin") is None
+    assert len(s.backends_by_name["a"].requests) == before
+    # "*" with credentials: the request's own origin, method and headers.
+    r = proto_request(s.port, "OPTIONS", "/any", "cors.example.com", headers={
+        "Origin": "https://other.foo.com", "Access-Control-Request-Method": "PUT",
+        "Access-Control-Request-Headers": "x-header-1"})
+    assert r.status == 204
+    assert r.header("Access-Control-Allow-Origin") == "https://other.foo.com"
+    assert r.header("Access-Control-Allow-Methods") == "PUT"
+    assert r.header("Access-Control-Allow-Headers") == "x-header-1"
+    assert r.header("Access-Control-Allow-Credentials") == "true"
+    assert r.header("Access-Control-Max-Age") == "5"
+    # "*" without credentials: a literal "*", never credentials.
+    r = proto_request(s.port, "PUT", "/plain", "cors.example.com", body=b"x",
+                      headers={"Origin": "https://foobar.com:12345"})
+    assert r.status == 200 and r.header("Access-Control-Allow-Origin") == "*"
+    assert r.header("Access-Control-Allow-Credentials") is None
+    # A rule with a filter Tidegate does not support answers 500 rather than skipping it.
+    assert s.get("/mirror", "cors.example.com").status == 500
+
+
+def test_backend_tls_policy(stack, tmp_path):
+    """A BackendTLSPolicy makes the Service's upstream TLS: SNI and verification for its
+    hostname with the CA in a ConfigMap; a wrong hostname fails (502); a missing ConfigMap
+    fails closed (503)."""
+    from harness import CertAuthority, TlsBackend
+    ca = CertAuthority(tmp_path / "ca")
+    ca.issue("backend", ["backend.internal"], "ec")
+    b = TlsBackend("tls", ca.folder / "backend.crt", ca.folder / "backend.key")
+    stack.backends.append(b)
+
+    def policy(name: str, svc: str, hostname: str, config_map: str) -> dict:
+        return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": svc}],
+                         "validation": {"caCertificateRefs": [
+                             {"group": "", "kind": "ConfigMap", "name": config_map}],
+                             "hostname": hostname}}}
+
+    services = []
+    for svc in ("svc-tls", "svc-wrong-name", "svc-no-ca"):
+        services += [service(svc, port_name="https"),
+                     endpoint_slice(f"{svc}-1", svc, [b.host], b.port, port_name="https")]
+    stack.manifests.write("gateway.yaml", GATEWAY_CLASS, GATEWAY)
+    stack.manifests.write(
+        "tls.yaml", *services,
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "backend-ca", "namespace": "default"},
+         "data": {"ca.crt": ca.ca_pem.decode()}},
+        policy("tls", "svc-tls", "backend.internal", "backend-ca"),
+        policy("wrong-name", "svc-wrong-name", "other.internal", "backend-ca"),
+        policy("no-ca", "svc-no-ca", "backend.internal", "no-such-config-map"),
+        http_route("tls", ["tls.example.com"], [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/wrong-name"}}],
+             "backendRefs": [backend("svc-wrong-name")]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/no-ca"}}],
+             "backendRefs": [backend("svc-no-ca")]},
+            {"backendRefs": [backend("svc-tls")]}]))
+    r = stack.wait_backend("/hello", "tls.example.com", "tls")
+    assert r.json()["path"] == "/hello"
+    assert "backend.internal" in b.server_names
+    assert stack.get("/wrong-name", "tls.example.com").status == 502
+    assert stack.get("/no-ca", "tls.example.com").status == 503

@@ -32,6 +32,10 @@ Resource resource_of(Kind kind) {
       return {"/apis/gateway.networking.k8s.io/v1beta1", "referencegrants", true};
     case Kind::kNamespace:
       return {"/api/v1", "namespaces", false};
+    case Kind::kBackendTLSPolicy:
+      return {"/apis/gateway.networking.k8s.io/v1", "backendtlspolicies", true};
+    case Kind::kConfigMap:
+      return {"/api/v1", "configmaps", true};
   }
   return {"/api/v1", "unknown", true};
 }

@@ -18,7 +18,8 @@ KubeSource::KubeSource(std::unique_ptr<ApiClient> client, store::ClassOptions cl
                              Kind::kEndpointSlice, Kind::kSecret,  Kind::kSubstitutionRuleSet};
   if (options_.gateway_api) {
     kinds.insert(kinds.end(), {Kind::kGatewayClass, Kind::kGateway, Kind::kHTTPRoute,
-                               Kind::kGRPCRoute, Kind::kReferenceGrant, Kind::kNamespace});
+                               Kind::kGRPCRoute, Kind::kReferenceGrant, Kind::kNamespace,
+                               Kind::kBackendTLSPolicy, Kind::kConfigMap});
   }
   for (Kind kind : kinds) {
     ReflectorOptions reflector = options_.reflector;
@@ -126,9 +127,53 @@ void KubeSource::fetch_secrets(const std::vector<std::pair<std::string, std::str
   }
 }
 
+std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_config_maps(
+    const std::set<std::string>& keys) {
+  std::vector<std::pair<std::string, std::string>> wanted;
+  for (const auto& key : keys) {
+    auto [ns, name] = split_key(key);
+    const bool named = store_.config_map_named(ns, name);
+    const bool stored = store_.config_maps().contains(key);
+    if (stored && !named) store_.remove(Kind::kConfigMap, ns, name);
+    if (named && !stored) wanted.emplace_back(ns, name);
+  }
+  return wanted;
+}
+
+std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_all_config_maps() {
+  std::set<std::string> keys = keys_of(store_.config_maps());
+  for (const auto& [key, policy] : store_.backend_tls_policies()) {
+    keys.merge(store::config_maps_named(policy));
+  }
+  return reconcile_config_maps(keys);
+}
+
+void KubeSource::fetch_config_maps(const std::vector<std::pair<std::string, std::string>>& wanted) {
+  for (const auto& [ns, name] : wanted) {
+    Response r = client_->get(resource_path(Kind::kConfigMap, ns, name));
+    if (r.status != 200) continue;  // missing: the translator reports it
+    try {
+      auto parsed = objects::parse_config_map(YAML::Load(r.body));
+      if (parsed.ok()) upsert(std::move(*parsed.value));
+    } catch (const YAML::Exception&) {
+      TG_WARN("kube", "ConfigMap " << ns << "/" << name << ": unreadable answer");
+    }
+  }
+}
+
+namespace {
+
+std::set<std::string> policy_config_maps_of(const store::Store& store, const std::string& key) {
+  auto it = store.backend_tls_policies().find(key);
+  return it == store.backend_tls_policies().end() ? std::set<std::string>{}
+                                                  : store::config_maps_named(it->second);
+}
+
+}  // namespace
+
 void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
   bool changed = false;
-  std::vector<std::pair<std::string, std::string>> wanted;
+  std::vector<std::pair<std::string, std::string>> wanted, wanted_maps;
   {
     std::lock_guard lock(mu_);
     std::set<std::string> before;
@@ -169,12 +214,21 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       case Kind::kNamespace:
         before = keys_of(store_.namespaces());
         break;
+      case Kind::kBackendTLSPolicy:
+        before = keys_of(store_.backend_tls_policies());
+        break;
+      case Kind::kConfigMap:
+        before = keys_of(store_.config_maps());
+        break;
     }
     for (auto& o : objects) {
       const auto& meta = objects::meta_of(o);
       before.erase(
           store::object_key(objects::is_namespaced(kind) ? meta.namespace_ : "", meta.name));
       if (kind == Kind::kSecret && !secret_referenced(meta.namespace_, meta.name)) continue;
+      if (kind == Kind::kConfigMap && !store_.config_map_named(meta.namespace_, meta.name)) {
+        continue;  // only CA bundles a BackendTLSPolicy names are kept
+      }
       changed |= store_.insert(std::move(o));
     }
     for (const auto& key : before) {  // deleted while we were not watching
@@ -182,15 +236,17 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       changed |= store_.remove(kind, ns, name);
     }
     if (kind == Kind::kIngress || kind == Kind::kGateway) wanted = reconcile_all_secrets();
+    if (kind == Kind::kBackendTLSPolicy) wanted_maps = reconcile_all_config_maps();
   }
   fetch_secrets(wanted);
+  fetch_config_maps(wanted_maps);
   if (changed) notify_(kind);
 }
 
 void KubeSource::upsert(objects::Object object) {
   const Kind kind = objects::kind_of(object);
   bool changed = false;
-  std::vector<std::pair<std::string, std::string>> wanted;
+  std::vector<std::pair<std::string, std::string>> wanted, wanted_maps;
   {
     std::lock_guard lock(mu_);
     if (kind == Kind::kSecret) {
@@ -217,11 +273,27 @@ void KubeSource::upsert(objects::Object object) {
       changed = store_.insert(std::move(object));
       secrets.merge(gateway_secrets_of(store_, key));
       wanted = reconcile_secrets(secrets);
+    } else if (kind == Kind::kConfigMap) {
+      const auto& meta = objects::meta_of(object);
+      if (!store_.config_map_named(meta.namespace_, meta.name)) {
+        changed = store_.remove(kind, meta.namespace_, meta.name);
+      } else {
+        changed = store_.insert(std::move(object));
+      }
+    } else if (kind == Kind::kBackendTLSPolicy) {
+      // The ConfigMaps this policy names, before or after.
+      const auto& meta = objects::meta_of(object);
+      const std::string key = store::object_key(meta.namespace_, meta.name);
+      std::set<std::string> maps = policy_config_maps_of(store_, key);
+      changed = store_.insert(std::move(object));
+      maps.merge(policy_config_maps_of(store_, key));
+      wanted_maps = reconcile_config_maps(maps);
     } else {
       changed = store_.insert(std::move(object));
     }
   }
   fetch_secrets(wanted);
+  fetch_config_maps(wanted_maps);
   TG_DEBUG("kube", objects::to_string(kind) << " changed: " << (changed ? "rebuild" : "no effect"));
   if (changed) notify_(kind);
 }
@@ -236,8 +308,13 @@ void KubeSource::remove(Kind kind, const std::string& namespace_, const std::str
     } else if (kind == Kind::kGateway) {
       secrets = gateway_secrets_of(store_, store::object_key(namespace_, name));
     }
+    std::set<std::string> maps;
+    if (kind == Kind::kBackendTLSPolicy) {
+      maps = policy_config_maps_of(store_, store::object_key(namespace_, name));
+    }
     changed = store_.remove(kind, namespace_, name);
     if (kind == Kind::kIngress || kind == Kind::kGateway) reconcile_secrets(secrets);
+    if (kind == Kind::kBackendTLSPolicy) reconcile_config_maps(maps);
   }
   if (changed) notify_(kind);
 }

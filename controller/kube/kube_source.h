@@ -6,7 +6,8 @@
 //
 // Secrets: only those an Ingress names (spec.tls, proxy-ssl-secret, auth-secret,
 // auth-tls-secret) are kept; the rest are dropped
-// on arrival, and one that becomes referenced later is fetched by name.
+// on arrival, and one that becomes referenced later is fetched by name. ConfigMaps likewise:
+// only those a BackendTLSPolicy names in caCertificateRefs (its CA bundle) are kept.
 //
 // SubstitutionRuleSets: all are kept (they are small, and an Ingress may start naming one at any
 // time). Their CRD is optional: while the API server does not serve the resource, the kind is
@@ -79,6 +80,11 @@ class KubeSource : public ReflectorSink {
       const std::set<std::string>& keys);
   std::vector<std::pair<std::string, std::string>> reconcile_all_secrets();
   void fetch_secrets(const std::vector<std::pair<std::string, std::string>>& wanted);
+  // ConfigMaps likewise, for the BackendTLSPolicies that name them (caCertificateRefs).
+  std::vector<std::pair<std::string, std::string>> reconcile_config_maps(
+      const std::set<std::string>& keys);
+  std::vector<std::pair<std::string, std::string>> reconcile_all_config_maps();
+  void fetch_config_maps(const std::vector<std::pair<std::string, std::string>>& wanted);
 
   std::unique_ptr<ApiClient> client_;
   KubeSourceOptions options_;

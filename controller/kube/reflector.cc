@@ -118,6 +118,18 @@ std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
       result.error = r.error;
       break;
     }
+    case Kind::kBackendTLSPolicy: {
+      auto r = objects::parse_backend_tls_policy(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
+    case Kind::kConfigMap: {
+      auto r = objects::parse_config_map(node);
+      if (r.ok()) return objects::Object(std::move(*r.value));
+      result.error = r.error;
+      break;
+    }
   }
   // The message names the field, never a value, so this is safe for Secrets too.
   std::string ns, name;

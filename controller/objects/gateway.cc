@@ -129,6 +129,18 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       rewrite.hostname = opt_string(u, "hostname", upath);
       rewrite.path = parse_path_modifier(u, upath);
       f.url_rewrite = std::move(rewrite);
+    } else if (f.type == "CORS") {
+      const std::string cpath = field(fpath, "cors");
+      YAML::Node c = required("cors");
+      expect_map(c, cpath);
+      HTTPCORSFilter cors;
+      cors.allow_origins = string_list(c, "allowOrigins", cpath);
+      cors.allow_credentials = opt_bool(c, "allowCredentials", cpath);
+      cors.allow_methods = string_list(c, "allowMethods", cpath);
+      cors.allow_headers = string_list(c, "allowHeaders", cpath);
+      cors.expose_headers = string_list(c, "exposeHeaders", cpath);
+      cors.max_age = opt_integer(c, "maxAge", cpath);
+      f.cors = std::move(cors);
     }
     out.push_back(std::move(f));
   });
@@ -335,7 +347,56 @@ ReferenceGrant convert_reference_grant(const YAML::Node& obj) {
   return grant;
 }
 
+BackendTLSPolicy convert_backend_tls_policy(const YAML::Node& obj) {
+  BackendTLSPolicy p;
+  p.metadata = parse_meta(obj, true);
+  const YAML::Node spec = spec_of(obj);
+  const std::string sp = "spec";
+  for_each_item(spec, "targetRefs", sp, [&](const YAML::Node& n, const std::string& path) {
+    expect_map(n, path);
+    p.target_refs.push_back(
+        PolicyTargetReference{opt_text(n, "group", path), req_string(n, "kind", path),
+                              req_string(n, "name", path), opt_string(n, "sectionName", path)});
+  });
+  const std::string vpath = field(sp, "validation");
+  const YAML::Node v = child(spec, "validation");
+  if (!present(v)) fail(vpath, "required field missing");
+  expect_map(v, vpath);
+  for_each_item(v, "caCertificateRefs", vpath, [&](const YAML::Node& n, const std::string& path) {
+    expect_map(n, path);
+    p.ca_certificate_refs.push_back(LocalObjectReference{
+        opt_text(n, "group", path), req_string(n, "kind", path), req_string(n, "name", path)});
+  });
+  p.well_known_ca_certificates = opt_string(v, "wellKnownCACertificates", vpath);
+  if (p.well_known_ca_certificates && p.well_known_ca_certificates->empty()) {
+    p.well_known_ca_certificates.reset();
+  }
+  p.hostname = req_string(v, "hostname", vpath);
+  for_each_item(v, "subjectAltNames", vpath, [&](const YAML::Node& n, const std::string& path) {
+    expect_map(n, path);
+    p.subject_alt_names.push_back(SubjectAltName{
+        req_string(n, "type", path), opt_text(n, "hostname", path), opt_text(n, "uri", path)});
+  });
+  p.has_options = present(child(spec, "options"));
+  return p;
+}
+
+ConfigMap convert_config_map(const YAML::Node& obj) {
+  ConfigMap c;
+  c.metadata = parse_meta(obj, true);
+  c.data = string_map(obj, "data", "");
+  return c;
+}
+
 }  // namespace
+
+ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const YAML::Node& node) {
+  return guarded<BackendTLSPolicy>(node, convert_backend_tls_policy);
+}
+
+ParseResult<ConfigMap> parse_config_map(const YAML::Node& node) {
+  return guarded<ConfigMap>(node, convert_config_map);
+}
 
 ParseResult<GatewayClass> parse_gateway_class(const YAML::Node& node) {
   return guarded<GatewayClass>(node, convert_gateway_class);

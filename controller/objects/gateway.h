@@ -1,8 +1,9 @@
 #pragma once
 // Typed views of the Gateway API's objects (gateway.networking.k8s.io, v1.6 standard channel)
 // that the Gateway translator reads (controller/translate/gateway/), holding only the fields it
-// uses: GatewayClass, Gateway, HTTPRoute and GRPCRoute (v1), ReferenceGrant (v1beta1, and the
-// identical v1), and v1 Namespace (its labels, for allowedRoutes selectors).
+// uses: GatewayClass, Gateway, HTTPRoute, GRPCRoute and BackendTLSPolicy (v1), ReferenceGrant
+// (v1beta1, and the identical v1), v1 Namespace (its labels, for allowedRoutes selectors) and v1
+// ConfigMap (the CA bundles BackendTLSPolicies name).
 //
 // As for the other kinds (objects.h), the shape is strict — a sequence where a mapping is
 // expected, a missing required field or a port out of range rejects the object with a message
@@ -161,8 +162,19 @@ struct HTTPURLRewriteFilter {
   bool operator==(const HTTPURLRewriteFilter&) const = default;
 };
 
+// The CORS filter (HTTPRoute only). Values as written: the translator checks them.
+struct HTTPCORSFilter {
+  std::vector<std::string> allow_origins;
+  std::optional<bool> allow_credentials;
+  std::vector<std::string> allow_methods;
+  std::vector<std::string> allow_headers;
+  std::vector<std::string> expose_headers;
+  std::optional<int64_t> max_age;  // seconds; unset: 5 (the API server's default)
+  bool operator==(const HTTPCORSFilter&) const = default;
+};
+
 // One filter of an HTTPRoute or GRPCRoute rule (or of a backendRef). The field of its type is
-// set when the type is one the translator reads; the others (RequestMirror, CORS, ExtensionRef,
+// set when the type is one the translator reads; the others (RequestMirror, ExtensionRef,
 // ExternalAuth, unknown ones) keep only their type.
 struct HTTPRouteFilter {
   std::string type;
@@ -170,6 +182,7 @@ struct HTTPRouteFilter {
   std::optional<HTTPHeaderFilter> response_header_modifier;
   std::optional<HTTPRequestRedirectFilter> request_redirect;
   std::optional<HTTPURLRewriteFilter> url_rewrite;
+  std::optional<HTTPCORSFilter> cors;
   bool operator==(const HTTPRouteFilter&) const = default;
 };
 
@@ -255,6 +268,47 @@ struct ReferenceGrant {
   bool operator==(const ReferenceGrant&) const = default;
 };
 
+// ---- BackendTLSPolicy (v1) and ConfigMap (v1; its data, for caCertificateRefs) ----
+
+struct PolicyTargetReference {
+  std::string group;  // "" (core) for a Service
+  std::string kind;
+  std::string name;
+  std::optional<std::string> section_name;  // a Service port's name
+  bool operator==(const PolicyTargetReference&) const = default;
+};
+
+struct LocalObjectReference {
+  std::string group;
+  std::string kind;
+  std::string name;
+  bool operator==(const LocalObjectReference&) const = default;
+};
+
+struct SubjectAltName {
+  std::string type;  // Hostname, URI
+  std::string hostname;
+  std::string uri;
+  bool operator==(const SubjectAltName&) const = default;
+};
+
+struct BackendTLSPolicy {
+  ObjectMeta metadata;
+  std::vector<PolicyTargetReference> target_refs;
+  std::vector<LocalObjectReference> ca_certificate_refs;  // validation.caCertificateRefs
+  std::optional<std::string> well_known_ca_certificates;  // validation.wellKnownCACertificates
+  std::string hostname;                                   // validation.hostname (required)
+  std::vector<SubjectAltName> subject_alt_names;          // validation.subjectAltNames
+  bool has_options = false;                               // spec.options is set
+  bool operator==(const BackendTLSPolicy&) const = default;
+};
+
+struct ConfigMap {
+  ObjectMeta metadata;
+  std::map<std::string, std::string> data;  // `data` only (a CA bundle is text)
+  bool operator==(const ConfigMap&) const = default;
+};
+
 // Conversions (never throw; see objects.h).
 ParseResult<GatewayClass> parse_gateway_class(const YAML::Node& node);
 ParseResult<Gateway> parse_gateway(const YAML::Node& node);
@@ -262,5 +316,7 @@ ParseResult<HTTPRoute> parse_http_route(const YAML::Node& node);
 ParseResult<GRPCRoute> parse_grpc_route(const YAML::Node& node);
 ParseResult<ReferenceGrant> parse_reference_grant(const YAML::Node& node);
 ParseResult<Namespace> parse_namespace(const YAML::Node& node);
+ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const YAML::Node& node);
+ParseResult<ConfigMap> parse_config_map(const YAML::Node& node);
 
 }  // namespace tidegate::controller::objects

@@ -62,6 +62,10 @@ const char* to_string(Kind k) {
       return "ReferenceGrant";
     case Kind::kNamespace:
       return "Namespace";
+    case Kind::kBackendTLSPolicy:
+      return "BackendTLSPolicy";
+    case Kind::kConfigMap:
+      return "ConfigMap";
   }
   return "?";
 }
@@ -98,6 +102,7 @@ std::string_view api_version_of(Kind k) {
     case Kind::kService:
     case Kind::kSecret:
     case Kind::kNamespace:
+    case Kind::kConfigMap:
       return "v1";
     case Kind::kSubstitutionRuleSet:
       return kSubstitutionRuleSetApiVersion;
@@ -105,6 +110,7 @@ std::string_view api_version_of(Kind k) {
     case Kind::kGateway:
     case Kind::kHTTPRoute:
     case Kind::kGRPCRoute:
+    case Kind::kBackendTLSPolicy:
       return kGatewayApiVersion;
     case Kind::kReferenceGrant:
       return kReferenceGrantApiVersion;
@@ -419,6 +425,10 @@ ParseResult<Object> parse_object(const YAML::Node& node) {
         return rethrow(parse_reference_grant(obj));
       case Kind::kNamespace:
         return rethrow(parse_namespace(obj));
+      case Kind::kBackendTLSPolicy:
+        return rethrow(parse_backend_tls_policy(obj));
+      case Kind::kConfigMap:
+        return rethrow(parse_config_map(obj));
     }
     fail("kind", "unsupported kind \"" + kind_name + "\"");
   });

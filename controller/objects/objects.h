@@ -211,18 +211,22 @@ enum class Kind {
   kGRPCRoute,
   kReferenceGrant,
   kNamespace,
+  kBackendTLSPolicy,
+  kConfigMap,  // only those a BackendTLSPolicy names are kept (kube_source.h)
 };
 const char* to_string(Kind k);  // "Ingress", ...
 // Every kind, in declaration order.
 inline constexpr Kind kAllKinds[] = {
-    Kind::kIngress,   Kind::kIngressClass,        Kind::kService,        Kind::kEndpointSlice,
-    Kind::kSecret,    Kind::kSubstitutionRuleSet, Kind::kGatewayClass,   Kind::kGateway,
-    Kind::kHTTPRoute, Kind::kGRPCRoute,           Kind::kReferenceGrant, Kind::kNamespace};
+    Kind::kIngress,          Kind::kIngressClass,   Kind::kService,
+    Kind::kEndpointSlice,    Kind::kSecret,         Kind::kSubstitutionRuleSet,
+    Kind::kGatewayClass,     Kind::kGateway,        Kind::kHTTPRoute,
+    Kind::kGRPCRoute,        Kind::kReferenceGrant, Kind::kNamespace,
+    Kind::kBackendTLSPolicy, Kind::kConfigMap};
 
 // Alternatives in the same order as Kind (kind_of relies on it).
-using Object =
-    std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret, SubstitutionRuleSet,
-                 GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, Namespace>;
+using Object = std::variant<Ingress, IngressClass, Service, EndpointSlice, Secret,
+                            SubstitutionRuleSet, GatewayClass, Gateway, HTTPRoute, GRPCRoute,
+                            ReferenceGrant, Namespace, BackendTLSPolicy, ConfigMap>;
 
 Kind kind_of(const Object& o);
 const ObjectMeta& meta_of(const Object& o);

@@ -90,15 +90,40 @@ json parent_ref_json(const objects::ParentReference& ref) {
   return j;
 }
 
+namespace {
+
+// The entries of `current` (a status list) that another controller wrote.
+json foreign_entries(const json& current, const std::string& controller_name) {
+  json out = json::array();
+  if (current.is_array()) {
+    for (const auto& p : current) {
+      if (p.is_object() && p.value("controllerName", "") != controller_name) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+json policy_ancestors_json(const translate::gateway::BackendTLSPolicyStatus& s, const json& current,
+                           const std::string& controller_name, TransitionTimes& times,
+                           const std::string& now) {
+  json ancestors = foreign_entries(current, controller_name);
+  const std::string object = "BackendTLSPolicy " + s.namespace_ + "/" + s.name;
+  for (const auto& a : s.ancestors) {
+    const json ref = parent_ref_json(a.ancestor_ref);
+    ancestors.push_back(
+        json{{"ancestorRef", ref},
+             {"controllerName", a.controller_name},
+             {"conditions", conditions_json(a.conditions, object + " " + ref.dump(), times, now)}});
+  }
+  return ancestors;
+}
+
 json route_parents_json(const translate::gateway::RouteStatus& s, const json& current,
                         const std::string& controller_name, TransitionTimes& times,
                         const std::string& now) {
-  json parents = json::array();
-  if (current.is_array()) {
-    for (const auto& p : current) {
-      if (p.is_object() && p.value("controllerName", "") != controller_name) parents.push_back(p);
-    }
-  }
+  json parents = foreign_entries(current, controller_name);
   const std::string object = s.kind + " " + s.namespace_ + "/" + s.name;
   for (const auto& p : s.parents) {
     const json ref = parent_ref_json(p.parent_ref);
@@ -176,6 +201,7 @@ void GatewayStatusWriter::sync() {
     written_.clear();  // when we lead again, write everything once
     routes_written_.clear();
     if (services_) services_->forget();
+    policies_written_.clear();
     return;
   }
   std::optional<translate::gateway::GatewayStatusReport> report;
@@ -253,39 +279,73 @@ void GatewayStatusWriter::write_routes(const translate::gateway::GatewayStatusRe
       ++it;
     }
   }
+  // BackendTLSPolicies: our ancestors[] entries, likewise.
+  std::set<std::string> policies;
+  for (const auto& [key, s] : report->backend_tls_policies) {
+    const std::string path = status_path(objects::Kind::kBackendTLSPolicy, s.namespace_, s.name);
+    policies.insert(path);
+    const json ours = policy_ancestors_json(s, json::array(), controller_name_, times_, now);
+    if (write_owned_entries(
+            path, "ancestors", "BackendTLSPolicy " + key, ours.dump(), [&](const json& current) {
+              return policy_ancestors_json(s, current, controller_name_, times_, now);
+            })) {
+      policies_written_.insert(path);
+    }
+  }
+  for (auto it = policies_written_.begin(); it != policies_written_.end();) {
+    if (policies.contains(*it)) {
+      ++it;
+      continue;
+    }
+    if (write_owned_entries(*it, "ancestors", *it, "[]", [&](const json& current) {
+          return foreign_entries(current, controller_name_);
+        })) {
+      written_.erase(*it + "#ours");
+      it = policies_written_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 bool GatewayStatusWriter::write_route_parents(const std::string& path,
                                               const translate::gateway::RouteStatus& s,
                                               const std::string& now) {
-  // Other controllers' entries stay: read the route's parents first (only when ours change,
-  // judged by what we would write with no foreign entries).
   const std::string ours =
       route_parents_json(s, json::array(), controller_name_, times_, now).dump();
+  const std::string what =
+      s.kind + " " + (s.namespace_.empty() ? s.name : s.namespace_ + "/" + s.name);
+  return write_owned_entries(path, "parents", what, ours, [&](const json& current) {
+    return route_parents_json(s, current, controller_name_, times_, now);
+  });
+}
+
+bool GatewayStatusWriter::write_owned_entries(const std::string& path, const std::string& field,
+                                              const std::string& what, const std::string& ours,
+                                              const std::function<json(const json&)>& merged) {
+  // Other controllers' entries stay: read the object's list first (only when ours change,
+  // judged by what we would write with no foreign entries).
   if (auto it = written_.find(path + "#ours"); it != written_.end() && it->second == ours) {
     return true;
   }
   const std::string object_path = path.substr(0, path.size() - std::string("/status").size());
   kube::Response current = client_.get(object_path);
-  if (current.status == 404) return s.parents.empty();  // gone: nothing left to clear
+  if (current.status == 404) return ours == "[]";  // gone: nothing left to clear
   if (current.status != 200) return false;
-  json parents = json::array();
+  json entries = json::array();
   std::string resource_version;
   try {
     json object = json::parse(current.body);
     resource_version = object["metadata"].value("resourceVersion", "");
-    if (object.contains("status") && object["status"].contains("parents")) {
-      parents = object["status"]["parents"];
+    if (object.contains("status") && object["status"].contains(field)) {
+      entries = object["status"][field];
     }
   } catch (const json::exception&) {
     return false;
   }
-  json body{
-      {"metadata", {{"resourceVersion", resource_version}}},
-      {"status", {{"parents", route_parents_json(s, parents, controller_name_, times_, now)}}}};
+  json body{{"metadata", {{"resourceVersion", resource_version}}},
+            {"status", {{field, merged(entries)}}}};
   written_.erase(path);  // the resourceVersion makes every body new: always send
-  const std::string what =
-      s.kind + " " + (s.namespace_.empty() ? s.name : s.namespace_ + "/" + s.name);
   if (!patch(path, what, body.dump())) return false;
   written_[path + "#ours"] = ours;
   return true;

@@ -1,7 +1,8 @@
 #pragma once
 // Writes the Gateway API status the translator computed (translate/gateway/status.h) onto the
-// objects: GatewayClass, Gateway (with the data plane's addresses) and the parents[] entries of
-// HTTPRoutes and GRPCRoutes that name our Gateways. Only the leader writes (when an elector is
+// objects: GatewayClass, Gateway (with the data plane's addresses), the parents[] entries of
+// HTTPRoutes and GRPCRoutes that name our Gateways, and the ancestors[] entries of
+// BackendTLSPolicies whose Services those routes use. Only the leader writes (when an elector is
 // given). docs/gateway-api.md, "Status".
 //
 // What was written is remembered per object, so a steady state costs no API call. Conditions
@@ -69,6 +70,11 @@ nlohmann::json parent_ref_json(const objects::ParentReference& ref);
 nlohmann::json route_parents_json(const translate::gateway::RouteStatus& s,
                                   const nlohmann::json& current, const std::string& controller_name,
                                   TransitionTimes& times, const std::string& now);
+// A BackendTLSPolicy's new status.ancestors, likewise.
+nlohmann::json policy_ancestors_json(const translate::gateway::BackendTLSPolicyStatus& s,
+                                     const nlohmann::json& current,
+                                     const std::string& controller_name, TransitionTimes& times,
+                                     const std::string& now);
 
 class GatewayStatusWriter {
  public:
@@ -90,6 +96,12 @@ class GatewayStatusWriter {
   // keeping other controllers'. True when done (or nothing was to be done).
   bool write_route_parents(const std::string& path, const translate::gateway::RouteStatus& s,
                            const std::string& now);
+  // Replaces our entries (our controllerName) of the object's status.<field> with `merged` of
+  // what the object holds, reading it first unless `ours` (our entries alone, as JSON) is what
+  // was written last; a write carries the resourceVersion read. True when done.
+  bool write_owned_entries(const std::string& path, const std::string& field,
+                           const std::string& what, const std::string& ours,
+                           const std::function<nlohmann::json(const nlohmann::json&)>& merged);
   // PATCHes `body` (a merge patch) onto the object's status; true on success.
   bool patch(const std::string& path, const std::string& what, const std::string& body);
 
@@ -101,6 +113,7 @@ class GatewayStatusWriter {
   std::unique_ptr<GatewayServices> services_;   // with per_gateway_services and publish_service
   std::map<std::string, std::string> written_;  // object path -> the status JSON last written
   std::set<std::string> routes_written_;        // routes whose parents[] hold entries of ours
+  std::set<std::string> policies_written_;      // BackendTLSPolicies whose ancestors[] do
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<translate::gateway::GatewayStatusReport> report_;

@@ -63,7 +63,7 @@ size_t Store::size() const {
   return ingresses_.size() + ingress_classes_.size() + services_.size() + endpoint_slices_.size() +
          secrets_.size() + substitution_rule_sets_.size() + gateway_classes_.size() +
          gateways_.size() + http_routes_.size() + grpc_routes_.size() + reference_grants_.size() +
-         namespaces_.size();
+         namespaces_.size() + backend_tls_policies_.size() + config_maps_.size();
 }
 
 bool Store::ingress_matters(const objects::Ingress& ingress) const {
@@ -358,6 +358,38 @@ bool Store::matters(const objects::GRPCRoute& o) const {
 bool Store::matters(const objects::ReferenceGrant&) const { return any_gateway_of_ours(false); }
 // Namespace labels only matter to allowedRoutes selectors.
 bool Store::matters(const objects::Namespace&) const { return any_gateway_of_ours(true); }
+bool Store::matters(const objects::BackendTLSPolicy& o) const {
+  for (const auto& t : o.target_refs) {
+    if (!(t.group.empty() || t.group == "core") || t.kind != "Service") continue;
+    if (any_in(services_by_route_ref_, object_key(o.metadata.namespace_, t.name),
+               [&](const std::string& key) { return route_key_matters(key); })) {
+      return true;
+    }
+  }
+  return false;
+}
+bool Store::matters(const objects::ConfigMap& o) const {
+  return config_map_referenced(o.metadata.namespace_, o.metadata.name);
+}
+
+std::set<std::string> config_maps_named(const objects::BackendTLSPolicy& policy) {
+  std::set<std::string> out;
+  for (const auto& ref : policy.ca_certificate_refs) {
+    if ((ref.group.empty() || ref.group == "core") && ref.kind == "ConfigMap") {
+      out.insert(object_key(policy.metadata.namespace_, ref.name));
+    }
+  }
+  return out;
+}
+
+bool Store::config_map_named(const std::string& namespace_, const std::string& name) const {
+  return config_maps_by_policy_ref_.contains(object_key(namespace_, name));
+}
+
+bool Store::config_map_referenced(const std::string& namespace_, const std::string& name) const {
+  return any_in(config_maps_by_policy_ref_, object_key(namespace_, name),
+                [&](const std::string& key) { return matters(backend_tls_policies_.at(key)); });
+}
 
 template <typename T>
 void Store::index(const T& object, bool add) {
@@ -373,6 +405,11 @@ void Store::index(const T& object, bool add) {
                 backend_refs_of(object), add);
   } else if constexpr (std::is_same_v<T, objects::Gateway>) {
     index_gateway(object, add);
+  } else if constexpr (std::is_same_v<T, objects::BackendTLSPolicy>) {
+    const std::string key = object_key(object.metadata.namespace_, object.metadata.name);
+    for (const auto& cm : config_maps_named(object)) {
+      index_entry(config_maps_by_policy_ref_, cm, key, add);
+    }
   }
 }
 
@@ -442,6 +479,10 @@ bool Store::insert(objects::Object object) {
           return upsert(grpc_routes_, std::move(obj));
         } else if constexpr (std::is_same_v<T, objects::ReferenceGrant>) {
           return upsert(reference_grants_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::BackendTLSPolicy>) {
+          return upsert(backend_tls_policies_, std::move(obj));
+        } else if constexpr (std::is_same_v<T, objects::ConfigMap>) {
+          return upsert(config_maps_, std::move(obj));
         } else {
           static_assert(std::is_same_v<T, objects::Namespace>);
           obj.metadata.namespace_.clear();
@@ -477,6 +518,10 @@ bool Store::remove(objects::Kind kind, std::string_view namespace_, std::string_
       return erase(reference_grants_, object_key(namespace_, name));
     case objects::Kind::kNamespace:
       return erase(namespaces_, object_key("", name));
+    case objects::Kind::kBackendTLSPolicy:
+      return erase(backend_tls_policies_, object_key(namespace_, name));
+    case objects::Kind::kConfigMap:
+      return erase(config_maps_, object_key(namespace_, name));
   }
   return false;
 }

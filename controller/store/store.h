@@ -105,6 +105,10 @@ class Store {
     return reference_grants_;
   }
   const std::map<std::string, objects::Namespace>& namespaces() const { return namespaces_; }
+  const std::map<std::string, objects::BackendTLSPolicy>& backend_tls_policies() const {
+    return backend_tls_policies_;
+  }
+  const std::map<std::string, objects::ConfigMap>& config_maps() const { return config_maps_; }
   size_t size() const;
 
   // The EndpointSlices labelled with `service` in `namespace_`, in key order (an index: no scan).
@@ -123,6 +127,13 @@ class Store {
   // Whether one of our Ingresses in `namespace_` names the SubstitutionRuleSet `name`
   // (tidegate.io/substitution-rule-set): what insert() and remove() answer for rule sets.
   bool rule_set_referenced(const std::string& namespace_, const std::string& name) const;
+  // Whether some BackendTLSPolicy, wherever it points, names the ConfigMap in
+  // caCertificateRefs (an index; what the kube source keeps ConfigMaps for).
+  bool config_map_named(const std::string& namespace_, const std::string& name) const;
+  // Whether a BackendTLSPolicy that matters names the ConfigMap: what insert() and remove()
+  // answer for ConfigMaps. A policy matters when it targets a Service that a route attached to
+  // one of our Gateways names in a backendRef.
+  bool config_map_referenced(const std::string& namespace_, const std::string& name) const;
 
   // Returns what changed since the previous call, and starts recording afresh.
   Changes take_changes();
@@ -142,6 +153,8 @@ class Store {
   bool matters(const objects::GRPCRoute& route) const;
   bool matters(const objects::ReferenceGrant& grant) const;
   bool matters(const objects::Namespace& ns) const;
+  bool matters(const objects::BackendTLSPolicy& policy) const;
+  bool matters(const objects::ConfigMap& config_map) const;
   bool gateway_matters(const objects::Gateway& gateway) const;
   // A route matters when one of its parentRefs names one of our Gateways.
   bool route_matters(const std::string& namespace_,
@@ -162,6 +175,8 @@ class Store {
   std::map<std::string, objects::GRPCRoute> grpc_routes_;
   std::map<std::string, objects::ReferenceGrant> reference_grants_;
   std::map<std::string, objects::Namespace> namespaces_;
+  std::map<std::string, objects::BackendTLSPolicy> backend_tls_policies_;
+  std::map<std::string, objects::ConfigMap> config_maps_;
 
   // Indexes, so that "does anything refer to this object" never scans a kind (with 10,000
   // Ingresses in one namespace, scanning them for every Service listed made start-up quadratic).
@@ -190,13 +205,16 @@ class Store {
   void record(const objects::GRPCRoute&) { changes_.other = true; }
   void record(const objects::ReferenceGrant&) { changes_.other = true; }
   void record(const objects::Namespace&) { changes_.other = true; }
+  void record(const objects::BackendTLSPolicy&) { changes_.other = true; }
+  void record(const objects::ConfigMap&) { changes_.other = true; }
   void record(const objects::EndpointSlice& slice);
-  Index services_by_ingress_ref_;   // "ns/service" -> Ingresses naming it in a backend
-  Index secrets_by_ingress_ref_;    // "ns/secret" -> Ingresses naming it (secrets_named)
-  Index rule_sets_by_ingress_ref_;  // "ns/set" -> Ingresses naming it (rule_set_named)
-  Index slices_by_service_;         // "ns/service" -> its EndpointSlices
-  Index services_by_route_ref_;     // "ns/service" -> route_key()s of routes naming it
-  Index secrets_by_gateway_ref_;    // "ns/secret" -> Gateways naming it in certificateRefs
+  Index services_by_ingress_ref_;    // "ns/service" -> Ingresses naming it in a backend
+  Index secrets_by_ingress_ref_;     // "ns/secret" -> Ingresses naming it (secrets_named)
+  Index rule_sets_by_ingress_ref_;   // "ns/set" -> Ingresses naming it (rule_set_named)
+  Index slices_by_service_;          // "ns/service" -> its EndpointSlices
+  Index services_by_route_ref_;      // "ns/service" -> route_key()s of routes naming it
+  Index secrets_by_gateway_ref_;     // "ns/secret" -> Gateways naming it in certificateRefs
+  Index config_maps_by_policy_ref_;  // "ns/configmap" -> BackendTLSPolicies naming it
   Changes changes_;
 };
 
@@ -206,6 +224,8 @@ class Store {
 std::set<std::string> secrets_named(const objects::Ingress& ingress);
 // "ns/name" of every Secret a Gateway's listeners name in certificateRefs.
 std::set<std::string> secrets_named(const objects::Gateway& gateway);
+// "ns/configmap" for each ConfigMap a BackendTLSPolicy names in caCertificateRefs.
+std::set<std::string> config_maps_named(const objects::BackendTLSPolicy& policy);
 
 // "ns/name" of the SubstitutionRuleSet an Ingress names (tidegate.io/substitution-rule-set, the
 // value trimmed, always in the Ingress's own namespace); empty when it names none.

@@ -64,7 +64,11 @@ CompiledCors::CompiledCors(const model::Cors& cors) {
     p.port = std::string(port);
     patterns_.push_back(std::move(p));
   }
-  credentials_ = cors.allow_credentials && !any_origin_;
+  answer_preflights_ = cors.gateway_api;
+  echo_ = cors.gateway_api && cors.allow_credentials;
+  credentials_ = cors.allow_credentials && (!any_origin_ || echo_);
+  echo_methods_ = echo_ && cors.allow_methods == std::vector<std::string>{"*"};
+  echo_headers_ = echo_ && cors.allow_headers == std::vector<std::string>{"*"};
   allow_methods_ = join(cors.allow_methods);
   allow_headers_ = join(cors.allow_headers);
   expose_headers_ = join(cors.expose_headers);

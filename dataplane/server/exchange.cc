@@ -1223,7 +1223,19 @@ bool Exchange::apply_cors() {
   if (compiled == nullptr || !compiled->cors) return false;
   auto& req = downstream_.request();
   auto origin = req[http::field::origin];
-  if (!compiled->cors->allows(origin)) return false;  // no CORS fields; a preflight goes upstream
+  if (!compiled->cors->allows(origin)) {
+    // No CORS fields. A preflight goes upstream, unless the route's CORS answers every one
+    // (the Gateway API's filter): then 204 without them, which the browser reads as a refusal.
+    if (!compiled->cors->answers_every_preflight() || origin.empty() ||
+        req.method() != http::verb::options ||
+        req.find(http::field::access_control_request_method) == req.end()) {
+      return false;
+    }
+    auto& res = local_response_.emplace(http::status::no_content, downstream_.http_version());
+    res.set(http::field::server, "tidegate");
+    write_local_response(!downstream_.request_complete());
+    return true;
+  }
   cors_ = &*compiled->cors;
   cors_origin_.assign(origin.data(), origin.size());
   if (req.method() != http::verb::options ||
@@ -1233,9 +1245,13 @@ bool Exchange::apply_cors() {
   // A preflight from an allowed origin: answered here, 204 with what may be sent.
   auto& res = local_response_.emplace(http::status::no_content, downstream_.http_version());
   add_cors_fields(res);
-  res.set(http::field::access_control_allow_methods, cors_->allow_methods());
-  if (!cors_->allow_headers().empty()) {
-    res.set(http::field::access_control_allow_headers, cors_->allow_headers());
+  if (auto methods = cors_->allow_methods(req[http::field::access_control_request_method]);
+      !methods.empty()) {
+    res.set(http::field::access_control_allow_methods, methods);
+  }
+  if (auto headers = cors_->allow_headers(req[http::field::access_control_request_headers]);
+      !headers.empty()) {
+    res.set(http::field::access_control_allow_headers, headers);
   }
   res.set(http::field::access_control_max_age, cors_->max_age());
   res.set(http::field::server, "tidegate");

@@ -159,9 +159,11 @@ def test_cluster_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, 
     s = run_pod(objs, kubeconfig, tmp_path, stacks)
     assert "--watch-namespace" not in " ".join(s.controller.argv)
     exercise(cluster, s, namespace, app_ns, "tidegate-leader")
+    # ConfigMaps are read for the CA bundles BackendTLSPolicies name (only those are kept).
+    assert as_token(cluster, token, "GET", "/api/v1/configmaps") == 200
     # Refused: what the controller never needs.
-    assert as_token(cluster, token, "GET", "/api/v1/configmaps") == 403
-    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{app_ns}/configmaps") == 403
+    assert as_token(cluster, token, "GET", "/api/v1/pods") == 403
+    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{app_ns}/serviceaccounts") == 403
     assert as_token(cluster, token, "POST", f"/api/v1/namespaces/{app_ns}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
         "spec": {"containers": [{"name": "x", "image": "x"}]}}) == 403
@@ -176,7 +178,8 @@ def test_cluster_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, 
                     "/leases/someone-else", {}) == 403
     # kubectl auth can-i agrees on the grants that matter.
     assert can_i(cluster, namespace, sa, "list", "secrets", None)
-    assert not can_i(cluster, namespace, sa, "list", "configmaps", None)
+    assert can_i(cluster, namespace, sa, "list", "configmaps", None)
+    assert not can_i(cluster, namespace, sa, "list", "pods", None)
     assert not can_i(cluster, namespace, sa, "create", "pods", app_ns)
     assert not can_i(cluster, namespace, sa, "update", "ingresses", app_ns)
     # One Service per Gateway (gatewayClass.listenerPorts): made beside the chart's only.
@@ -206,7 +209,9 @@ def test_scoped_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, s
     assert as_token(cluster, token, "GET", "/api/v1/secrets") == 403
     assert as_token(cluster, token, "GET", f"/apis/networking.k8s.io/v1/namespaces/{other}"
                     "/ingresses") == 403
-    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{namespace}/configmaps") == 403
+    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{other}/configmaps") == 403
+    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{namespace}/configmaps") == 200
+    assert as_token(cluster, token, "GET", f"/api/v1/namespaces/{namespace}/pods") == 403
     assert as_token(cluster, token, "POST", f"/api/v1/namespaces/{namespace}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
         "spec": {"containers": [{"name": "x", "image": "x"}]}}) == 403

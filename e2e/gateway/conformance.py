@@ -46,7 +46,8 @@ SUPPORTED = {
                     "HTTPRoute307RedirectStatusCode,HTTPRoute308RedirectStatusCode,"
                     "HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,"
                     "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule,"
-                    "GatewayPort8080,HTTPRouteParentRefPort,GatewayHTTPListenerIsolation",
+                    "GatewayPort8080,HTTPRouteParentRefPort,GatewayHTTPListenerIsolation,"
+                    "HTTPRouteCORS",
     "GATEWAY-GRPC": "Gateway,GRPCRoute,ReferenceGrant",
 }
 

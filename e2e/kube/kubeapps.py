@@ -154,7 +154,8 @@ def wait_body(s: harness.Stack, host: str, want: bytes, timeout: float = 15.0,
 # The Gateway API's standard-channel CRDs, of the version e2e/gateway/go.mod pins: from the folder
 # e2e/gateway/build-tools.sh builds and caches (scripts/test runs it before these tests, which
 # run where the module proxy cannot be reached). The kinds the controller watches.
-GATEWAY_CRDS = ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants")
+GATEWAY_CRDS = ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants",
+                "backendtlspolicies")
 
 
 def gateway_crd_dir() -> "Path":

@@ -5,8 +5,11 @@ attached routes, the routes' parents[]) as the conformance suite reads it."""
 
 from __future__ import annotations
 
+import time
+
 import harness
-from kubeapps import backends, install_gateway_crds, kube_service, kube_slice, start
+from kubeapps import (backend_address, backends, install_gateway_crds, kube_service, kube_slice,
+                      start)
 
 CONTROLLER = "tidegate.io/gateway-controller"
 PUBLISHED = "203.0.113.30"
@@ -270,6 +273,75 @@ def test_one_service_per_gateway(cluster, namespace, kube_stack_factory):
     # The published Service is never touched.
     assert get(cluster, f"/api/v1/namespaces/{namespace}/services/tidegate")["spec"]["ports"][0][
         "targetPort"] == 8080
+def test_backend_tls_policy_config_map_and_ancestor_status(cluster, namespace, kube_stack_factory,
+                                                          tmp_path):
+    """A BackendTLSPolicy from the API server: the ConfigMap it names is fetched when it appears
+    after the policy (until then the upstream fails closed, 503), a change of its CA is followed
+    (502 with another CA), and the policy's ancestors[] entry is written for our Gateway."""
+    install_gateway_crds(cluster)
+    ca = harness.CertAuthority(tmp_path / "ca")
+    other = harness.CertAuthority(tmp_path / "other")
+    ca.issue("backend", ["backend.internal"], "ec")
+    s = start(kube_stack_factory(cluster, ["--watch-namespace", namespace, "--publish-address",
+                                           PUBLISHED]))
+    host = backend_address()
+    b = harness.TlsBackend("tls", ca.folder / "backend.crt", ca.folder / "backend.key", host,
+                           harness.free_port(host))
+    s.backends.append(b)
+    class_name = "tgb-" + namespace
+
+    def config_map(pem: bytes) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "backend-ca", "namespace": namespace},
+                "data": {"ca.crt": pem.decode()}}
+    cluster.apply(
+        kube_service("svc", namespace),
+        harness.endpoint_slice("svc-1", "svc", [b.host], b.port, namespace=namespace),
+        *gateway_objects(namespace, class_name),
+        http_route(namespace, "tls", "tls.example", [{"backendRefs": [{"name": "svc", "port": 80}]}]),
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+         "metadata": {"name": "tls", "namespace": namespace},
+         "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}],
+                  "validation": {"caCertificateRefs": [
+                      {"group": "", "kind": "ConfigMap", "name": "backend-ca"}],
+                      "hostname": "backend.internal"}}})
+    s.wait_status("/", "tls.example", 503)
+    assert b.handshakes == 0
+    base = "/apis/gateway.networking.k8s.io/v1"
+    policy_path = f"{base}/namespaces/{namespace}/backendtlspolicies/tls"
+
+    def ancestor(reason: str):
+        def check():
+            ancestors = get(cluster, policy_path).get("status", {}).get("ancestors", [])
+            return (len(ancestors) == 1 and ancestors[0]["ancestorRef"]["name"] == "gw"
+                    and conditions(ancestors[0])["Accepted"]["reason"] == reason)
+        return check
+    harness.wait_until(ancestor("NoValidCACertificate"), 20, "the policy's status, no CA yet")
+
+    cluster.apply(config_map(ca.ca_pem))
+    s.wait_backend("/", "tls.example", "tls", timeout=20)
+    assert set(b.server_names) == {"backend.internal"}
+    harness.wait_until(ancestor("Accepted"), 20, "the policy to be accepted")
+    (entry,) = get(cluster, policy_path)["status"]["ancestors"]
+    assert entry["controllerName"] == CONTROLLER
+    assert conditions(entry)["ResolvedRefs"]["status"] == "True"
+
+    cluster.apply(config_map(other.ca_pem))
+    s.wait_status("/", "tls.example", 502)
+
+    # A ConfigMap no policy names is dropped on arrival; when the policy starts naming it, the
+    # controller fetches it by name.
+    late = config_map(ca.ca_pem)
+    late["metadata"]["name"] = "late-ca"
+    cluster.apply(late)
+    time.sleep(1)  # its watch event arrives and it is dropped (no policy names it yet)
+    policy = get(cluster, policy_path)
+    policy["spec"]["validation"]["caCertificateRefs"][0]["name"] = "late-ca"
+    policy.pop("status", None)
+    for k in ("managedFields", "resourceVersion"):
+        policy["metadata"].pop(k, None)
+    cluster.apply(policy)
+    s.wait_backend("/", "tls.example", "tls", timeout=20)
     log = s.controller.log()
     for refused in (" 403", "forbidden", "Forbidden"):
         assert refused not in log, log[-4000:]

@@ -89,6 +89,7 @@ json to_json(const Cors& c) {
   if (c.expose_headers != dc.expose_headers) cj["expose_headers"] = c.expose_headers;
   if (c.allow_credentials != dc.allow_credentials) cj["allow_credentials"] = c.allow_credentials;
   if (c.max_age_seconds != dc.max_age_seconds) cj["max_age_seconds"] = c.max_age_seconds;
+  if (c.gateway_api != dc.gateway_api) cj["gateway_api"] = c.gateway_api;
   return cj;
 }
 
@@ -101,6 +102,7 @@ Cors cors_from_json(const json& j) {
   cr.strings("expose_headers", c.expose_headers);
   cr.boolean("allow_credentials", c.allow_credentials);
   cr.integer("max_age_seconds", c.max_age_seconds, static_cast<uint64_t>(INT64_MAX));
+  cr.boolean("gateway_api", c.gateway_api);
   cr.finish();
   return c;
 }

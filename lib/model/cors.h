@@ -29,6 +29,16 @@ struct Cors {
   std::vector<std::string> expose_headers;  // tokens, or "*" alone; empty: none sent
   bool allow_credentials = true;
   int64_t max_age_seconds = 1728000;  // Access-Control-Max-Age (20 days); 0..kMax
+  // The Gateway API's CORS filter (docs/gateway-api.md, "CORS") rather than enable-cors:
+  //  - every preflight (OPTIONS with Origin and Access-Control-Request-Method) is answered by
+  //    the proxy, 204, with the CORS fields only when the origin is allowed (enable-cors sends
+  //    the preflight of an origin that is not allowed to the backend);
+  //  - with allow_credentials, a "*" in allow_origins, allow_methods or allow_headers is
+  //    answered with the request's own value (Origin, Access-Control-Request-Method,
+  //    Access-Control-Request-Headers; left out when the request has none) and
+  //    Access-Control-Allow-Credentials is sent, since browsers refuse "*" with credentials
+  //    (enable-cors answers "*" literally and then never sends credentials).
+  bool gateway_api = false;
   bool operator==(const Cors&) const = default;
 };
 

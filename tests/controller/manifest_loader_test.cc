@@ -38,8 +38,9 @@ std::string ingress_yaml(const std::string& name, const std::string& path_type =
          path_type + "\n        backend: {service: {name: web, port: {name: http}}}\n";
 }
 
-std::string config_map_yaml(const std::string& name) {
-  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  a: b\n";
+// A kind the loader does not read (ConfigMaps are read since BackendTLSPolicy).
+std::string pod_yaml(const std::string& name) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  containers: []\n";
 }
 
 struct WantObject {
@@ -116,17 +117,17 @@ TEST(ManifestLoaderTest, Table) {
        {{Kind::kService, "default/a", 1}, {Kind::kService, "default/c", 3}},
        {error("case.yaml: document 2: invalid YAML at line 14, column 11: illegal map value")}},
       {"unsupported kind is a warning",
-       config_map_yaml("cfg") + "---\n" + service_yaml("web"),
+       pod_yaml("cfg") + "---\n" + service_yaml("web"),
        {{Kind::kService, "default/web", 2}},
-       {warning("case.yaml: document 1 (ConfigMap cfg): ignored: unsupported kind")}},
+       {warning("case.yaml: document 1 (Pod cfg): ignored: unsupported kind")}},
       {"kind: List is expanded",
        "apiVersion: v1\nkind: List\nitems:\n- " +
            std::string("apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n") +
-           "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cfg}\n" +
+           "- apiVersion: v1\n  kind: Pod\n  metadata: {name: cfg}\n" +
            "- apiVersion: networking.k8s.io/v1\n  kind: IngressClass\n  metadata: {name: tg}\n" +
            "  spec: {controller: tidegate.io/ingress-controller}\n",
        {{Kind::kService, "default/a", 1, 0}, {Kind::kIngressClass, "tg", 1, 2}},
-       {warning("case.yaml: document 1, item 1 (ConfigMap cfg): ignored: unsupported kind")}},
+       {warning("case.yaml: document 1, item 1 (Pod cfg): ignored: unsupported kind")}},
       {"typed list: items inherit kind and apiVersion",
        "apiVersion: v1\nkind: ServiceList\nitems:\n"
        "- metadata: {name: a, namespace: x}\n  spec: {ports: [{port: 80}]}\n"
@@ -227,7 +228,7 @@ TEST(ManifestLoaderTest, Table) {
 }
 
 TEST(ManifestLoaderTest, WarningsAreNotErrors) {
-  LoadResult r = load_manifest_text(config_map_yaml("cfg"), "x.yaml");
+  LoadResult r = load_manifest_text(pod_yaml("cfg"), "x.yaml");
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_FALSE(r.has_errors());
   r = load_manifest_text("kind: Service\n", "x.yaml");

@@ -102,6 +102,9 @@ constexpr const char* kTrue = "True";
 constexpr const char* kFalse = "False";
 const std::string kHTTPRoute = "HTTPRoute";
 const std::string kGRPCRoute = "GRPCRoute";
+// The end of a dropped rule's message when its matches still answer 500 (a filter that cannot
+// be applied must not be skipped).
+const std::string kAnswers500 = "; its requests get 500";
 
 // The methods the Gateway API's HTTPMethod enum lists; another is an unsupported value.
 bool is_gateway_method(const std::string& m) {
@@ -147,6 +150,9 @@ struct ListenerInfo {
   // One address per Gateway: the model::Listener of its port ("namespace/name:port"); empty:
   // the data plane's shared listeners.
   std::string model_listener;
+  // The hosts each accepted route got on it, by kind: an HTTPRoute and a GRPCRoute may not share
+  // one (the older is accepted).
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> kind_hosts;
   ListenerStatus status;
 };
 
@@ -156,6 +162,19 @@ struct GatewayInfo {
   std::string object;  // "Gateway namespace/name"
   bool accepted = false;
   std::vector<ListenerInfo> listeners;
+};
+
+// A BackendTLSPolicy as the translator resolved it.
+struct PolicyInfo {
+  const objects::BackendTLSPolicy* policy = nullptr;
+  std::string key;     // "namespace/name"
+  std::string object;  // "BackendTLSPolicy namespace/name"
+  std::string ca_pem;  // the valid CA bundles, concatenated
+  // Verification was asked for and cannot be done as written: its upstreams get no endpoints
+  // (503) rather than an unverified connection.
+  bool fail_closed = false;
+  bool conflicted = false;            // a policy that takes precedence holds its target
+  std::vector<Condition> conditions;  // Accepted, ResolvedRefs
 };
 
 // A route (HTTPRoute or GRPCRoute) in the form both share.
@@ -175,6 +194,7 @@ struct BuiltRoute {
   std::vector<model::Route> routes;  // in rule order, then match order
   std::vector<std::string> dropped;  // "spec.rules[1]: <why>"
   size_t rules = 0;
+  std::vector<std::string> warnings;  // reported, the rule still served
   std::string unsupported;  // set: the message of an unknown enum value (route not accepted)
   // ResolvedRefs: the first failing backendRef's reason and message; empty reason: all resolved.
   std::string refs_reason;
@@ -194,9 +214,11 @@ class GatewayTranslator {
     for (const auto& [key, gw] : store_.gateways()) {
       if (store::gateway_is_ours(gw, store_.gateway_classes(), class_options_)) add_gateway(gw);
     }
+    add_policies();
     for (const auto& view : select_routes()) add_route(view);
     assign_listener_ports();
     finish_gateways();
+    finish_policies();
     assemble();
   }
 
@@ -235,10 +257,15 @@ class GatewayTranslator {
       const bool http = l.protocol == "HTTP";
       const bool https = l.protocol == "HTTPS";
 
-      // Conflicts with the Gateway's other listeners on the same port.
+      // Conflicts with the Gateway's other listeners on the same port. Only the protocols
+      // Tidegate serves count: a listener of another protocol is not accepted anyway
+      // (UnsupportedProtocol), and must not take a valid listener down with it.
       std::string conflict;
-      for (size_t j = 0; j < listeners.size(); ++j) {
-        if (j == i || listeners[j].port != l.port) continue;
+      auto served = [](const objects::Listener& x) {
+        return x.protocol == "HTTP" || x.protocol == "HTTPS";
+      };
+      for (size_t j = 0; j < listeners.size() && served(l); ++j) {
+        if (j == i || listeners[j].port != l.port || !served(listeners[j])) continue;
         if (listeners[j].protocol != l.protocol) {
           conflict = "ProtocolConflict";
           break;
@@ -292,11 +319,18 @@ class GatewayTranslator {
       } else if (auto why = check_allowed_namespaces(l)) {
         accept_reason = "UnsupportedValue";
         accept_message = *why;
+      } else if (!conflict.empty()) {
+        // A conflicted listener is not accepted (the spec: all indistinct listeners are left
+        // out, none is picked as the winner); the reason is the conflict's.
+        accept_reason = conflict;
+        accept_message = conflict + " with another listener on port " + std::to_string(l.port);
       }
       const bool accepted = accept_reason == "Accepted";
 
       // Certificates (HTTPS).
-      if (https && accepted) resolve_certificate(gw, l, li, refs_reason, refs_message);
+      if (https && (accepted || accept_reason == conflict)) {
+        resolve_certificate(gw, l, li, refs_reason, refs_message);
+      }
       const bool cert_ok = !https || !li.certificate.empty();
 
       li.attachable = accepted && conflict.empty();
@@ -306,7 +340,10 @@ class GatewayTranslator {
       }
       auto& c = li.status.conditions;
       c.push_back(condition("Accepted", accepted, accept_reason, accept_message, gen));
-      c.push_back(condition("Programmed", li.programmed, li.programmed ? "Programmed" : "Invalid",
+      c.push_back(condition("Programmed", li.programmed,
+                            li.programmed      ? "Programmed"
+                            : conflict.empty() ? "Invalid"
+                                               : conflict,
                             li.programmed ? "listener programmed" : "listener not programmed",
                             gen));
       c.push_back(condition("ResolvedRefs", refs_reason.empty(),
@@ -321,10 +358,6 @@ class GatewayTranslator {
           gen));
       if (!accepted) {
         report(info.object, Severity::kError, where + ": " + accept_message + "; not accepted");
-      } else if (!conflict.empty()) {
-        report(info.object, Severity::kError,
-               where + ": " + conflict + " with another listener on port " +
-                   std::to_string(l.port) + "; not programmed");
       }
       if (!refs_reason.empty()) {
         report(info.object, Severity::kError, where + ": " + refs_reason + ": " + refs_message);
@@ -503,6 +536,159 @@ class GatewayTranslator {
     return true;
   }
 
+  // ---- BackendTLSPolicies ----
+
+  // Resolves every policy and gives each target (Service, port name or "") to the one that
+  // takes precedence: the oldest, then by namespace/name; the others are Conflicted there.
+  void add_policies() {
+    std::vector<const objects::BackendTLSPolicy*> order;
+    for (const auto& [key, p] : store_.backend_tls_policies()) order.push_back(&p);
+    std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+      return std::forward_as_tuple(a->metadata.creation_timestamp, a->metadata.namespace_,
+                                   a->metadata.name) <
+             std::forward_as_tuple(b->metadata.creation_timestamp, b->metadata.namespace_,
+                                   b->metadata.name);
+    });
+    for (const auto* p : order) {
+      PolicyInfo info;
+      info.policy = p;
+      info.key = store::object_key(p->metadata.namespace_, p->metadata.name);
+      info.object = "BackendTLSPolicy " + info.key;
+      size_t targets = 0, held = 0;
+      for (const auto& t : p->target_refs) {
+        if (!(t.group.empty() || t.group == "core") || t.kind != "Service") {
+          report(info.object, Severity::kWarning,
+                 "targetRef " + t.group + "/" + t.kind + " " + t.name +
+                     " is not a Service; ignored (Services are supported)");
+          continue;
+        }
+        ++targets;
+        auto target = std::make_pair(store::object_key(p->metadata.namespace_, t.name),
+                                     t.section_name.value_or(""));
+        policies_of_target_[target].push_back(info.key);
+        auto [it, inserted] = policy_for_.emplace(target, info.key);
+        if (!inserted) {
+          ++held;
+          report(info.object, Severity::kError,
+                 "Service " + t.name + (t.section_name ? " port " + *t.section_name : "") +
+                     " already has BackendTLSPolicy " + it->second +
+                     " (older, or first by name); Conflicted");
+        }
+      }
+      info.conflicted = targets > 0 && held == targets;
+      resolve_policy(info);
+      policies_.emplace(info.key, std::move(info));
+    }
+  }
+
+  void resolve_policy(PolicyInfo& info) {
+    const auto& p = *info.policy;
+    const int64_t gen = p.metadata.generation;
+    std::string refs_reason, refs_message;
+    size_t valid = 0;
+    for (size_t i = 0; i < p.ca_certificate_refs.size(); ++i) {
+      const auto& ref = p.ca_certificate_refs[i];
+      const std::string where = text::index_path("spec.validation.caCertificateRefs", i);
+      std::string reason, message;
+      const std::string key = store::object_key(p.metadata.namespace_, ref.name);
+      if (!(ref.group.empty() || ref.group == "core") || ref.kind != "ConfigMap") {
+        reason = "InvalidKind";
+        message = where + ": " + (ref.group.empty() ? "" : ref.group + "/") + ref.kind +
+                  " is not supported (ConfigMap is)";
+      } else if (auto cm = store_.config_maps().find(key); cm == store_.config_maps().end()) {
+        reason = "InvalidCACertificateRef";
+        message = where + ": ConfigMap " + key + " not found";
+      } else if (auto ca = cm->second.data.find("ca.crt"); ca == cm->second.data.end()) {
+        reason = "InvalidCACertificateRef";
+        message = where + ": ConfigMap " + key + " has no ca.crt";
+      } else if (std::string why = check_ca_bundle(ca->second); !why.empty()) {
+        reason = "InvalidCACertificateRef";
+        message = where + ": ConfigMap " + key + " ca.crt " + why;
+      } else {
+        ++valid;
+        if (!info.ca_pem.empty() && !info.ca_pem.ends_with('\n')) info.ca_pem += '\n';
+        info.ca_pem += ca->second;
+        continue;
+      }
+      report(info.object, Severity::kError, reason + ": " + message);
+      if (refs_reason.empty()) {
+        refs_reason = reason;
+        refs_message = message;
+      }
+    }
+    std::string accept_reason = "Accepted", accept_message = "policy accepted";
+    const std::string hostname = text::ascii_lower(p.hostname);
+    if (info.conflicted) {
+      accept_reason = "Conflicted";
+      accept_message = "an older BackendTLSPolicy targets the same Service and port";
+    } else if (p.well_known_ca_certificates) {
+      accept_reason = "Invalid";
+      accept_message = "wellKnownCACertificates " + quote(*p.well_known_ca_certificates) +
+                       " is not supported (caCertificateRefs to ConfigMaps are)";
+    } else if (!p.subject_alt_names.empty()) {
+      accept_reason = "Invalid";
+      accept_message =
+          "subjectAltNames are not supported (the backend's certificate is verified for the "
+          "hostname)";
+    } else if (auto why = model::check_tls_server_name(hostname);
+               why || hostname.find('*') != std::string::npos) {
+      accept_reason = "Invalid";
+      accept_message = "hostname " + quote(p.hostname) + " " + why.value_or("is not a DNS name");
+    } else if (valid == 0) {
+      accept_reason = "NoValidCACertificate";
+      accept_message = "no caCertificateRef can be used";
+    }
+    if (accept_reason != "Accepted" && accept_reason != "Conflicted") {
+      report(info.object, Severity::kError,
+             accept_message +
+                 "; not accepted, and its Services' backends get no endpoints (503) "
+                 "rather than an unverified connection");
+    }
+    if (p.has_options) {
+      report(info.object, Severity::kWarning, "spec.options are not supported; ignored");
+    }
+    // A policy that cannot verify as asked fails closed; a conflicted one does not apply.
+    info.fail_closed = accept_reason != "Accepted" && accept_reason != "Conflicted";
+    info.conditions.push_back(
+        condition("Accepted", accept_reason == "Accepted", accept_reason, accept_message, gen));
+    info.conditions.push_back(condition(
+        "ResolvedRefs", refs_reason.empty(), refs_reason.empty() ? "ResolvedRefs" : refs_reason,
+        refs_reason.empty() ? "references resolved" : refs_message, gen));
+  }
+
+  // The policy that applies to a Service port: the one naming the port (sectionName), else the
+  // one for the whole Service; nullptr when none.
+  const PolicyInfo* policy_of(const std::string& service_key, const objects::ServicePort& port) {
+    auto it = port.name.empty() ? policy_for_.end() : policy_for_.find({service_key, port.name});
+    if (it == policy_for_.end()) it = policy_for_.find({service_key, std::string()});
+    return it == policy_for_.end() ? nullptr : &policies_.at(it->second);
+  }
+
+  void finish_policies() {
+    for (const auto& [key, routes] : policy_routes_) {
+      const PolicyInfo& info = policies_.at(key);
+      std::set<std::string> gateways;
+      for (const auto& route : routes) {
+        if (auto it = route_gateways_.find(route); it != route_gateways_.end()) {
+          gateways.insert(it->second.begin(), it->second.end());
+        }
+      }
+      if (gateways.empty()) continue;
+      BackendTLSPolicyStatus status{
+          info.policy->metadata.namespace_, info.policy->metadata.name, {}};
+      for (const auto& gw : gateways) {
+        const auto* g = gateways_.at(gw).gateway;
+        PolicyAncestorStatus a;
+        a.ancestor_ref.namespace_ = g->metadata.namespace_;
+        a.ancestor_ref.name = g->metadata.name;
+        a.controller_name = options_.gateway_controller_name;
+        a.conditions = info.conditions;
+        status.ancestors.push_back(std::move(a));
+      }
+      result_.gateway_status.backend_tls_policies.emplace(key, std::move(status));
+    }
+  }
+
   // ---- Routes ----
 
   // Our routes (a parentRef names one of our Gateways), in the Gateway API's precedence order
@@ -564,8 +750,9 @@ class GatewayTranslator {
     const bool usable =
         built.unsupported.empty() && (built.rules == 0 || built.dropped.size() < built.rules);
     for (const auto& d : built.dropped) {
-      report(view.object, Severity::kError, d + "; rule dropped");
+      report(view.object, Severity::kError, d.ends_with(kAnswers500) ? d : d + "; rule dropped");
     }
+    for (const auto& w : built.warnings) report(view.object, Severity::kWarning, w);
     if (!built.unsupported.empty()) {
       report(view.object, Severity::kError, built.unsupported + "; route not accepted");
     }
@@ -573,6 +760,7 @@ class GatewayTranslator {
     RouteStatus status{*view.kind, ns, view.meta->name, {}};
     std::set<std::pair<std::string, std::string>> hosts;  // (model listener, host)
     std::set<std::pair<std::string, size_t>> attached;    // (gateway key, listener index)
+    std::set<int32_t> ports;  // of the listeners it is served through
     std::set<std::string> seen_parents;
     for (size_t p = 0; p < view.parents->size(); ++p) {
       const auto& parent = (*view.parents)[p];
@@ -617,6 +805,22 @@ class GatewayTranslator {
       } else if (!usable) {
         reason = "UnsupportedValue";
         message = built.unsupported.empty() ? "every rule is invalid" : built.unsupported;
+      } else {
+        // An HTTPRoute and a GRPCRoute whose hostnames intersect on one listener: only the one
+        // accepted first there (the older, then by namespace/name: the order routes come in)
+        // is; the other is not accepted on that listener.
+        std::string holder;
+        std::erase_if(matched, [&](const auto& m) {
+          std::string other = kind_conflict(info.listeners[m.first], *view.kind, m.second);
+          if (!other.empty() && holder.empty()) holder = other;
+          return !other.empty();
+        });
+        if (matched.empty()) {
+          reason = "NotAllowedByListeners";
+          message = holder +
+                    " (older) serves intersecting hostnames on the listener; an "
+                    "HTTPRoute and a GRPCRoute may not share a hostname";
+        }
       }
       const bool accepted = reason == "Accepted";
       if (!accepted && usable) {
@@ -625,7 +829,10 @@ class GatewayTranslator {
       if (accepted) {
         for (auto& [i, h] : matched) {
           attached.emplace(gw_key, i);
+          for (const auto& host : h)
+            info.listeners[i].kind_hosts[*view.kind].emplace_back(host, view.key);
           if (!info.listeners[i].programmed) continue;  // attached, not served through it
+          ports.insert(info.listeners[i].spec->port);
           for (const auto& host : h) {
             hosts.emplace(info.listeners[i].model_listener, host);
             info.listeners[i].route_hosts.insert(host);
@@ -652,8 +859,20 @@ class GatewayTranslator {
     }
     for (const auto& [gw_key, i] : attached) {
       ++gateways_.at(gw_key).listeners[i].status.attached_routes;
+      route_gateways_[view.key].insert(gw_key);
     }
     if (!status.parents.empty()) result_.gateway_status.routes.emplace(view.key, std::move(status));
+    // A redirect without port or scheme goes to the listener's port (the spec); when the route
+    // is served through listeners of several ports, the data plane uses the port the client
+    // named in Host.
+    if (ports.size() == 1) {
+      for (auto& r : built.routes) {
+        auto& redirect = r.policy.request_redirect;
+        if (redirect && redirect->port == 0 && redirect->scheme.empty()) {
+          redirect->port = static_cast<uint16_t>(*ports.begin());
+        }
+      }
+    }
     for (const auto& host : hosts) {
       auto& routes = pending_[host];  // (model listener, host)
       routes.insert(routes.end(), built.routes.begin(), built.routes.end());
@@ -666,6 +885,27 @@ class GatewayTranslator {
         }
       }
     }
+  }
+
+  // The route of the other kind (HTTPRoute against GRPCRoute) already accepted on `li` with a
+  // hostname intersecting one of `hosts`; empty when there is none.
+  static std::string kind_conflict(const ListenerInfo& li, const std::string& kind,
+                                   const std::vector<std::string>& hosts) {
+    for (const auto& [other_kind, entries] : li.kind_hosts) {
+      if (other_kind == kind) continue;
+      for (const auto& [host, key] : entries) {
+        for (const auto& h : hosts) {
+          if (hosts_intersect(h, host)) return key;
+        }
+      }
+    }
+    return {};
+  }
+
+  // Whether two route hosts on one listener can take the same request ("*": every name).
+  static bool hosts_intersect(const std::string& a, const std::string& b) {
+    return a == b || a == "*" || b == "*" || (is_wildcard(a) && covers(a, b)) ||
+           (is_wildcard(b) && covers(b, a));
   }
 
   // ---- Rules ----
@@ -721,6 +961,21 @@ class GatewayTranslator {
     const bool h2c = grpc || port->app_protocol == "kubernetes.io/h2c" ||
                      port->app_protocol == "h2c" || port->app_protocol == "grpc";
     std::string name = key + ":" + std::to_string(*ref.port) + (h2c ? "+h2" : "");
+    // A BackendTLSPolicy makes it TLS ("+btls": not shared with an Ingress's "+https" upstream,
+    // whose CA and name are the Ingress's).
+    if (const PolicyInfo* policy = policy_of(key, *port)) {
+      name += "+btls";
+      upstream_policy_.emplace(name, policy->key);
+    }
+    // Every policy targeting the port (the one applied, and those it conflicts with) has the
+    // route's Gateways as ancestors: a Conflicted policy reports so there.
+    std::vector<std::string> sections = {std::string()};
+    if (!port->name.empty()) sections.push_back(port->name);
+    for (const auto& section : sections) {
+      auto all = policies_of_target_.find({key, section});
+      if (all == policies_of_target_.end()) continue;
+      for (const auto& p : all->second) policy_routes_[p].insert(view.key);
+    }
     sources_.emplace(name, std::make_pair(service, port));
     return name;
   }
@@ -768,6 +1023,8 @@ class GatewayTranslator {
           if (!m) return false;
           policy.path_rewrite = std::move(*m);
         }
+      } else if (!grpc && f.type == "CORS") {
+        if (!cors_policy(*f.cors, fwhere + ".cors", policy, built)) return false;
       } else if (f.type == "RequestMirror" || f.type == "CORS" || f.type == "ExtensionRef" ||
                  f.type == "ExternalAuth") {
         built.dropped.push_back(fwhere + ": filter " + f.type + " is not supported");
@@ -781,6 +1038,84 @@ class GatewayTranslator {
       built.dropped.push_back(where + ": RequestRedirect and URLRewrite cannot be combined");
       return false;
     }
+    return true;
+  }
+
+  // The CORS filter as the route's model::Cors (docs/gateway-api.md, "CORS"); false when the
+  // rule cannot be served as written.
+  bool cors_policy(const objects::HTTPCORSFilter& in, const std::string& where,
+                   model::RoutePolicy& policy, BuiltRoute& built) {
+    model::Cors c;
+    c.allow_origins.clear();
+    auto add_origin = [&](std::string o) {
+      if (std::find(c.allow_origins.begin(), c.allow_origins.end(), o) == c.allow_origins.end()) {
+        c.allow_origins.push_back(std::move(o));
+      }
+    };
+    for (size_t i = 0; i < in.allow_origins.size(); ++i) {
+      const std::string& o = in.allow_origins[i];
+      const std::string owhere = text::index_path(where + ".allowOrigins", i);
+      if (o == "*") {
+        add_origin(o);
+        continue;
+      }
+      const size_t sep = o.find("://");
+      const std::string scheme = text::ascii_lower(o.substr(0, sep == std::string::npos ? 0 : sep));
+      std::string authority = sep == std::string::npos ? std::string() : o.substr(sep + 3);
+      if (authority == "*" || authority.starts_with("*:")) {
+        built.dropped.push_back(owhere + ": " + quote(o) +
+                                ": any host of one scheme is not supported (\"*\" alone is)");
+        return false;
+      }
+      if (auto why = model::check_cors_origin(o); why || (scheme != "http" && scheme != "https")) {
+        built.dropped.push_back(owhere + ": " + quote(o) + " " +
+                                why.value_or("must be http(s)://host[:port]"));
+        return false;
+      }
+      // Without a port an origin means the scheme's default one, which browsers leave out of
+      // Origin; both spellings match.
+      const std::string default_port = scheme == "https" ? ":443" : ":80";
+      const std::string base = scheme + "://" + authority;
+      if (base.ends_with(default_port)) {
+        add_origin(base.substr(0, base.size() - default_port.size()));
+        add_origin(base);
+      } else if (authority.find(':') == std::string::npos) {
+        add_origin(base);
+        add_origin(base + default_port);
+      } else {
+        add_origin(base);
+      }
+    }
+    if (c.allow_origins.empty()) {
+      // No origin may read the responses: the same as no CORS at all.
+      policy.cors.reset();
+      return true;
+    }
+    if (std::find(c.allow_origins.begin(), c.allow_origins.end(), "*") != c.allow_origins.end()) {
+      c.allow_origins = {"*"};
+    }
+    c.allow_credentials = in.allow_credentials.value_or(false);
+    // The Gateway API's semantics: every preflight answered by the proxy; with credentials a
+    // "*" answered with the request's own values; without, a literal "*" (the API allows it).
+    c.gateway_api = true;
+    // Unset: the CORS-safelisted methods, which browsers allow anyway.
+    c.allow_methods = in.allow_methods.empty() ? std::vector<std::string>{"GET", "HEAD", "POST"}
+                                               : in.allow_methods;
+    c.allow_headers = in.allow_headers;
+    c.expose_headers = in.expose_headers;
+    if (c.allow_credentials && c.expose_headers == std::vector<std::string>{"*"}) {
+      // A browser reads "*" literally on a request with credentials; the API says not to send it.
+      c.expose_headers.clear();
+      built.warnings.push_back(where +
+                               ".exposeHeaders: \"*\" is not sent with allowCredentials "
+                               "(browsers read it as a header named \"*\")");
+    }
+    c.max_age_seconds = in.max_age.value_or(5);
+    for (const auto& problem : model::validate(c)) {
+      built.dropped.push_back(where + ": " + problem);
+      return false;
+    }
+    policy.cors = std::move(c);
     return true;
   }
 
@@ -933,17 +1268,21 @@ class GatewayTranslator {
       }
       model::RoutePolicy policy;
       const size_t dropped_before = built.dropped.size();
-      if (!apply_filters(rule.filters, false, all_prefix, where, policy, built)) continue;
-      if (!apply_timeouts(rule, where, policy, built)) continue;
-      if (std::any_of(rule.backend_refs.begin(), rule.backend_refs.end(),
-                      [](const auto& b) { return !b.filters.empty(); })) {
-        built.dropped.push_back(where + ": backendRef filters are not supported");
-        continue;
-      }
+      // A filter that cannot be applied leaves the rule's matches answering 500 (the spec: such
+      // a filter must not be skipped; its requests get an error), without backends or policy.
+      const bool filters_ok =
+          apply_filters(rule.filters, false, all_prefix, where, policy, built) &&
+          backend_filters_ok(rule.backend_refs, where, built);
+      if (!built.unsupported.empty()) break;
+      if (!filters_ok) mark_answers_500(built, dropped_before);
+      if (filters_ok && !apply_timeouts(rule, where, policy, built)) continue;
       model::Route base;
       base.ingress = name;
-      base.policy = policy;
-      set_backends(rule.backend_refs, view, where, false, base, built);
+      if (filters_ok) {
+        base.policy = policy;
+        set_backends(rule.backend_refs, view, where, false, base, built);
+      }
+      const size_t filter_drops = built.dropped.size() - dropped_before;
       std::vector<model::Route> routes;
       for (size_t m = 0; m < matches.size(); ++m) {
         const auto& match = matches[m];
@@ -995,10 +1334,27 @@ class GatewayTranslator {
         if (!valid_in_model(route, mwhere, built)) break;
         routes.push_back(std::move(route));
       }
-      if (built.dropped.size() != dropped_before || !built.unsupported.empty()) continue;
+      if (built.dropped.size() != dropped_before + filter_drops || !built.unsupported.empty()) {
+        continue;
+      }
       for (auto& route : routes) built.routes.push_back(std::move(route));
     }
     return built;
+  }
+
+  // The rule's drops from `from` on: its matches answer 500 instead.
+  static void mark_answers_500(BuiltRoute& built, size_t from) {
+    for (size_t i = from; i < built.dropped.size(); ++i) built.dropped[i] += kAnswers500;
+  }
+
+  // Per-backendRef filters are not supported: the rule answers 500 (as for a rule filter).
+  static bool backend_filters_ok(const std::vector<objects::BackendRef>& refs,
+                                 const std::string& where, BuiltRoute& built) {
+    if (std::none_of(refs.begin(), refs.end(), [](const auto& b) { return !b.filters.empty(); })) {
+      return true;
+    }
+    built.dropped.push_back(where + ": backendRef filters are not supported");
+    return false;
   }
 
   // A gRPC service or method name in an Exact match: the characters a protobuf name may hold.
@@ -1075,16 +1431,17 @@ class GatewayTranslator {
       }
       model::RoutePolicy policy;
       const size_t dropped_before = built.dropped.size();
-      if (!apply_filters(rule.filters, true, false, where, policy, built)) continue;
-      if (std::any_of(rule.backend_refs.begin(), rule.backend_refs.end(),
-                      [](const auto& b) { return !b.filters.empty(); })) {
-        built.dropped.push_back(where + ": backendRef filters are not supported");
-        continue;
-      }
+      const bool filters_ok = apply_filters(rule.filters, true, false, where, policy, built) &&
+                              backend_filters_ok(rule.backend_refs, where, built);
+      if (!built.unsupported.empty()) break;
+      if (!filters_ok) mark_answers_500(built, dropped_before);
       model::Route base;
       base.ingress = name;
-      base.policy = policy;
-      set_backends(rule.backend_refs, view, where, true, base, built);
+      if (filters_ok) {
+        base.policy = policy;
+        set_backends(rule.backend_refs, view, where, true, base, built);
+      }
+      const size_t filter_drops = built.dropped.size() - dropped_before;
       std::vector<model::Route> routes;
       for (size_t m = 0; m < matches.size(); ++m) {
         const std::string mwhere = text::index_path(where + ".matches", m);
@@ -1097,7 +1454,9 @@ class GatewayTranslator {
         if (!valid_in_model(route, mwhere, built)) break;
         routes.push_back(std::move(route));
       }
-      if (built.dropped.size() != dropped_before || !built.unsupported.empty()) continue;
+      if (built.dropped.size() != dropped_before + filter_drops || !built.unsupported.empty()) {
+        continue;
+      }
       for (auto& route : routes) built.routes.push_back(std::move(route));
     }
     return built;
@@ -1222,16 +1581,33 @@ class GatewayTranslator {
       const auto& [service, port] = sources_.at(name);
       model::Upstream upstream;
       upstream.name = name;
-      if (name.ends_with("+h2")) upstream.policy.protocol = model::BackendProtocol::kH2c;
+      const bool h2 = name.ends_with("+h2") || name.ends_with("+h2+btls");
+      if (h2) upstream.policy.protocol = model::BackendProtocol::kH2c;
+      const PolicyInfo* tls = nullptr;
+      if (auto it = upstream_policy_.find(name); it != upstream_policy_.end()) {
+        tls = &policies_.at(it->second);
+        upstream.policy.protocol =
+            h2 ? model::BackendProtocol::kH2 : model::BackendProtocol::kHttps;
+        upstream.tls.enabled = true;
+        upstream.tls.server_name = text::ascii_lower(tls->policy->hostname);
+        upstream.tls.ca_pem = tls->ca_pem;
+      }
       if (service->spec.type == "ExternalName") {
         warn_once(
             "Service " + store::object_key(service->metadata.namespace_, service->metadata.name),
             "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      upstream.endpoints =
-          endpoints_for(store_, *service, *port, [this](std::string object, std::string message) {
-            warn_once(std::move(object), std::move(message));
-          });
+      if (tls != nullptr && (tls->fail_closed || tls->ca_pem.empty())) {
+        // Verification was asked for and cannot be done: no endpoints (503), and the endpoint
+        // fast path leaves them so.
+        upstream.tls.ca_pem.clear();
+        result_.fail_closed_upstreams.insert(name);
+      } else {
+        upstream.endpoints =
+            endpoints_for(store_, *service, *port, [this](std::string object, std::string message) {
+              warn_once(std::move(object), std::move(message));
+            });
+      }
       config.upstreams.emplace(name, std::move(upstream));
     }
     // HTTPS listeners: their certificate for their hostname, or for the hosts of the routes
@@ -1283,6 +1659,14 @@ class GatewayTranslator {
   std::set<std::string> used_upstreams_;
   std::map<std::string, std::pair<const objects::Service*, const objects::ServicePort*>> sources_;
   std::map<std::string, model::Certificate> certificates_;
+  std::map<std::string, PolicyInfo> policies_;  // by "namespace/name"
+  // (Service "ns/name", port name or "" for the whole Service) -> the policy that holds it.
+  std::map<std::pair<std::string, std::string>, std::string> policy_for_;
+  // The same targets -> every policy naming them, in precedence order.
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> policies_of_target_;
+  std::map<std::string, std::string> upstream_policy_;           // upstream -> policy
+  std::map<std::string, std::set<std::string>> policy_routes_;   // policy -> route keys
+  std::map<std::string, std::set<std::string>> route_gateways_;  // route key -> Gateways
 };
 
 }  // namespace

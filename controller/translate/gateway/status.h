@@ -1,8 +1,10 @@
 #pragma once
 // The Gateway API status the translator computes (docs/gateway-api.md, "Status"): plain data, made
 // in the same pure pass as the Config, for a status writer to put on the objects. Only objects
-// that are ours appear: GatewayClasses with our controllerName, Gateways of those classes, and
-// routes with a parentRef naming one of those Gateways (one parents[] entry per such parentRef).
+// that are ours appear: GatewayClasses with our controllerName, Gateways of those classes,
+// routes with a parentRef naming one of those Gateways (one parents[] entry per such parentRef),
+// and BackendTLSPolicies targeting a Service such a route uses (one ancestors[] entry per
+// Gateway).
 //
 // Condition types and reasons are exactly the Gateway API's (v1.6): the conformance suite
 // compares them. Every condition carries observedGeneration = the object's metadata.generation.
@@ -79,12 +81,31 @@ struct GatewayService {
   bool operator==(const GatewayService&) const = default;
 };
 
+// A BackendTLSPolicy's status (PolicyStatus): one ancestors[] entry per Gateway of ours through
+// which a route reaches a Service the policy targets (the Gateway API's choice of ancestor for
+// this policy), each with Accepted and ResolvedRefs.
+struct PolicyAncestorStatus {
+  objects::ParentReference ancestor_ref;  // the Gateway
+  std::string controller_name;
+  std::vector<Condition> conditions;  // Accepted, ResolvedRefs
+  bool operator==(const PolicyAncestorStatus&) const = default;
+};
+
+struct BackendTLSPolicyStatus {
+  std::string namespace_;
+  std::string name;
+  std::vector<PolicyAncestorStatus> ancestors;  // by Gateway "namespace/name"
+  bool operator==(const BackendTLSPolicyStatus&) const = default;
+};
+
 struct GatewayStatusReport {
   std::map<std::string, GatewayClassStatus> gateway_classes;  // by name
   std::map<std::string, GatewayStatus> gateways;              // by "namespace/name"
   // Set with one address per Gateway: every accepted Gateway of ours, by "namespace/name".
   std::map<std::string, GatewayService> services;
   std::map<std::string, RouteStatus> routes;  // by "HTTPRoute ns/name" (store::route_key)
+  // By "namespace/name"; only policies with an ancestor (a Gateway of ours uses a target).
+  std::map<std::string, BackendTLSPolicyStatus> backend_tls_policies;
   bool operator==(const GatewayStatusReport&) const = default;
 };
 

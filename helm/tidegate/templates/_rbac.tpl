@@ -2,7 +2,8 @@
 The controller's permissions, least privilege: exactly the calls controller/kube/ and
 controller/status/ make (e2e/chart/test_rbac.py runs the controller with them and checks what is
 refused). Reads are list+watch (the reflectors); `get` only where the controller GETs one object by
-name: a Secret an Ingress starts naming, the published Service, its Lease.
+name: a Secret an Ingress starts naming, a ConfigMap a BackendTLSPolicy starts naming, the
+published Service, its Lease.
 */}}
 
 {{/* Rules on the namespaced kinds the controller watches (ClusterRole, or Role in scope mode). */}}
@@ -26,14 +27,17 @@ name: a Secret an Ingress starts naming, the published Service, its Lease.
   resources: [substitutionrulesets]
   verbs: [list, watch]
 - apiGroups: [gateway.networking.k8s.io]
-  resources: [gateways, httproutes, grpcroutes, referencegrants]
+  resources: [gateways, httproutes, grpcroutes, referencegrants, backendtlspolicies]
   verbs: [list, watch]
 - apiGroups: [gateway.networking.k8s.io]
-  resources: [httproutes, grpcroutes]
+  resources: [httproutes, grpcroutes, backendtlspolicies]
   verbs: [get]
 - apiGroups: [gateway.networking.k8s.io]
-  resources: [gateways/status, httproutes/status, grpcroutes/status]
+  resources: [gateways/status, httproutes/status, grpcroutes/status, backendtlspolicies/status]
   verbs: [patch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
 {{- if .Values.controller.events }}
 - apiGroups: [""]
   resources: [events]

@@ -21,6 +21,9 @@ TEST(KubeApi, ResourcePaths) {
       {Kind::kService, "a", "", "/api/v1/namespaces/a/services"},
       {Kind::kEndpointSlice, "", "", "/apis/discovery.k8s.io/v1/endpointslices"},
       {Kind::kSecret, "a", "tls", "/api/v1/namespaces/a/secrets/tls"},
+      {Kind::kConfigMap, "a", "ca", "/api/v1/namespaces/a/configmaps/ca"},
+      {Kind::kBackendTLSPolicy, "a", "",
+       "/apis/gateway.networking.k8s.io/v1/namespaces/a/backendtlspolicies"},
       {Kind::kSubstitutionRuleSet, "", "", "/apis/tidegate.io/v1alpha1/substitutionrulesets"},
       {Kind::kSubstitutionRuleSet, "a", "common",
        "/apis/tidegate.io/v1alpha1/namespaces/a/substitutionrulesets/common"},
@@ -31,12 +34,12 @@ TEST(KubeApi, ResourcePaths) {
   // Every kind has a path of its own (a kind added without one would read "unknown").
   std::set<std::string> paths;
   for (Kind kind : objects::kAllKinds) {
-    EXPECT_EQ(
-        resource_of(kind).group_version_path.substr(1),
-        std::string(kind == Kind::kService || kind == Kind::kSecret || kind == Kind::kNamespace
-                        ? "api/"
-                        : "apis/") +
-            std::string(objects::api_version_of(kind)))
+    EXPECT_EQ(resource_of(kind).group_version_path.substr(1),
+              std::string(kind == Kind::kService || kind == Kind::kSecret ||
+                                  kind == Kind::kNamespace || kind == Kind::kConfigMap
+                              ? "api/"
+                              : "apis/") +
+                  std::string(objects::api_version_of(kind)))
         << objects::to_string(kind);
     EXPECT_TRUE(paths.insert(resource_path(kind, "")).second) << objects::to_string(kind);
   }

@@ -89,5 +89,33 @@ TEST(GatewayStatusJson, RouteParentsKeepOtherControllersEntries) {
             1u);
 }
 
+TEST(GatewayStatusJson, PolicyAncestorsKeepOtherControllersEntries) {
+  translate::gateway::BackendTLSPolicyStatus s;
+  s.namespace_ = "ns";
+  s.name = "tls";
+  translate::gateway::PolicyAncestorStatus a;
+  a.ancestor_ref.namespace_ = "ns";
+  a.ancestor_ref.name = "gw";
+  a.controller_name = "tidegate.io/gateway-controller";
+  a.conditions = {condition("Accepted", "False", "NoValidCACertificate", 3),
+                  condition("ResolvedRefs", "False", "InvalidKind", 3)};
+  s.ancestors = {a};
+  const json current = json::parse(R"([
+      {"ancestorRef": {"name": "other"}, "controllerName": "example.com/other", "conditions": []},
+      {"ancestorRef": {"name": "gw"}, "controllerName": "tidegate.io/gateway-controller",
+       "conditions": []}])");
+  TransitionTimes times;
+  const json out = policy_ancestors_json(s, current, "tidegate.io/gateway-controller", times, "T");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]["controllerName"], "example.com/other");
+  EXPECT_EQ(out[1]["ancestorRef"], json::parse(R"({"group": "gateway.networking.k8s.io",
+      "kind": "Gateway", "namespace": "ns", "name": "gw"})"));
+  EXPECT_EQ(out[1]["conditions"][0]["reason"], "NoValidCACertificate");
+  EXPECT_EQ(out[1]["conditions"][1]["observedGeneration"], 3);
+  s.ancestors.clear();
+  EXPECT_EQ(policy_ancestors_json(s, current, "tidegate.io/gateway-controller", times, "T").size(),
+            1u);
+}
+
 }  // namespace
 }  // namespace tidegate::controller::status

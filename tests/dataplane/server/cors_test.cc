@@ -63,13 +63,41 @@ TEST(CompiledCorsTest, FieldValues) {
   c.allow_credentials = false;
   c.max_age_seconds = 600;
   CompiledCors cors(c);
-  EXPECT_EQ(cors.allow_methods(), "GET, POST");
-  EXPECT_EQ(cors.allow_headers(), "X-Api-Key, Content-Type");
+  EXPECT_EQ(cors.allow_methods("PUT"), "GET, POST");
+  EXPECT_EQ(cors.allow_headers("x-other"), "X-Api-Key, Content-Type");
   EXPECT_EQ(cors.expose_headers(), "X-Total-Count");
   EXPECT_EQ(cors.max_age(), "600");
   EXPECT_FALSE(cors.credentials());
   c.allow_headers.clear();
-  EXPECT_EQ(CompiledCors(c).allow_headers(), "");
+  EXPECT_EQ(CompiledCors(c).allow_headers("x-other"), "");
+}
+
+// The Gateway API's filter with allowCredentials: "*" is answered with the request's own values.
+TEST(CompiledCorsTest, EchoedWildcards) {
+  model::Cors c;
+  c.allow_methods = {"*"};
+  c.allow_headers = {"*"};
+  c.gateway_api = true;
+  EXPECT_FALSE(CompiledCors(model::Cors{}).answers_every_preflight());
+  CompiledCors cors(c);
+  EXPECT_TRUE(cors.allows("https://other.foo.com:8443"));
+  EXPECT_EQ(cors.allow_origin_value("https://other.foo.com:8443"), "https://other.foo.com:8443");
+  EXPECT_TRUE(cors.credentials());
+  EXPECT_TRUE(cors.varies_by_origin());
+  EXPECT_EQ(cors.allow_methods("PUT"), "PUT");
+  EXPECT_EQ(cors.allow_headers("x-header-1, x-header-2"), "x-header-1, x-header-2");
+  EXPECT_EQ(cors.allow_headers(""), "");  // none requested: none sent
+  EXPECT_TRUE(cors.answers_every_preflight());
+  // Without credentials "*" stays literal.
+  c.allow_credentials = false;
+  CompiledCors plain(c);
+  EXPECT_FALSE(plain.credentials());
+  EXPECT_EQ(plain.allow_origin_value("https://other.foo.com"), "*");
+  EXPECT_EQ(plain.allow_methods("PUT"), "*");
+  c.allow_credentials = true;
+  // Listed methods are never echoed.
+  c.allow_methods = {"GET", "PUT"};
+  EXPECT_EQ(CompiledCors(c).allow_methods("DELETE"), "GET, PUT");
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ inline RoutePolicy full_route_policy() {
   p.cors->expose_headers = {"X-Total"};
   p.cors->allow_credentials = false;
   p.cors->max_age_seconds = 600;
+  p.cors->gateway_api = true;
   p.hsts = Hsts{600, false, true};
   p.upgrade_protocols = {"foo/2", "tls/1.2"};
   p.source_ranges = SourceRanges{{"10.0.0.0/8", "2001:db8::/32"}};

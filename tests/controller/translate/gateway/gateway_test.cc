@@ -113,6 +113,13 @@ std::vector<std::string> status_lines(const gateway::GatewayStatusReport& report
       out.push_back(key + " parent " + parent + ":" + conditions_text(p.conditions));
     }
   }
+  for (const auto& [key, s] : report.backend_tls_policies) {
+    for (const auto& a : s.ancestors) {
+      out.push_back("BackendTLSPolicy " + key + " ancestor " +
+                    a.ancestor_ref.namespace_.value_or("") + "/" + a.ancestor_ref.name + ":" +
+                    conditions_text(a.conditions));
+    }
+  }
   return out;
 }
 
@@ -229,6 +236,21 @@ std::string tls_secret(const std::string& name, const std::string& ns) {
   return "apiVersion: v1\nkind: Secret\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
          "\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n" + indent(kCertPem, 4) +
          "  tls.key: |\n" + indent(kKeyPem, 4);
+}
+
+std::string ca_config_map(const std::string& name, const std::string& ns) {
+  return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
+         "\ndata:\n  ca.crt: |\n" + indent(kCertPem, 4);
+}
+
+std::string backend_tls_policy(const std::string& name, const std::string& spec,
+                               const std::string& created) {
+  std::string s =
+      "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata:\n"
+      "  name: " +
+      name + "\n  namespace: default\n";
+  if (!created.empty()) s += "  creationTimestamp: \"" + created + "\"\n";
+  return s + "spec:\n" + indent(spec, 2);
 }
 
 namespace {
@@ -359,8 +381,8 @@ TEST(GatewayTranslateTest, GatewaysAndListeners) {
                                     http_listener("c", "hostname: c.com")),
        {"c.com: Prefix / -> default/web:80"},
        {"Gateway default/gw listener a: kinds=HTTPRoute,GRPCRoute attached=0 "
-        "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs "
-        "Conflicted=True/HostnameConflict",
+        "Accepted=False/HostnameConflict Programmed=False/HostnameConflict "
+        "ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict",
         "Gateway default/gw listener c: kinds=HTTPRoute,GRPCRoute attached=1 "
         "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs "
         "Conflicted=False/NoConflicts"},
@@ -371,11 +393,21 @@ TEST(GatewayTranslateTest, GatewaysAndListeners) {
                                     "      certificateRefs: [{name: cert}]\n"),
        {},
        {"Gateway default/gw listener a: kinds=HTTPRoute,GRPCRoute attached=0 "
-        "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs "
-        "Conflicted=True/ProtocolConflict"},
+        "Accepted=False/ProtocolConflict Programmed=False/ProtocolConflict "
+        "ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict",
+        "Gateway default/gw: Accepted=False/ListenersNotValid Programmed=False/Invalid"},
        {E(kGw, "listener \"a\": ProtocolConflict"),
         E(kGw, "listener \"b\": port 80 is not the data plane's HTTPS port 443"),
         E(kRoute, "NotAllowedByListeners")}},
+      {"a listener of a protocol Tidegate does not serve conflicts with none",
+       with_base({web_route()}, http_listener("a") + "  - {name: tls, protocol: TLS, port: 80}\n"),
+       {"*: Prefix / -> default/web:80"},
+       {"Gateway default/gw listener a: kinds=HTTPRoute,GRPCRoute attached=1 "
+        "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs "
+        "Conflicted=False/NoConflicts",
+        "Gateway default/gw listener tls: kinds= attached=0 Accepted=False/UnsupportedProtocol "
+        "Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts"},
+       {E(kGw, "listener \"tls\": protocol TLS is not supported")}},
       {"spec.addresses is not supported",
        {gateway_class(),
         gateway("gw", http_listener("http")) + "  addresses: [{value: 10.0.0.9}]\n",

@@ -116,19 +116,73 @@ TEST(GatewayRoutesTest, Filters) {
                    "URLRewrite\n    urlRewrite: {path: {type: ReplacePrefixMatch, "
                    "replacePrefixMatch: /b}}\n" +
                    kToWeb + "- matches: [{path: {value: /c}}]\n" + kToWeb)}),
-       {"*: Prefix /c -> default/web:80"},
+       {"*: Exact /a -> 500", "*: Prefix /c -> default/web:80"},
        {"HTTPRoute default/web parent default/gw: Accepted=True/Accepted "
         "ResolvedRefs=True/ResolvedRefs PartiallyInvalid=True/UnsupportedValue"},
        {E(kRoute,
-          "spec.rules[0].filters[0].urlRewrite.path: ReplacePrefixMatch needs PathPrefix")}},
-      {"RequestMirror is not supported: the rule is dropped, not served without it",
+          "spec.rules[0].filters[0].urlRewrite.path: ReplacePrefixMatch needs PathPrefix "
+          "matches; its requests get 500")}},
+      {"RequestMirror is not supported: the rule's matches answer 500, not served without it",
        base({rules("- matches: [{path: {value: /m}}]\n  filters:\n  - type: RequestMirror\n    "
                    "requestMirror: {backendRef: {name: api, port: 80}}\n" +
                    kToWeb + "-" + kToWeb.substr(1))}),
-       {"*: Prefix / -> default/web:80"},
+       {"*: Prefix /m -> 500", "*: Prefix / -> default/web:80"},
        {"HTTPRoute default/web parent default/gw: Accepted=True/Accepted "
         "ResolvedRefs=True/ResolvedRefs PartiallyInvalid=True/UnsupportedValue"},
-       {E(kRoute, "filter RequestMirror is not supported; rule dropped")}},
+       {E(kRoute, "filter RequestMirror is not supported; its requests get 500")}},
+      {"per-backendRef filters: 500 for the rule's matches; every rule so: not accepted",
+       base({rules("- backendRefs:\n  - name: web\n    port: 80\n    filters: [{type: "
+                   "RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: "
+                   "b}]}}]\n")}),
+       {},
+       {"HTTPRoute default/web parent default/gw: Accepted=False/UnsupportedValue "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {E(kRoute, "backendRef filters are not supported; its requests get 500")}},
+      {"a redirect without port or scheme goes to the listener's port",
+       base({rules("- filters:\n  - {type: RequestRedirect, requestRedirect: {hostname: "
+                   "b.example.com}}\n- matches: [{path: {value: /s}}]\n  filters:\n  - {type: "
+                   "RequestRedirect, requestRedirect: {scheme: https}}\n")}),
+       {"*: Prefix /s -> 500 policy {\"request_redirect\":{\"code\":302,\"scheme\":\"https\"}}",
+        "*: Prefix / -> 500 policy "
+        "{\"request_redirect\":{\"code\":302,\"hostname\":\"b.example.com\",\"port\":80}}"}},
+      {"CORS: origins (both spellings of a default port), methods, headers, max age",
+       base({rules("- filters:\n  - type: CORS\n    cors:\n      allowOrigins: "
+                   "['https://www.foo.com', 'https://*.bar.com:443', 'http://a.com:8080']\n"
+                   "      allowMethods: [GET, OPTIONS]\n      allowHeaders: [x-header-1]\n"
+                   "      exposeHeaders: [x-header-3]\n      allowCredentials: true\n"
+                   "      maxAge: 3600\n" +
+                   kToWeb)}),
+       {"*: Prefix / -> default/web:80 policy "
+        "{\"cors\":{\"allow_headers\":[\"x-header-1\"],\"allow_methods\":[\"GET\",\"OPTIONS\"],"
+        "\"allow_origins\":[\"https://www.foo.com\",\"https://www.foo.com:443\",\"https://"
+        "*.bar.com\",\"https://*.bar.com:443\",\"http://a.com:8080\"],"
+        "\"expose_headers\":[\"x-header-3\"],\"gateway_api\":true,\"max_age_seconds\":3600}}"}},
+      {"CORS defaults: no credentials, the safelisted methods, no headers, max age 5",
+       base({rules("- filters: [{type: CORS, cors: {allowOrigins: ['*']}}]\n" + kToWeb)}),
+       {"*: Prefix / -> default/web:80 policy "
+        "{\"cors\":{\"allow_credentials\":false,\"allow_headers\":[],\"allow_methods\":[\"GET\","
+        "\"HEAD\",\"POST\"],\"gateway_api\":true,\"max_age_seconds\":5}}"}},
+      {"CORS without origins allows none: no CORS policy",
+       base({rules("- filters: [{type: CORS, cors: {allowMethods: [GET]}}]\n" + kToWeb)}),
+       {"*: Prefix / -> default/web:80"}},
+      {"CORS: exposeHeaders * is not sent with credentials (a warning)",
+       base({rules("- filters: [{type: CORS, cors: {allowOrigins: ['*'], allowCredentials: "
+                   "true, allowMethods: ['*'], allowHeaders: ['*'], exposeHeaders: ['*']}}]\n" +
+                   kToWeb)}),
+       {"*: Prefix / -> default/web:80 policy "
+        "{\"cors\":{\"allow_headers\":[\"*\"],\"allow_methods\":[\"*\"],\"gateway_api\":true,"
+        "\"max_age_seconds\":5}}"},
+       {},
+       {W(kRoute, "spec.rules[0].filters[0].cors.exposeHeaders: \"*\" is not sent")}},
+      {"CORS: an origin of any host of one scheme is not supported: 500",
+       base({rules("- filters: [{type: CORS, cors: {allowOrigins: ['https://*']}}]\n" + kToWeb +
+                   "- matches: [{path: {value: /b}}]\n" + kToWeb)}),
+       {"*: Prefix /b -> default/web:80", "*: Prefix / -> 500"},
+       {"HTTPRoute default/web parent default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs PartiallyInvalid=True/UnsupportedValue"},
+       {E(kRoute,
+          "spec.rules[0].filters[0].cors.allowOrigins[0]: \"https://*\": any host of "
+          "one scheme is not supported")}},
       {"an unknown filter type: the route is not accepted",
        base({rules("- filters: [{type: Teleport}]\n" + kToWeb)}),
        {},
@@ -248,6 +302,29 @@ TEST(GatewayRoutesTest, GrpcRoutes) {
        {"GRPCRoute default/g parent default/gw: Accepted=False/UnsupportedValue "
         "ResolvedRefs=True/ResolvedRefs"},
        {E("GRPCRoute default/g", "neither service nor method is set; rule dropped")}},
+      {"an HTTPRoute and a GRPCRoute with intersecting hostnames on one listener: the older "
+       "is accepted, the other not",
+       base({http_route("a",
+                        "parentRefs: [{name: gw}]\nhostnames: ['*.example.com']\n"
+                        "rules:\n-" +
+                            kToWeb.substr(1)),
+             grpc("-" + to_api.substr(1)),
+             grpc_route("other",
+                        "parentRefs: [{name: gw}]\nhostnames: [other.example.net]\n"
+                        "rules:\n-" +
+                            to_api.substr(1))}),
+       {"**.example.com: Prefix / -> default/web:80",
+        "other.example.net: Prefix / -> default/api:80+h2"},
+       {"HTTPRoute default/a parent default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "GRPCRoute default/g parent default/gw: Accepted=False/NotAllowedByListeners "
+        "ResolvedRefs=True/ResolvedRefs",
+        "GRPCRoute default/other parent default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "Gateway default/gw listener http: kinds=HTTPRoute,GRPCRoute attached=2 "
+        "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs "
+        "Conflicted=False/NoConflicts"},
+       {E("GRPCRoute default/g", "NotAllowedByListeners: HTTPRoute default/a (older)")}},
       {"a listener that only takes HTTPRoutes does not take GRPCRoutes",
        {gateway_class(),
         gateway("gw", http_listener("http", "allowedRoutes: {kinds: [{kind: HTTPRoute}]}")),
@@ -256,6 +333,113 @@ TEST(GatewayRoutesTest, GrpcRoutes) {
        {"GRPCRoute default/g parent default/gw: Accepted=False/NotAllowedByListeners "
         "ResolvedRefs=True/ResolvedRefs"},
        {E("GRPCRoute default/g", "NotAllowedByListeners")}},
+  };
+  for (const auto& c : cases) run(c);
+}
+
+TEST(GatewayRoutesTest, BackendTlsPolicies) {
+  const std::string secure =
+      "apiVersion: v1\nkind: Service\nmetadata: {name: secure, namespace: default}\nspec:\n"
+      "  ports:\n  - {name: https, port: 443}\n  - {name: h2, port: 8443, appProtocol: "
+      "kubernetes.io/h2c}\n";
+  const std::string slice =
+      "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: secure-x\n"
+      "  namespace: default\n  labels: {kubernetes.io/service-name: secure}\naddressType: IPv4\n"
+      "endpoints:\n- addresses: [10.0.0.9]\nports:\n- {name: https, port: 8443}\n";
+  const std::string route = rules(
+      "- matches: [{path: {value: /a}}]\n  backendRefs: [{name: secure, port: 443}]\n"
+      "- matches: [{path: {value: /b}}]\n  backendRefs: [{name: secure, port: 8443}]\n");
+  auto policy = [](const std::string& name, const std::string& target,
+                   const std::string& validation, const std::string& created = "") {
+    return backend_tls_policy(name, "targetRefs: [" + target + "]\nvalidation:\n" + validation,
+                              created);
+  };
+  const std::string to_secure = "{group: '', kind: Service, name: secure}";
+  const std::string valid =
+      "  caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]\n"
+      "  hostname: Secure.Example.com\n";
+  const std::vector<Case> cases = {
+      {"a policy for the Service: TLS upstreams verified for the hostname with the ConfigMap's CA",
+       base({secure, slice, ca_config_map("ca"), route, policy("tls", to_secure, valid)}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/tls ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {},
+       [](const TranslateResult& r) {
+         const auto& up = r.config.upstreams.at("default/secure:443+btls");
+         EXPECT_EQ(up.policy.protocol, model::BackendProtocol::kHttps);
+         EXPECT_TRUE(up.tls.enabled);
+         EXPECT_EQ(up.tls.server_name, "secure.example.com");
+         EXPECT_NE(up.tls.ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
+         EXPECT_FALSE(up.endpoints.empty());
+         EXPECT_EQ(r.config.upstreams.at("default/secure:8443+h2+btls").policy.protocol,
+                   model::BackendProtocol::kH2);
+       }},
+      {"sectionName: only that port; an older policy on the same target wins (Conflicted)",
+       base({secure, slice, ca_config_map("ca"), route,
+             policy("young", "{group: '', kind: Service, name: secure, sectionName: https}", valid,
+                    "2024-02-01T00:00:00Z"),
+             policy("old", "{group: '', kind: Service, name: secure, sectionName: https}", valid,
+                    "2024-01-01T00:00:00Z")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2"},
+       {"BackendTLSPolicy default/old ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "BackendTLSPolicy default/young ancestor default/gw: Accepted=False/Conflicted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {E("BackendTLSPolicy default/young", "already has BackendTLSPolicy default/old")}},
+      {"a policy for a port and one for the whole Service both apply (to different ports)",
+       base({secure, slice, ca_config_map("ca"), route,
+             policy("port", "{group: '', kind: Service, name: secure, sectionName: https}", valid),
+             policy("whole", to_secure,
+                    "  caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]\n"
+                    "  hostname: other.example.com\n")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/port ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "BackendTLSPolicy default/whole ancestor default/gw: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {},
+       [](const TranslateResult& r) {
+         EXPECT_EQ(r.config.upstreams.at("default/secure:443+btls").tls.server_name,
+                   "secure.example.com");
+         EXPECT_EQ(r.config.upstreams.at("default/secure:8443+h2+btls").tls.server_name,
+                   "other.example.com");
+       }},
+      {"a missing ConfigMap: NoValidCACertificate, InvalidCACertificateRef; no endpoints (503)",
+       base({secure, slice, route,
+             policy("tls", to_secure,
+                    "  caCertificateRefs: [{group: '', kind: ConfigMap, name: gone}]\n"
+                    "  hostname: secure.example.com\n")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/tls ancestor default/gw: "
+        "Accepted=False/NoValidCACertificate ResolvedRefs=False/InvalidCACertificateRef"},
+       {E("BackendTLSPolicy default/tls",
+          "InvalidCACertificateRef: "
+          "spec.validation.caCertificateRefs[0]: ConfigMap "
+          "default/gone not found"),
+        E("BackendTLSPolicy default/tls", "no caCertificateRef can be used; not accepted")},
+       [](const TranslateResult& r) {
+         EXPECT_TRUE(r.config.upstreams.at("default/secure:443+btls").endpoints.empty());
+         EXPECT_TRUE(r.fail_closed_upstreams.contains("default/secure:443+btls"));
+       }},
+      {"another kind of CA reference: InvalidKind",
+       base({secure, route,
+             policy("tls", to_secure,
+                    "  caCertificateRefs: [{group: '', kind: Secret, name: ca}]\n"
+                    "  hostname: secure.example.com\n")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/tls ancestor default/gw: "
+        "Accepted=False/NoValidCACertificate ResolvedRefs=False/InvalidKind"},
+       {E("BackendTLSPolicy default/tls", "InvalidKind"),
+        E("BackendTLSPolicy default/tls", "not accepted")}},
+      {"wellKnownCACertificates and subjectAltNames are not supported: Invalid, fail closed",
+       base({secure, route,
+             policy("tls", to_secure,
+                    "  wellKnownCACertificates: System\n  hostname: secure.example.com\n")}),
+       {"*: Prefix /a -> default/secure:443+btls", "*: Prefix /b -> default/secure:8443+h2+btls"},
+       {"BackendTLSPolicy default/tls ancestor default/gw: Accepted=False/Invalid "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {E("BackendTLSPolicy default/tls", "wellKnownCACertificates \"System\" is not supported")}},
   };
   for (const auto& c : cases) run(c);
 }
@@ -322,6 +506,39 @@ TEST(GatewayRoutesTest, StoreRelevance) {
   EXPECT_TRUE(s.secret_referenced("default", "cert"));
   EXPECT_TRUE(s.insert(parse(gateway_class("tidegate", "example.com/other"))));
   EXPECT_FALSE(s.service_referenced("default", "web"));
+}
+
+// BackendTLSPolicies matter when they target a Service a route of ours names; their ConfigMaps
+// when such a policy names them (config_map_named answers for any policy: what the kube source
+// keeps).
+TEST(GatewayRoutesTest, StoreRelevanceOfBackendTlsPolicies) {
+  auto parse = [](const std::string& text) {
+    auto loaded = source::load_manifest_text(text, "x.yaml");
+    EXPECT_TRUE(loaded.errors.empty());
+    return loaded.objects.at(0).object;
+  };
+  const std::string policy =
+      backend_tls_policy("tls",
+                         "targetRefs: [{group: '', kind: Service, name: web}]\nvalidation:\n"
+                         "  caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}]\n"
+                         "  hostname: web.internal\n");
+  store::Store s;
+  EXPECT_FALSE(s.insert(parse(policy)));  // nothing of ours uses Service web yet
+  EXPECT_TRUE(s.config_map_named("default", "ca"));
+  EXPECT_FALSE(s.config_map_referenced("default", "ca"));
+  EXPECT_FALSE(s.insert(parse(ca_config_map("ca"))));
+  EXPECT_FALSE(s.insert(parse(ca_config_map("other"))));
+  EXPECT_TRUE(s.insert(parse(gateway_class())));
+  EXPECT_TRUE(s.insert(parse(gateway("gw", http_listener("http")))));
+  EXPECT_TRUE(s.insert(parse(http_route("web",
+                                        "parentRefs: [{name: gw}]\nrules:\n- "
+                                        "backendRefs: [{name: web, port: 80}]\n"))));
+  EXPECT_TRUE(s.config_map_referenced("default", "ca"));
+  EXPECT_FALSE(s.config_map_referenced("default", "other"));
+  EXPECT_TRUE(s.remove(objects::Kind::kConfigMap, "default", "ca"));
+  EXPECT_FALSE(s.remove(objects::Kind::kConfigMap, "default", "other"));
+  EXPECT_TRUE(s.remove(objects::Kind::kBackendTLSPolicy, "default", "tls"));
+  EXPECT_FALSE(s.config_map_named("default", "ca"));
 }
 
 }  // namespace

@@ -62,5 +62,10 @@ std::string http_route(const std::string& name, const std::string& spec,
 std::string grpc_route(const std::string& name, const std::string& spec,
                        const std::string& ns = "default");
 std::string tls_secret(const std::string& name, const std::string& ns = "default");
+// A ConfigMap whose ca.crt is a (self-signed) certificate.
+std::string ca_config_map(const std::string& name, const std::string& ns = "default");
+// A BackendTLSPolicy with the spec given as YAML (indented by 2, without "spec:").
+std::string backend_tls_policy(const std::string& name, const std::string& spec,
+                               const std::string& created = "");
 
 }  // namespace tidegate::controller::translate::gateway_table
