@@ -760,7 +760,7 @@ class GatewayTranslator {
     RouteStatus status{*view.kind, ns, view.meta->name, {}};
     std::set<std::pair<std::string, std::string>> hosts;  // (model listener, host)
     std::set<std::pair<std::string, size_t>> attached;    // (gateway key, listener index)
-    std::set<int32_t> ports;  // of the listeners it is served through
+    std::set<int32_t> ports;                              // of the listeners it is served through
     std::set<std::string> seen_parents;
     for (size_t p = 0; p < view.parents->size(); ++p) {
       const auto& parent = (*view.parents)[p];
