@@ -403,6 +403,31 @@ class GatewayTranslator {
     gateways_.emplace(info.key, std::move(info));
   }
 
+  // How narrow a listener hostname is: none 0, a wildcard by its labels, an exact name most.
+  static size_t specificity(const std::string& hostname) {
+    if (hostname.empty()) return 0;
+    if (!is_wildcard(hostname)) return 1000;
+    return 1 + static_cast<size_t>(std::count(hostname.begin(), hostname.end(), '.'));
+  }
+
+  // Whether every request for `host` (a name or wildcard a route got on listener i) goes to
+  // another listener of the same Gateway and port with a narrower hostname: requests are matched
+  // to the most specific listener first, and only its routes are considered (the Gateway API's
+  // listener isolation).
+  static bool taken_by_narrower_listener(const GatewayInfo& info, size_t i,
+                                         const std::string& host) {
+    const ListenerInfo& li = info.listeners[i];
+    for (size_t j = 0; j < info.listeners.size(); ++j) {
+      const ListenerInfo& lj = info.listeners[j];
+      if (j == i || !lj.attachable || lj.spec->port != li.spec->port) continue;
+      if (specificity(lj.hostname) <= specificity(li.hostname)) continue;
+      if (lj.hostname == host || (is_wildcard(lj.hostname) && covers(lj.hostname, host))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // nullopt when allowedRoutes.namespaces is usable; otherwise why not.
   static std::optional<std::string> check_allowed_namespaces(const objects::Listener& l) {
     const std::string& from = l.namespaces_from;
@@ -834,6 +859,9 @@ class GatewayTranslator {
           if (!info.listeners[i].programmed) continue;  // attached, not served through it
           ports.insert(info.listeners[i].spec->port);
           for (const auto& host : h) {
+            // Listener isolation: requests for a name a narrower listener of the port takes
+            // never reach this listener's routes.
+            if (taken_by_narrower_listener(info, i, host)) continue;
             hosts.emplace(info.listeners[i].model_listener, host);
             info.listeners[i].route_hosts.insert(host);
           }
@@ -1546,6 +1574,14 @@ class GatewayTranslator {
 
   void assemble() {
     model::Config& config = result_.config;
+    // One address per Gateway: each served listener hostname has a host of its own on its port
+    // (routes or not), so that its names never fall to a wider listener's routes.
+    for (const auto& [key, info] : gateways_) {
+      for (const auto& li : info.listeners) {
+        if (!li.programmed || li.model_listener.empty() || li.hostname.empty()) continue;
+        pending_.try_emplace({li.model_listener, li.hostname});
+      }
+    }
     for (auto& [where, routes] : pending_) {
       const auto& [listener, host] = where;
       if (!listener.empty() && !config.listeners.contains(listener)) continue;  // no port left

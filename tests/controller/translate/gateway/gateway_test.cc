@@ -829,6 +829,39 @@ TEST(GatewayTranslateTest, PerGatewayListeners) {
          EXPECT_EQ(th.certificate, "default/cert");
        },
        per_gateway()},
+      {"listener isolation: a name goes to the narrowest listener of the port, routes or not",
+       {gateway_class(),
+        gateway("gw-a", http_listener("any") +
+                            http_listener("wild", "hostname: '*.example.com'\n") +
+                            http_listener("foo", "hostname: '*.foo.example.com'\n") +
+                            http_listener("abc", "hostname: abc.foo.example.com\n")),
+        service("a", 80, "default", 1), endpoints("a", 8080, "default", 1),
+        http_route("on-any",
+                   "parentRefs: [{name: gw-a, sectionName: any}]\n"
+                   "hostnames: [bar.com, '*.example.com', '*.foo.example.com']\n"
+                   "rules:\n- matches: [{path: {type: PathPrefix, value: /any}}]\n"
+                   "  backendRefs: [{name: a, port: 80}]\n"),
+        http_route("on-wild",
+                   "parentRefs: [{name: gw-a, sectionName: wild}]\n"
+                   "hostnames: [bar.com, '*.example.com', abc.foo.example.com]\n"
+                   "rules:\n- matches: [{path: {type: PathPrefix, value: /wild}}]\n"
+                   "  backendRefs: [{name: a, port: 80}]\n")},
+       {"default/gw-a:80 **.example.com: Prefix /wild -> default/a:80",
+        "default/gw-a:80 bar.com: Prefix /any -> default/a:80"},
+       {"HTTPRoute default/on-any parent default/gw-a/any: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs",
+        "HTTPRoute default/on-wild parent default/gw-a/wild: Accepted=True/Accepted "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {},
+       [](const TranslateResult& r) {
+         // The narrower listeners' names are hosts of their own, without these routes.
+         for (const char* key :
+              {"default/gw-a:80 **.foo.example.com", "default/gw-a:80 abc.foo.example.com"}) {
+           ASSERT_TRUE(r.config.virtual_hosts.contains(key)) << key;
+           EXPECT_TRUE(r.config.virtual_hosts.at(key).routes.empty()) << key;
+         }
+       },
+       per_gateway()},
       {"no port left in the range: the listener is reported and not served",
        two,
        {"default/gw-a:80 *: Prefix / -> default/a:80"},
