@@ -43,7 +43,7 @@ struct SubstitutionStreamOptions {
   std::chrono::nanoseconds cpu_budget{std::chrono::milliseconds(50)};
   std::chrono::nanoseconds cpu_budget_per_byte{1000};
   // Replacements between two reads of the clock (for the deadline and the budget); tests set 1.
-  unsigned clock_check_commits = 64;
+  unsigned clock_check_commits = 16;
   // The clocks: monotonic (the deadline, the budget's first judgement) and this thread's CPU time
   // (null: CLOCK_THREAD_CPUTIME_ID). Tests replace them to stage stalls.
   std::chrono::steady_clock::time_point (*now)() = +[] { return std::chrono::steady_clock::now(); };
@@ -80,7 +80,7 @@ class SubstitutionStream {
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
   // while queued input remains or the end has not been flushed: call again, after yielding. Once
   // the call has run `time_limit`, it returns early, at the next check (after at least one
-  // replacement; checks come every 64 replacements or 64 KiB of window searched), so that no
+  // replacement; checks come every 16 replacements or 64 KiB of window searched), so that no
   // single call runs long whatever the rules cost per byte. stats().engine_time grows by the
   // call's duration.
   bool process(size_t max_bytes,
