@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -50,14 +51,40 @@ unsigned char other_case(unsigned char c) {
   return c;
 }
 
-bool literal_at(std::string_view text, size_t pos, std::string_view literal, bool fold) {
-  if (!fold) return text.compare(pos, literal.size(), literal) == 0;
-  for (size_t i = 0; i < literal.size(); ++i) {
-    const auto a = static_cast<unsigned char>(text[pos + i]);
-    const auto b = static_cast<unsigned char>(literal[i]);
-    if (a != b && a != other_case(b)) return false;
+// Whether the byte sets lie at `pos` in `text` (the caller checked that they fit).
+bool prefix_at(std::string_view text, size_t pos, const std::vector<ByteSet>& sets) {
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (!sets[i].has(static_cast<unsigned char>(text[pos + i]))) return false;
   }
   return true;
+}
+
+}  // namespace
+
+// The caller checked that the sets fit in `text` from `pos`.
+[[gnu::always_inline]] inline bool RuleSet::Prefix::at(std::string_view text, size_t pos) const {
+  static_assert(LinearRule::kMaxPrefix <= 16, "two words of mask and value");
+  static_assert(std::endian::native == std::endian::little, "byte i is bits 8i..8i+7");
+  if (pos + 16 > text.size()) return prefix_at(text, pos, sets);
+  uint64_t w[2];
+  std::memcpy(w, text.data() + pos, sizeof w);
+  if (((w[0] & mask[0]) ^ value[0]) | ((w[1] & mask[1]) ^ value[1])) return false;
+  for (uint32_t o = others; o != 0; o &= o - 1) {
+    const auto i = static_cast<size_t>(__builtin_ctz(o));
+    if (!sets[i].has(static_cast<unsigned char>(text[pos + i]))) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// How likely a byte of `set` is, by byte_weight.
+double set_weight(const ByteSet& set) {
+  double w = 0;
+  for (int c = 0; c < 256; ++c) {
+    if (set.has(static_cast<unsigned char>(c))) w += byte_weight(static_cast<unsigned char>(c));
+  }
+  return w;
 }
 
 // Clang (the fuzz build, fuzz/run.sh) refuses the AVX2 instance: it checks the vector ABI of
@@ -96,6 +123,8 @@ CompileResult RuleSet::compile(const std::vector<SubstitutionRule>& rules) {
     set->sources_.push_back(rules[compiled.rules[i].source_index]);
     set->origin_.push_back(static_cast<uint8_t>(i));
     set->all_rules_ |= RuleBits{1} << i;
+    const SubstitutionRule& source = set->sources_.back();
+    set->linear_.push_back(LinearRule::compile(source.match, source.flags == "i"));
   }
   set->rules_ = std::move(compiled.rules);
   if (auto error = set->build(compiled)) {
@@ -113,6 +142,7 @@ std::shared_ptr<const RuleSet> RuleSet::subset(RuleBits rules) const {
     set->rules_.push_back(rules_[i]);  // shares the rule's RE2
     set->sources_.push_back(sources_[i]);
     set->origin_.push_back(origin_[i]);
+    set->linear_.push_back(linear_[i]);
     set->all_rules_ |= origin_bit(i);
   }
   if (set->rules_.empty()) return nullptr;
@@ -142,46 +172,75 @@ std::optional<std::string> RuleSet::build(const substitution::CompiledRules& joi
 }
 
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
-  std::vector<Literal> literals;
-  std::vector<uint16_t> rule_literal;
-  std::vector<std::string> whole;
-  for (const auto& r : valid) {
-    substitution::LiteralPrefix prefix = substitution::literal_prefix(r.match, r.flags == "i");
-    if (prefix.bytes.empty()) return;  // one rule without a literal: the DFA scans everything
-    whole.push_back(std::move(prefix.whole));
-    Literal lit{std::move(prefix.bytes), prefix.fold, 0, 0};
-    // The fingerprint: the window of up to three bytes least likely in a page (the product of
-    // the bytes' rough frequencies, both cases of a folded letter counted).
-    lit.width = std::min(kFingerprint, lit.bytes.size());
-    double best = 0;
-    for (size_t at = 0; at + lit.width <= lit.bytes.size(); ++at) {
-      double likely = 1;
-      for (size_t k = 0; k < lit.width; ++k) {
-        const auto c = static_cast<unsigned char>(lit.bytes[at + k]);
-        likely *=
-            byte_weight(c) + (lit.fold && other_case(c) != c ? byte_weight(other_case(c)) : 0);
+  std::vector<Prefix> prefixes;
+  std::vector<uint16_t> rule_prefix;
+  for (size_t r = 0; r < valid.size(); ++r) {
+    Prefix prefix;
+    if (linear_[r] != nullptr) prefix.sets = linear_[r]->prefix();
+    if (prefix.sets.empty()) {
+      const substitution::LiteralPrefix literal =
+          substitution::literal_prefix(valid[r].match, valid[r].flags == "i");
+      for (size_t i = 0; i < literal.bytes.size() && i < LinearRule::kMaxPrefix; ++i) {
+        const auto c = static_cast<unsigned char>(literal.bytes[i]);
+        ByteSet set;
+        set.add(c);
+        if (literal.fold) set.add(other_case(c));
+        prefix.sets.push_back(set);
       }
+    }
+    if (prefix.sets.empty()) return;  // one rule without a prefix: the DFA scans everything
+    // The fingerprint: the window of up to three sets least likely in a page (the product of
+    // their bytes' rough frequencies).
+    prefix.width = std::min(kFingerprint, prefix.sets.size());
+    double best = 0;
+    for (size_t at = 0; at + prefix.width <= prefix.sets.size(); ++at) {
+      double likely = 1;
+      for (size_t k = 0; k < prefix.width; ++k) likely *= set_weight(prefix.sets[at + k]);
       if (at == 0 || likely < best) {
         best = likely;
-        lit.offset = at;
+        prefix.offset = at;
       }
     }
-    size_t index = 0;
-    while (index < literals.size() &&
-           !(literals[index].bytes == lit.bytes && literals[index].fold == lit.fold)) {
-      ++index;
+    for (size_t i = 0; i < prefix.sets.size(); ++i) {
+      const ByteSet& set = prefix.sets[i];
+      int members = 0;
+      unsigned char first = 0;
+      for (int c = 255; c >= 0; --c) {
+        if (set.has(static_cast<unsigned char>(c))) {
+          ++members;
+          first = static_cast<unsigned char>(c);
+        }
+      }
+      uint64_t mask = 0, value = 0;
+      if (members == 1) {
+        mask = 0xff;
+        value = first;
+      } else if (members == 2 && set.has(static_cast<unsigned char>(first ^ 0x20)) &&
+                 (first ^ 0x20) > first) {
+        mask = 0xdf;
+        value = first & 0xdf;
+      } else {
+        prefix.others |= uint32_t{1} << i;
+      }
+      prefix.mask[i / 8] |= mask << (8 * (i % 8));
+      prefix.value[i / 8] |= value << (8 * (i % 8));
     }
-    if (index == literals.size()) literals.push_back(std::move(lit));
-    rule_literal.push_back(static_cast<uint16_t>(index));
+    size_t index = 0;
+    while (index < prefixes.size() && prefixes[index].sets != prefix.sets) ++index;
+    if (index == prefixes.size()) prefixes.push_back(std::move(prefix));
+    rule_prefix.push_back(static_cast<uint16_t>(index));
   }
-  literals_ = std::move(literals);
-  rule_literal_ = std::move(rule_literal);
-  whole_ = std::move(whole);
-  for (size_t k = 0; k < literals_.size(); ++k) {
-    const Literal& l = literals_[k];
+  prefixes_ = std::move(prefixes);
+  rule_prefix_ = std::move(rule_prefix);
+  prefix_rules_.assign(prefixes_.size(), 0);
+  for (size_t i = 0; i < rule_prefix_.size(); ++i) {
+    prefix_rules_[rule_prefix_[i]] |= RuleBits{1} << i;
+  }
+  for (size_t k = 0; k < prefixes_.size(); ++k) {
+    const Prefix& l = prefixes_[k];
     const size_t bucket = k % kBuckets;
     const auto bit = static_cast<uint8_t>(1u << bucket);
-    bucket_literals_[bucket].push_back(static_cast<uint16_t>(k));
+    bucket_prefixes_[bucket].push_back(static_cast<uint16_t>(k));
     for (size_t i = 0; i < kFingerprint; ++i) {
       auto allow = [&](unsigned char c) {
         byte_buckets_[i][c] |= bit;
@@ -190,32 +249,31 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
           nibbles_[i].hi[lane + (c >> 4)] |= bit;
         }
       };
-      if (i >= l.width) {
-        for (int c = 0; c < 256; ++c) allow(static_cast<unsigned char>(c));
-        continue;
+      for (int c = 0; c < 256; ++c) {
+        if (i >= l.width || l.sets[l.offset + i].has(static_cast<unsigned char>(c))) {
+          allow(static_cast<unsigned char>(c));
+        }
       }
-      const auto c = static_cast<unsigned char>(l.bytes[l.offset + i]);
-      allow(c);
-      if (l.fold) allow(other_case(c));
     }
     max_offset_ = std::max(max_offset_, l.offset);
   }
 }
 
-// The literals of `buckets` whose fingerprint may be at `pos`: those that start at or after
+// The prefixes of `buckets` whose fingerprint may be at `pos`: those that start at or after
 // `from`, lie whole inside `text`, start at or before `best` and are there move `best` to their
-// start, and are added to `at_best`, the literals there (bit k: literal k).
-void RuleSet::check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets,
-                        size_t* best, uint64_t* at_best) const {
+// start, and are added to `at_best`, the prefixes there (bit k: prefix k).
+[[gnu::always_inline]] inline void RuleSet::check_hit(std::string_view text, size_t from,
+                                                      size_t pos, unsigned buckets, size_t* best,
+                                                      uint64_t* at_best) const {
   while (buckets != 0) {
     const auto bucket = static_cast<size_t>(__builtin_ctz(buckets));
     buckets &= buckets - 1;
-    for (uint16_t k : bucket_literals_[bucket]) {
-      const Literal& l = literals_[k];
+    for (uint16_t k : bucket_prefixes_[bucket]) {
+      const Prefix& l = prefixes_[k];
       if (pos < from + l.offset) continue;
       const size_t start = pos - l.offset;
-      if (start > *best || start + l.bytes.size() > text.size()) continue;
-      if (!literal_at(text, start, l.bytes, l.fold)) continue;
+      if (start > *best || start + l.sets.size() > text.size()) continue;
+      if (!l.at(text, start)) continue;
       if (start < *best) {
         *best = start;
         *at_best = 0;
@@ -344,8 +402,8 @@ __attribute__((target("avx2"))) size_t RuleSet::scan_avx2(std::string_view text,
 }
 #endif
 
-// The leftmost position >= from where some rule's literal lies whole inside `text`, or npos;
-// *at_best: the literals there.
+// The leftmost position >= from where some rule's prefix lies whole inside `text`, or npos;
+// *at_best: the prefixes there.
 size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_best) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
@@ -360,7 +418,7 @@ size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_
   if (found != std::string_view::npos) return found;
 #endif
   // The scalar test, for the tail (and CPUs without SSSE3). An index past the end allows every
-  // byte: check_hit knows a literal that does not fit.
+  // byte: check_hit knows a prefix that does not fit.
   for (; i < size; ++i) {
     if (best != std::string_view::npos && i > best + max_offset_) break;
     unsigned m = byte_buckets_[0][bytes[i]];
@@ -371,66 +429,110 @@ size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_
   return best;
 }
 
-bool RuleSet::find(std::string_view text, size_t from, size_t* start, size_t* end,
-                   size_t* rule) const {
+size_t RuleSet::anchored(size_t i, std::string_view text, size_t at, bool prefix_known,
+                         GroupSpans* spans, bool* spans_known) const {
+  *spans_known = false;
+  if (const LinearRule* linear = linear_[i].get()) {
+    size_t end = at;
+    const bool want_spans = rules_[i].max_group > 0;
+    switch (linear->match(text, at, &end, want_spans ? spans : nullptr, prefix_known)) {
+      case LinearRule::Result::kMatch:
+        *spans_known = want_spans;
+        return end;
+      case LinearRule::Result::kNoMatch:
+        return at;
+      case LinearRule::Result::kUnknown:
+        break;
+    }
+  }
   re2::StringPiece m;
-  if (literals_.empty()) {
-    if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &m, 1)) return false;
-    *start = static_cast<size_t>(m.data() - text.data());
-    *end = *start + m.size();
-    *rule = rule_for(text, *start, *end);
+  if (!rules_[i].re->Match(text, at, text.size(), RE2::ANCHOR_START, &m, 1)) return at;
+  return at + m.size();
+}
+
+bool RuleSet::find(std::string_view text, size_t from, Match* m) const {
+  if (prefixes_.empty()) {
+    re2::StringPiece found;
+    if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &found, 1)) return false;
+    m->start = static_cast<size_t>(found.data() - text.data());
+    m->end = m->start + found.size();
+    rule_for(text, m);
     return true;
   }
-  // Every match starts with its rule's literal, so only candidates can start one. At a
-  // candidate, each rule whose literal is there runs anchored (longest match); the longest wins,
-  // the earlier rule on a tie. A rule that is a literal through and through needs no RE2 call
-  // where its bytes are there. One call (or none) finds both the match and its rule, where the
-  // joined pattern would need a second pass to name the rule.
+  // Every match starts with its rule's prefix, so only candidates can start one. At a
+  // candidate, each rule whose prefix is there runs anchored (longest match); the longest wins,
+  // the earlier rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups
+  // come with it; one RE2 call per rule otherwise. Either way the rule is known without the
+  // second pass the joined pattern would need.
+  GroupSpans spans[2];
   for (size_t at = from;;) {
     uint64_t here = 0;
     const size_t c = next_candidate(text, at, &here);
     if (c == std::string_view::npos) return false;
     size_t best_end = c;
-    for (size_t i = 0; i < rules_.size(); ++i) {
-      if ((here >> rule_literal_[i] & 1) == 0) continue;
-      const std::string& whole = whole_[i];
-      size_t e = c;
-      if (!whole.empty() && c + whole.size() <= text.size() &&
-          literal_at(text, c, whole, literals_[rule_literal_[i]].fold)) {
-        e = c + whole.size();
-      } else if (rules_[i].re->Match(text, c, text.size(), RE2::ANCHOR_START, &m, 1)) {
-        e = c + m.size();
-      }
+    int best_spans = 0;
+    RuleBits candidates = 0;
+    for (uint64_t k = here; k != 0; k &= k - 1) {
+      candidates |= prefix_rules_[static_cast<size_t>(__builtin_ctzll(k))];
+    }
+    for (; candidates != 0; candidates &= candidates - 1) {
+      const auto i = static_cast<size_t>(__builtin_ctzll(candidates));
+      bool known = false;
+      // The rule's own prefix is there: check_hit compared it.
+      const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known);
       if (e > best_end) {
         best_end = e;
-        *rule = i;
+        m->rule = i;
+        m->spans_known = known;
+        best_spans = 1 - best_spans;
       }
     }
     if (best_end > c) {
-      *start = c;
-      *end = best_end;
+      m->start = c;
+      m->end = best_end;
+      if (m->spans_known) m->spans = spans[best_spans];
       return true;
     }
     at = c + 1;
   }
 }
 
-size_t RuleSet::rule_for(std::string_view text, size_t start, size_t end) const {
-  if (rules_.size() == 1) return 0;
+void RuleSet::rule_for(std::string_view text, Match* m) const {
+  m->rule = 0;
+  m->spans_known = false;
+  if (rules_.size() == 1) return;
+  const size_t start = m->start, end = m->end;
   for (size_t i = 0; i < rules_.size(); ++i) {
-    // A rule whose literal is not there cannot have matched: skip its RE2 call.
-    if (!rule_literal_.empty()) {
-      const Literal& l = literals_[rule_literal_[i]];
-      if (l.bytes.size() > end - start || !literal_at(text, start, l.bytes, l.fold)) continue;
+    // A rule whose prefix is not there cannot have matched: skip its RE2 call.
+    if (!rule_prefix_.empty()) {
+      const Prefix& l = prefixes_[rule_prefix_[i]];
+      if (l.sets.size() > end - start || !l.at(text, start)) continue;
     }
-    if (rules_[i].re->Match(text, start, end, RE2::ANCHOR_BOTH, nullptr, 0)) return i;
+    if (const LinearRule* linear = linear_[i].get()) {
+      // The joined pattern's match is the longest of all rules' at its start: a linear rule
+      // produced it exactly when its own longest match there ends at the same byte.
+      size_t e = start;
+      const bool want_spans = rules_[i].max_group > 0;
+      const auto r = linear->match(text, start, &e, want_spans ? &m->spans : nullptr);
+      if (r == LinearRule::Result::kNoMatch) continue;
+      if (r == LinearRule::Result::kMatch) {
+        if (e != end) continue;
+        m->rule = i;
+        m->spans_known = want_spans;
+        return;
+      }
+    }
+    if (rules_[i].re->Match(text, start, end, RE2::ANCHOR_BOTH, nullptr, 0)) {
+      m->rule = i;
+      return;
+    }
   }
-  return 0;  // unreachable: the combined pattern matched there, so some rule does
+  // Unreachable: the combined pattern matched there, so some rule does.
 }
 
-void RuleSet::expand(size_t index, std::string_view text, size_t start, size_t end,
-                     std::string* out) const {
-  const Rule& r = rules_[index];
+void RuleSet::expand(const Match& m, std::string_view text, std::string* out) const {
+  const Rule& r = rules_[m.rule];
+  const size_t start = m.start, end = m.end;
   const std::string_view whole = text.substr(start, end - start);
   if (r.max_group == 0) {
     for (const Piece& p : r.replacement) {
@@ -438,6 +540,17 @@ void RuleSet::expand(size_t index, std::string_view text, size_t start, size_t e
         out->append(p.literal);
       } else {
         out->append(whole);
+      }
+    }
+    return;
+  }
+  if (m.spans_known) {
+    for (const Piece& p : r.replacement) {
+      if (p.group < 0) {
+        out->append(p.literal);
+      } else {
+        out->append(text.data() + m.spans.begin[p.group],
+                    m.spans.end[p.group] - m.spans.begin[p.group]);
       }
     }
     return;

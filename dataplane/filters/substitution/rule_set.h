@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "filters/substitution/linear_rule.h"
 #include "substitution/rule.h"
 
 namespace tidegate::dataplane::filters {
@@ -84,17 +85,29 @@ class RuleSet {
   // held position as possibly growing (correct, but bytes wait for the end or the buffer limit).
   bool exact_prefixes() const { return exact_prefixes_; }
 
-  // Appends the replacement for the match [start, end) of rule `index` in `text` (bytes before
-  // `start` and after `end` are the context for assertions such as \b).
-  void expand(size_t index, std::string_view text, size_t start, size_t end,
-              std::string* out) const;
+  // A match: [start, end) of rule `rule`; `spans` holds its groups when `spans_known` (the
+  // linear matcher found them), else expand() asks RE2.
+  struct Match {
+    size_t start = 0;
+    size_t end = 0;
+    size_t rule = 0;
+    bool spans_known = false;
+    GroupSpans spans;  // not initialized: read only when spans_known
+  };
+
+  // Appends the replacement for `m` in `text` (bytes before its start and after its end are the
+  // context for assertions such as \b).
+  void expand(const Match& m, std::string_view text, std::string* out) const;
 
   // The leftmost-longest match of any rule in text[from, size) (bytes before `from` are context):
   // its start, end and rule (the earliest rule on a tie). With a prefilter (every rule starts
-  // with a literal), only the rules whose literal is at a candidate position run there, anchored;
-  // otherwise the joined pattern searches the whole range and rule_for() names the rule.
-  bool find(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
-  bool prefiltered() const { return !literals_.empty(); }
+  // with a run of known byte sets), only the rules whose prefix is at a candidate position run
+  // there, anchored (linear rules without RE2, linear_rule.h); otherwise the joined pattern
+  // searches the whole range and rule_for() names the rule.
+  bool find(std::string_view text, size_t from, Match* m) const;
+  bool prefiltered() const { return !prefixes_.empty(); }
+  // Rule i's linear matcher, or null when RE2 runs it (for tests).
+  const LinearRule* linear(size_t i) const { return linear_[i].get(); }
 
   // The prefilter's scan: vectors of 32 bytes (AVX2) or 16 (SSSE3), or a byte at a time; the
   // best the CPU has. Tests lower it (process-wide) to check every kind on one machine; returns
@@ -102,8 +115,9 @@ class RuleSet {
   enum class ScanLevel { kScalar, kSsse3, kAvx2 };
   static ScanLevel limit_scan_level_for_testing(ScanLevel most);
 
-  // Which rule produced the match [start, end): the earliest one that matches exactly there.
-  size_t rule_for(std::string_view text, size_t start, size_t end) const;
+  // Which rule produced the match [m->start, m->end): the earliest one that matches exactly
+  // there; sets m->rule (and its groups when a linear matcher found them).
+  void rule_for(std::string_view text, Match* m) const;
 
  private:
   RuleSet() = default;
@@ -116,14 +130,25 @@ class RuleSet {
   size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
+  // Rule i's longest match anchored at `at` (0: none) and its groups when known.
+  // With `prefix_known`, rule i's prefix is known to be at `at`.
+  size_t anchored(size_t i, std::string_view text, size_t at, bool prefix_known, GroupSpans* spans,
+                  bool* spans_known) const;
 
-  // A rule's literal prefix, and its fingerprint: the `width` (1 to 3) bytes at `offset` that
-  // the scan looks for, chosen rare in HTML and English text.
-  struct Literal {
-    std::string bytes;
-    bool fold = false;
+  // The byte sets every match of a rule begins with (its literal prefix, or its linear steps'),
+  // and its fingerprint: the `width` (1 to 3) sets at `offset` that the scan looks for, chosen
+  // rare in HTML and English text.
+  struct Prefix {
+    std::vector<ByteSet> sets;
     size_t offset = 0;
     size_t width = 0;
+    // The same test 16 bytes at a time: byte i of the text is allowed when (byte & mask) ==
+    // value (a single byte: mask 0xff; a letter in both cases: 0xdf); a set that this cannot
+    // say has mask 0 and its bit in `others`, tested on `sets`.
+    uint64_t mask[2] = {0, 0};
+    uint64_t value[2] = {0, 0};
+    uint32_t others = 0;
+    bool at(std::string_view text, size_t pos) const;
   };
 
   std::vector<Rule> rules_;
@@ -133,17 +158,20 @@ class RuleSet {
   std::unique_ptr<RE2> combined_;
   std::shared_ptr<const RE2> viable_tail_;  // shared with the subsets of this set
   bool exact_prefixes_ = true;
-  std::vector<Literal> literals_;       // empty: no prefilter
-  std::vector<uint16_t> rule_literal_;  // each rule's literal in literals_
-  std::vector<std::string> whole_;      // each rule's LiteralPrefix::whole (fold: its literal's)
+  // Each rule's linear matcher (null: RE2 only), shared with the subsets of this set.
+  std::vector<std::shared_ptr<const LinearRule>> linear_;
+  std::vector<Prefix> prefixes_;        // empty: no prefilter
+  std::vector<uint16_t> rule_prefix_;   // each rule's prefix in prefixes_
+  std::vector<RuleBits> prefix_rules_;  // the rules (bit i: rule i of this set) of each prefix
 
-  // The prefilter is a fingerprint scan in the manner of Hyperscan's Teddy: literal k is in
+  // The prefilter is a fingerprint scan in the manner of Hyperscan's Teddy: prefix k is in
   // bucket k % 8; position p is a candidate for bucket b when byte p + i is one that bucket b's
   // fingerprints allow at index i, for i = 0, 1, 2 (an index past a fingerprint's width allows
-  // every byte). With at most 8 literals the test is exact on the fingerprint's bytes.
+  // every byte). With at most 8 prefixes of single bytes or folded letters the test is exact on
+  // the fingerprint's bytes; otherwise a superset, which check_hit() resolves.
   static constexpr size_t kBuckets = 8;
   static constexpr size_t kFingerprint = 3;
-  std::vector<uint16_t> bucket_literals_[kBuckets];
+  std::vector<uint16_t> bucket_prefixes_[kBuckets];
   uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte
   // The vector test looks the two halves of each byte up apart (pshufb): byte c is allowed for
   // bucket b at index i when bit b is in nibbles_[i].lo[c & 15] and in nibbles_[i].hi[c >> 4]. A

@@ -107,11 +107,12 @@ void SubstitutionStream::step(std::string_view text, bool final) {
   size_t grow = 0;
   bool grow_known = false;
   while (start_ < end) {
-    size_t s = 0, e = 0, rule = 0;
-    const bool found = search(text, start_, &s, &e, &rule);
+    RuleSet::Match m;
+    const bool found = search(text, start_, &m);
+    const size_t s = m.start, e = m.end;
     if (final) {
       if (!found) break;
-      commit(text, s, e, rule);
+      commit(text, m);
       if (stop_after_commit(end - s)) return;
       continue;
     }
@@ -122,7 +123,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     // A match reaching the window's end saw no byte after it (for \b or $) and may grow; it is
     // also viable, so `s < grow` already excludes it. The test on `e` is belt and braces.
     if (found && s < grow && e < end) {
-      commit(text, s, e, rule);
+      commit(text, m);
       if (stop_after_commit(end - s)) return;
       continue;
     }
@@ -198,9 +199,8 @@ void SubstitutionStream::overflow(std::string_view text) {
   ++stats_.forced_releases;
 }
 
-bool SubstitutionStream::search(std::string_view text, size_t from, size_t* start, size_t* end,
-                                size_t* rule) const {
-  return rules_->find(text, from, start, end, rule);
+bool SubstitutionStream::search(std::string_view text, size_t from, RuleSet::Match* m) const {
+  return rules_->find(text, from, m);
 }
 
 size_t SubstitutionStream::leftmost_viable(std::string_view text, size_t from) const {
@@ -219,14 +219,14 @@ void SubstitutionStream::emit(std::string_view text, size_t from, size_t to) {
   stats_.bytes_out += to - from;
 }
 
-void SubstitutionStream::commit(std::string_view text, size_t start, size_t end, size_t rule) {
-  emit(text, start_, start);
+void SubstitutionStream::commit(std::string_view text, const RuleSet::Match& m) {
+  emit(text, start_, m.start);
   const size_t before = out_->size();
-  rules_->expand(rule, text, start, end, out_);
+  rules_->expand(m, text, out_);
   stats_.bytes_out += out_->size() - before;
   ++stats_.replacements;
-  stats_.rules_matched |= rules_->origin_bit(rule);
-  start_ = end;
+  stats_.rules_matched |= rules_->origin_bit(m.rule);
+  start_ = m.end;
 }
 
 // Drops emitted bytes but the last one (the context for assertions at start_). Only when they

@@ -120,10 +120,10 @@ class SubstitutionStream {
   std::chrono::nanoseconds budget_for(uint64_t bytes) const;
   void step(std::string_view text, bool final);
   void overflow(std::string_view text);
-  bool search(std::string_view text, size_t from, size_t* start, size_t* end, size_t* rule) const;
+  bool search(std::string_view text, size_t from, RuleSet::Match* m) const;
   size_t leftmost_viable(std::string_view text, size_t from) const;
   void emit(std::string_view text, size_t from, size_t to);
-  void commit(std::string_view text, size_t start, size_t end, size_t rule);
+  void commit(std::string_view text, const RuleSet::Match& m);
   void compact();
 
   std::shared_ptr<const RuleSet> rules_;

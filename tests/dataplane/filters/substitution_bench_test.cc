@@ -1,7 +1,13 @@
-// Engine throughput on a real HTML page, for docs/substitutions.md. Disabled: a measurement, not
-// a test. Run with
+// Engine throughput on HTML pages, for docs/substitutions.md and bench/substitution.sh.
+// Disabled: a measurement, not a test. Run with
 //   build/bin/tidegate-unit-tests --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
-// and TIDEGATE_SUBST_BENCH_FILE=/path/to/page.html to pick another page.
+// Environment:
+//   TIDEGATE_SUBST_BENCH_FILE  the page (default /usr/share/doc/nodejs/api/fs.html)
+//   TIDEGATE_SUBST_BENCH_RULES sparse (default: the ten rules of the nodejs page) or dense (the
+//                              ten rules of bench/dense_page.py's page, a match every ~85 bytes)
+// Prints MB/s of page for a plain copy (the floor), RE2 alone running the rules as one
+// leftmost-longest alternation over the page in memory (a calibration: what one RE2 search per
+// match costs, without replacing anything) and the engine, streamed in 16 KiB chunks.
 
 #include <gtest/gtest.h>
 
@@ -21,8 +27,8 @@ namespace tidegate::dataplane::filters {
 namespace {
 
 // Ten rules of the kinds the issue lists: domains, an ID pattern, a case-insensitive word, a \b
-// word, attribute patterns (one with a group).
-std::vector<SubstitutionRule> ten_rules() {
+// word, attribute patterns (one with a group). bench/substitution.sh's sparse set.
+std::vector<SubstitutionRule> sparse_rules() {
   return {
       {R"(developer\.mozilla\.org)", "mdn.clone.example", ""},
       {R"(nodejs\.org)", "nodejs.clone.example", ""},
@@ -35,6 +41,29 @@ std::vector<SubstitutionRule> ten_rules() {
       {R"re(<meta name="[a-z-]+" content="[^"]*">)re", "", ""},
       {R"(\bdeprecated\b)", "DEPRECATED", "i"},
   };
+}
+
+// Issue #18's dense kinds: two domain rewrites (one with a group), a [Cc]argo-style class, two
+// \b words, a case-insensitive word, <code>, an analytics id, every class attribute, and http://
+// links (a group over a negated class). bench/substitution.sh's dense set.
+std::vector<SubstitutionRule> dense_rules() {
+  return {
+      {R"(doc\.rust-lang\.org)", "docs.clone.example", ""},
+      {R"(https://github\.com/([a-z0-9-]+))", "https://git.clone.example/$1", ""},
+      {"[Cc]argo", "Freight", ""},
+      {R"(\bcrate\b)", "package", ""},
+      {R"(\bdependency\b)", "requirement", ""},
+      {"registry", "index", "i"},
+      {"<code>", R"(<code class="x">)", ""},
+      {R"(UA-[0-9]+-[0-9]+)", "UA-000000-1", ""},
+      {R"re(class="[a-z-]+")re", R"re(class="c")re", ""},
+      {R"re(href="http://([^"]*)")re", R"re(href="https://$1")re", ""},
+  };
+}
+
+bool dense() {
+  const char* rules = std::getenv("TIDEGATE_SUBST_BENCH_RULES");
+  return rules != nullptr && std::string(rules) == "dense";
 }
 
 std::string read_page() {
@@ -65,20 +94,50 @@ double best_seconds(int runs, F f) {
 TEST(SubstitutionBench, DISABLED_TenRulesOnAnHtmlPage) {
   const std::string page = read_page();
   ASSERT_GT(page.size(), 100000u) << "set TIDEGATE_SUBST_BENCH_FILE to an HTML page";
-  const auto compiled = RuleSet::compile(ten_rules());
+  const std::vector<SubstitutionRule> rules = dense() ? dense_rules() : sparse_rules();
+  const auto compiled = RuleSet::compile(rules);
   ASSERT_TRUE(compiled.errors.empty()) << compiled.errors[0].message;
   constexpr size_t kChunk = 16 * 1024;  // the proxy's body buffer
+  const int runs = std::getenv("TIDEGATE_SUBST_BENCH_RUNS") != nullptr
+                       ? std::max(1, std::atoi(std::getenv("TIDEGATE_SUBST_BENCH_RUNS")))
+                       : 10;
 
   std::string out;
   out.reserve(page.size() * 2);
-  const double copy = best_seconds(20, [&] {
+  const double copy = best_seconds(2 * runs, [&] {
     out.clear();
     for (size_t pos = 0; pos < page.size(); pos += kChunk) {
       out.append(page, pos, kChunk);
     }
   });
+
+  // RE2 alone: every rule in a group, joined by '|', leftmost-longest, searched from the end of
+  // each match to the next over the whole page in memory; nothing replaced, the rule not named.
+  std::string joined;
+  for (const auto& r : rules) {
+    if (!joined.empty()) joined += '|';
+    joined += (r.flags == "i" ? "((?i:" : "((?:") + r.match + "))";
+  }
+  RE2::Options options;
+  options.set_longest_match(true);
+  options.set_max_mem(64 << 20);
+  const RE2 alternation(joined, options);
+  ASSERT_TRUE(alternation.ok()) << alternation.error();
+  uint64_t re2_matches = 0;
+  // TIDEGATE_SUBST_BENCH_RE2=0 leaves the calibration out (to profile the engine alone).
+  const char* re2_env = std::getenv("TIDEGATE_SUBST_BENCH_RE2");
+  const int re2_runs = re2_env != nullptr && std::string(re2_env) == "0" ? 0 : runs;
+  const double re2_alone = best_seconds(re2_runs, [&] {
+    re2_matches = 0;
+    re2::StringPiece m;
+    for (size_t pos = 0; alternation.Match(page, pos, page.size(), RE2::UNANCHORED, &m, 1);
+         ++re2_matches) {
+      pos = static_cast<size_t>(m.data() - page.data()) + m.size();
+    }
+  });
+
   uint64_t replacements = 0;
-  const double subst = best_seconds(10, [&] {
+  const double subst = best_seconds(runs, [&] {
     out.clear();
     SubstitutionStream stream(compiled.rules, &out);
     for (size_t pos = 0; pos < page.size(); pos += kChunk) {
@@ -87,10 +146,16 @@ TEST(SubstitutionBench, DISABLED_TenRulesOnAnHtmlPage) {
     stream.end();
     replacements = stream.stats().replacements;
   });
+  if (re2_runs > 0) {
+    EXPECT_EQ(replacements, re2_matches);
+  }
   const double mb = page.size() / 1e6;
-  std::printf("page %.2f MB, %llu replacements\n", mb,
-              static_cast<unsigned long long>(replacements));
+  std::printf("page %.2f MB, %s rules, %llu replacements (one per %.0f bytes)\n", mb,
+              dense() ? "dense" : "sparse", static_cast<unsigned long long>(replacements),
+              replacements ? static_cast<double>(page.size()) / replacements : 0.0);
   std::printf("plain copy:          %8.0f MB/s\n", mb / copy);
+  std::printf("RE2 alone:           %8.0f MB/s (%.2f ms per page)\n", mb / re2_alone,
+              re2_alone * 1e3);
   std::printf("ten rules, streamed: %8.0f MB/s (%.2f ms per page)\n", mb / subst, subst * 1e3);
 }
 

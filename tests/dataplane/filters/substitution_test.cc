@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../../fuzz/targets/substitution.h"
+#include "filters/substitution/linear_rule.h"
 #include "filters/substitution/rule_set.h"
 #include "filters/substitution/stream.h"
 #include "substitution/prefix_regex.h"
@@ -743,6 +744,231 @@ TEST(SubstitutionPropertyTest, RulesThatNeverWonCanBeLeftOut) {
   EXPECT_GE(strict_subsets, 100u) << "too few cases where some rule never won";
   EXPECT_GE(supersets, 50u);
   EXPECT_GE(winner_left_out_changed, 100u);
+}
+
+// ---- pages dense with matches (issue #18) ----
+
+// Rules of the shapes the linear matcher takes (linear_rule.h), and some it refuses: literals,
+// classes (negated, folded, with k and s), repeats, groups, \b at either end, (?i).
+SubstitutionRule random_linear_rule(std::mt19937& rng) {
+  static const std::vector<std::string> kAtoms = {"a",
+                                                  "b",
+                                                  "c",
+                                                  "k",
+                                                  "s",
+                                                  "<",
+                                                  ">",
+                                                  "=",
+                                                  "\"",
+                                                  "-",
+                                                  "é",
+                                                  "[a-z]",
+                                                  "[a-z-]",
+                                                  "[^\"]",
+                                                  "[^<>]",
+                                                  "[0-9]",
+                                                  R"(\d)",
+                                                  R"(\w)",
+                                                  R"(\s)",
+                                                  "[ab]",
+                                                  "[Cc]",
+                                                  "[^a]",
+                                                  ".",
+                                                  R"(\W)",
+                                                  R"(\.)",
+                                                  R"(\x41)",
+                                                  "[k]",
+                                                  "[[:alpha:]]",
+                                                  "[^[:alpha:]]",
+                                                  "[é-]",
+                                                  R"([\]a])"};
+  static const std::vector<std::string> kRepeats = {"",  "",      "",    "*",     "+",
+                                                    "?", "{1,3}", "{2}", "{0,2}", "{2,}"};
+  std::vector<std::string> atoms;
+  const int n = 1 + static_cast<int>(rng() % 5);
+  for (int i = 0; i < n; ++i) {
+    std::string atom = kAtoms[rng() % kAtoms.size()];
+    if (atom != "é") atom += kRepeats[rng() % kRepeats.size()];
+    atoms.push_back(atom);
+  }
+  // A group around a run of atoms, capturing or not.
+  if (rng() % 2 == 0) {
+    const size_t first = rng() % atoms.size();
+    const size_t last = first + rng() % (atoms.size() - first);
+    atoms[first] = (rng() % 3 ? "(" : "(?:") + atoms[first];
+    atoms[last] += ")";
+  }
+  SubstitutionRule r;
+  if (rng() % 4 == 0) r.match += R"(\b)";
+  for (const auto& a : atoms) r.match += a;
+  if (rng() % 4 == 0) r.match += R"(\b)";
+  if (rng() % 6 == 0) r.match = "(?i)" + r.match;
+  if (rng() % 5 == 0) r.flags = "i";
+  static const std::vector<std::string> kReplacements = {"X", "$&", "[$1]", "<$1|$&>", ""};
+  r.replace = kReplacements[rng() % kReplacements.size()];
+  if (validate_rule(r).has_value()) r.replace = "X";
+  return r;
+}
+
+// Bodies where such rules match every few bytes, with the bytes that matter to them: word and
+// non-word bytes, quotes, non-ASCII characters (KELVIN SIGN and LONG S fold to k and s), an
+// invalid UTF-8 byte.
+std::string dense_body(std::mt19937& rng, size_t max_len) {
+  static const std::vector<std::string> kPieces = {
+      "a",    "b",  "c",   "k",        "K",          "s",     "S",  "C", "<",      ">",
+      "=",    "\"", "-",   "1",        "42",         " ",     "\n", "é", "\u212A", "\u017F",
+      "\xff", "ab", "cab", "class=\"", "<a href=\"", "Cargo", "A",  "_"};
+  std::string b;
+  const size_t len = rng() % (max_len * 2 + 1);
+  while (b.size() < len) b += kPieces[rng() % kPieces.size()];
+  return b;
+}
+
+// The linear matcher against RE2 itself, position by position: the same longest match, the
+// same groups, wherever it does not answer "unknown" (and it must answer at most positions).
+TEST(SubstitutionLinearRuleTest, AgreesWithRe2AtEveryPosition) {
+  std::mt19937 rng(1812);
+  size_t linear_rules = 0, refused = 0, positions = 0, unknown = 0, matches = 0;
+  for (int round = 0; round < 1500; ++round) {
+    const SubstitutionRule rule = random_linear_rule(rng);
+    if (validate_rule(rule).has_value()) continue;
+    const auto linear = LinearRule::compile(rule.match, rule.flags == "i");
+    if (!linear) {
+      ++refused;
+      continue;
+    }
+    ++linear_rules;
+    RE2::Options o;
+    o.set_longest_match(true);
+    o.set_log_errors(false);
+    o.set_case_sensitive(rule.flags != "i");
+    const RE2 re(rule.match, o);
+    ASSERT_TRUE(re.ok()) << rule.match;
+    const int ngroups = std::min(9, re.NumberOfCapturingGroups());
+    for (int b = 0; b < 3; ++b) {
+      const std::string body = dense_body(rng, 40);
+      for (size_t at = 0; at <= body.size(); ++at) {
+        ++positions;
+        size_t end = 0;
+        GroupSpans spans;
+        const auto got = linear->match(body, at, &end, &spans);
+        if (got == LinearRule::Result::kUnknown) {
+          ++unknown;
+          continue;
+        }
+        re2::StringPiece m[10];
+        const bool want = re.Match(body, at, body.size(), RE2::ANCHOR_START, m, ngroups + 1);
+        const std::string where = rule.match + " /" + rule.flags + " at " + std::to_string(at) +
+                                  " of " + fuzz::escape(body);
+        ASSERT_EQ(got == LinearRule::Result::kMatch, want) << where;
+        if (!want) continue;
+        ++matches;
+        ASSERT_EQ(end, at + m[0].size()) << where;
+        for (int g = 1; g <= ngroups; ++g) {
+          ASSERT_NE(m[g].data(), nullptr) << where << " group " << g;
+          EXPECT_EQ(spans.begin[g], static_cast<size_t>(m[g].data() - body.data()))
+              << where << " group " << g;
+          EXPECT_EQ(spans.end[g] - spans.begin[g], m[g].size()) << where << " group " << g;
+        }
+      }
+    }
+  }
+  EXPECT_GE(linear_rules, 400u) << "too few rules of the linear shape";
+  EXPECT_GE(refused, 100u) << "the generator should also produce rules the matcher refuses";
+  EXPECT_GE(matches, 3000u);
+  EXPECT_LT(unknown * 5, positions) << "the matcher should decide most positions itself";
+}
+
+TEST(SubstitutionLinearRuleTest, ShapesTakenAndRefused) {
+  for (const char* p : {R"(class="[a-z-]+")", R"(UA-[0-9]+-[0-9]+)", R"(\bcrate\b)", "[Cc]argo",
+                        R"re(href="http://([^"]*)")re", R"(https://github\.com/([a-z0-9-]+))",
+                        "<code>", R"(\b[a-z]+\b)", "éx", R"((?i)registry)"}) {
+    EXPECT_NE(LinearRule::compile(p, false), nullptr) << p;
+  }
+  // Repeats whose bytes can start what follows (the greedy walk would not be the longest
+  // match), alternatives, repeated groups, anchors, assertions inside, lazy repeats.
+  for (const char* p : {"[a-z]*a", R"(\d+\d)", "a|b", "(ab)+", "^a", "a$", R"(a\bb)", "a+?",
+                        R"([a-z-]+\b)", R"(\Bx)", R"(x\pL)", "é+"}) {
+    EXPECT_EQ(LinearRule::compile(p, false), nullptr) << p;
+  }
+  EXPECT_EQ(LinearRule::compile(R"([a-z]+\b)", false)->prefix().size(), 1u);
+  EXPECT_EQ(LinearRule::compile(R"(class="[a-z-]+")", false)->prefix().size(), 8u);
+  // Folded k and s may be KELVIN SIGN and LONG S: the prefix stops before them.
+  EXPECT_EQ(LinearRule::compile("ask", true)->prefix().size(), 1u);
+}
+
+// The stream with linear rules (and others) over bodies dense with matches, against the
+// reference: the prefilter's candidates, the matcher's groups and its unknowns, RE2 where it
+// refuses, all streamed in random pieces and interrupted calls.
+TEST(SubstitutionPropertyTest, DenseMatchesEqualTheReference) {
+  size_t prefiltered = 0;
+  auto rule = [&](std::mt19937& rng) { return random_linear_rule(rng); };
+  EXPECT_GE(differential(1803, 400, rule, false, 6, &dense_body), 300u);
+  // The same rules led by a literal, so that the prefilter runs them at its candidates.
+  auto led = [&](std::mt19937& rng) {
+    SubstitutionRule r = random_linear_rule(rng);
+    static const std::vector<std::string> kLeads = {"c", "<", "ab", "\"", "[Cc]", "k", "=\""};
+    r.match = kLeads[rng() % kLeads.size()] + r.match;
+    if (r.match.find("(?i)") != std::string::npos) r.flags = "i";
+    if (validate_rule(r).has_value()) r.replace = "X";
+    ++prefiltered;
+    return r;
+  };
+  EXPECT_GE(differential(1804, 400, led, false, 6, &dense_body), 300u);
+  EXPECT_GT(prefiltered, 0u);
+}
+
+// The benchmark's dense rules over a dense page: the engine, with the linear matcher and the
+// prefilter, equals the reference (pieces of the proxy's 16 KiB and odd sizes).
+TEST(SubstitutionPropertyTest, DenseBenchmarkRulesEqualTheReference) {
+  const Rules rules = {
+      {R"(doc\.rust-lang\.org)", "docs.clone.example", ""},
+      {R"(https://github\.com/([a-z0-9-]+))", "https://git.clone.example/$1", ""},
+      {"[Cc]argo", "Freight", ""},
+      {R"(\bcrate\b)", "package", ""},
+      {R"(\bdependency\b)", "requirement", ""},
+      {"registry", "index", "i"},
+      {"<code>", R"(<code class="x">)", ""},
+      {R"(UA-[0-9]+-[0-9]+)", "UA-000000-1", ""},
+      {R"re(class="[a-z-]+")re", R"re(class="c")re", ""},
+      {R"re(href="http://([^"]*)")re", R"re(href="https://$1")re", ""},
+  };
+  auto set = compile_ok(rules);
+  ASSERT_NE(set, nullptr);
+  EXPECT_TRUE(set->prefiltered());
+  for (size_t i = 0; i < set->size(); ++i) EXPECT_NE(set->linear(i), nullptr) << rules[i].match;
+  std::mt19937 rng(18);
+  static const std::vector<std::string> kPieces = {"<p class=\"hljs-string\">",
+                                                   "Cargo ",
+                                                   "cargo",
+                                                   "crate ",
+                                                   "crates ",
+                                                   "a crate.",
+                                                   "dependency",
+                                                   "REGISTRY ",
+                                                   "Registry",
+                                                   "<code>",
+                                                   "</code>",
+                                                   "UA-1234-5 ",
+                                                   "<a href=\"http://example.org/caf\u00e9\">",
+                                                   "<a href=\"https://github.com/rust-lang/x\">",
+                                                   "https://doc.rust-lang.org/std ",
+                                                   "class=\"\"",
+                                                   "class=\"a_b\"",
+                                                   "\u212Aelvin ",
+                                                   "\xff",
+                                                   "text with words ",
+                                                   "\n"};
+  std::string body;
+  while (body.size() < 200000) body += kPieces[rng() % kPieces.size()];
+  const std::string want = fuzz::detail::reference_substitute(rules, body);
+  for (size_t piece : {size_t{16384}, size_t{1000}, size_t{77}}) {
+    std::vector<std::string_view> pieces;
+    for (size_t pos = 0; pos < body.size(); pos += piece) {
+      pieces.push_back(std::string_view(body).substr(pos, piece));
+    }
+    EXPECT_EQ(run_pieces(set, pieces), want) << "pieces of " << piece;
+  }
 }
 
 TEST(SubstitutionPrefixTest, LiteralPrefixes) {
