@@ -149,12 +149,15 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
     const json body =
         gateway_service_json(s, namespace_, controller_name_, tmpl->first, tmpl->second);
     const std::string text = body.dump();
+    const auto now = std::chrono::steady_clock::now();
     if (known != known_.end() && known->second.body == text && !known->second.load_balancer) {
-      addresses.emplace(key, known->second.addresses);
+      if (now >= known->second.settled) addresses.emplace(key, known->second.addresses);
       continue;
     }
     kube::Response r = client_.get(path);
+    bool created = false;
     if (r.status == 404) {
+      created = true;
       r = client_.send("POST", kube::resource_path(objects::Kind::kService, namespace_, ""), text,
                        "application/json");
       if (r.status == 201 || r.status == 200) {
@@ -204,11 +207,12 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
     Known k;
     k.body = text;
     k.load_balancer = tmpl->first == "LoadBalancer";
+    k.settled = created ? now + kSettle : known != known_.end() ? known->second.settled : now;
     try {
       k.addresses = service_addresses(json::parse(r.body));
     } catch (const json::exception&) {
     }
-    if (!k.addresses.empty()) addresses.emplace(key, k.addresses);
+    if (!k.addresses.empty() && now >= k.settled) addresses.emplace(key, k.addresses);
     known_[name] = std::move(k);
   }
   for (auto it = known_.begin(); it != known_.end();) {

@@ -10,6 +10,7 @@
 // annotation tidegate.io/gateway ("namespace/name"). Services of ours that no Gateway wants are
 // deleted.
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -42,6 +43,11 @@ std::vector<std::string> service_addresses(const nlohmann::json& service);
 
 class GatewayServices {
  public:
+  // How long a Service we created is left to settle before its address is published: kube-proxy
+  // programs a new ClusterIP within about a second, and a client that connects before that (a
+  // gRPC client keeps its first connection) may reach whatever held the address before.
+  static constexpr std::chrono::milliseconds kSettle{3000};
+
   GatewayServices(kube::ApiClient& client, std::string publish_service,
                   std::string controller_name);
   // Creates, updates and deletes our Services to match `services` (by Gateway key); returns the
@@ -65,6 +71,7 @@ class GatewayServices {
     std::string body;  // what we last made it (the JSON we sent)
     std::vector<std::string> addresses;
     bool load_balancer = false;  // type LoadBalancer: its addresses come later; read each time
+    std::chrono::steady_clock::time_point settled{};  // its address is published from then on
   };
   std::map<std::string, Known> known_;                // by Service name
   std::optional<std::set<std::string>> cleaned_for_;  // the names kept at the last clean-up

@@ -47,7 +47,7 @@ SUPPORTED = {
                     "HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,"
                     "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule,"
                     "GatewayPort8080,HTTPRouteParentRefPort,GatewayHTTPListenerIsolation,"
-                    "HTTPRouteCORS",
+                    "HTTPRouteCORS,BackendTLSPolicy",
     "GATEWAY-GRPC": "Gateway,GRPCRoute,ReferenceGrant",
 }
 
@@ -105,6 +105,10 @@ def main() -> int:
         kube.kubectl("wait", "--for=condition=Established",
                      f"crd/{crd}.gateway.networking.k8s.io", "--timeout=60s")
     helm = release.make_helm(Path(os.environ.get("TMPDIR", "/tmp")) / "tidegate-conformance-helm")
+    # A namespace the last run is still deleting cannot take the release yet.
+    kubelib.wait_for(lambda: "Terminating" not in kube.kubectl(
+        "get", "namespace", NAMESPACE, "-o", "jsonpath={.status.phase}", check=False),
+        120, f"namespace {NAMESPACE} to finish terminating", interval=1.0)
     kube.kubectl("create", "namespace", NAMESPACE, check=False)
     if release.RELEASE in release.helm_run(helm, "list", "-q", "-n", NAMESPACE).split():
         release.helm_run(helm, "uninstall", release.RELEASE, "-n", NAMESPACE, "--wait",
