@@ -289,8 +289,12 @@ def test_deployment_hpa_clusterip_validates(helm, cluster, namespace, edge_names
     assert not any("events" in r["resources"] for r in cr["rules"])
     publish = one(objs, "Role", "tidegate-publish")
     assert publish["metadata"]["namespace"] == "edge"
+    # With gatewayClass.listenerPorts (the default), the controller also keeps one Service per
+    # Gateway in that namespace.
     assert publish["rules"] == [{"apiGroups": [""], "resources": ["services"],
-                                 "resourceNames": ["public-lb"], "verbs": ["get"]}]
+                                 "resourceNames": ["public-lb"], "verbs": ["get"]},
+                                {"apiGroups": [""], "resources": ["services"],
+                                 "verbs": ["get", "list", "create", "patch", "delete"]}]
 
 
 def test_every_flag_exists_in_the_binaries(helm, cluster, namespace, service_monitor_crd,
