@@ -41,9 +41,9 @@ def test_config_version_moves_with_changes(stack):
     since = stack.controller.log_size()
     stack.manifests.write("app.yaml", *service_with_backend("svc-b", b),
                           ingress("app", [rule("app.example.com", path("/", "svc-b"))]))
-    stack.manifests.write("unrelated.txt.yaml", {"apiVersion": "v1", "kind": "ConfigMap",
+    stack.manifests.write("unrelated.txt.yaml", {"apiVersion": "v1", "kind": "Pod",
                                                  "metadata": {"name": "x"}})
-    stack.controller.wait_for_log(r"ConfigMap", since=since)  # it did rebuild
+    stack.controller.wait_for_log(r"Pod", since=since)  # it did rebuild
     time.sleep(0.3)
     assert stack.dataplane.version() == v1
 
