@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dense_rules.h"
 #include "filters/substitution/rule_set.h"
 #include "filters/substitution/stream.h"
 
@@ -43,23 +44,7 @@ std::vector<SubstitutionRule> sparse_rules() {
   };
 }
 
-// Issue #18's dense kinds: two domain rewrites (one with a group), a [Cc]argo-style class, two
-// \b words, a case-insensitive word, <code>, an analytics id, every class attribute, and http://
-// links (a group over a negated class). bench/substitution.sh's dense set.
-std::vector<SubstitutionRule> dense_rules() {
-  return {
-      {R"(doc\.rust-lang\.org)", "docs.clone.example", ""},
-      {R"(https://github\.com/([a-z0-9-]+))", "https://git.clone.example/$1", ""},
-      {"[Cc]argo", "Freight", ""},
-      {R"(\bcrate\b)", "package", ""},
-      {R"(\bdependency\b)", "requirement", ""},
-      {"registry", "index", "i"},
-      {"<code>", R"(<code class="x">)", ""},
-      {R"(UA-[0-9]+-[0-9]+)", "UA-000000-1", ""},
-      {R"re(class="[a-z-]+")re", R"re(class="c")re", ""},
-      {R"re(href="http://([^"]*)")re", R"re(href="https://$1")re", ""},
-  };
-}
+std::vector<SubstitutionRule> dense_rules() { return dense_benchmark_rules(); }
 
 bool dense() {
   const char* rules = std::getenv("TIDEGATE_SUBST_BENCH_RULES");

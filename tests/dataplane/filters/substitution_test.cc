@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../../fuzz/targets/substitution.h"
+#include "dense_rules.h"
 #include "filters/substitution/linear_rule.h"
 #include "filters/substitution/rule_set.h"
 #include "filters/substitution/stream.h"
@@ -921,18 +922,7 @@ TEST(SubstitutionPropertyTest, DenseMatchesEqualTheReference) {
 // The benchmark's dense rules over a dense page: the engine, with the linear matcher and the
 // prefilter, equals the reference (pieces of the proxy's 16 KiB and odd sizes).
 TEST(SubstitutionPropertyTest, DenseBenchmarkRulesEqualTheReference) {
-  const Rules rules = {
-      {R"(doc\.rust-lang\.org)", "docs.clone.example", ""},
-      {R"(https://github\.com/([a-z0-9-]+))", "https://git.clone.example/$1", ""},
-      {"[Cc]argo", "Freight", ""},
-      {R"(\bcrate\b)", "package", ""},
-      {R"(\bdependency\b)", "requirement", ""},
-      {"registry", "index", "i"},
-      {"<code>", R"(<code class="x">)", ""},
-      {R"(UA-[0-9]+-[0-9]+)", "UA-000000-1", ""},
-      {R"re(class="[a-z-]+")re", R"re(class="c")re", ""},
-      {R"re(href="http://([^"]*)")re", R"re(href="https://$1")re", ""},
-  };
+  const Rules rules = dense_benchmark_rules();
   auto set = compile_ok(rules);
   ASSERT_NE(set, nullptr);
   EXPECT_TRUE(set->prefiltered());
