@@ -49,13 +49,13 @@ std::string gateway_controller_label(const std::string& controller_name) {
 
 json gateway_service_json(const translate::gateway::GatewayService& s, const std::string& ns,
                           const std::string& controller_name, const std::string& type,
-                          const json& selector) {
+                          const json& selector, const json& owner) {
   json ports = json::array();
   for (const auto& p : s.ports) {
     ports.push_back(json{
         {"name", p.name}, {"protocol", "TCP"}, {"port", p.port}, {"targetPort", p.target_port}});
   }
-  return json{
+  json out{
       {"apiVersion", "v1"},
       {"kind", "Service"},
       {"metadata",
@@ -65,6 +65,24 @@ json gateway_service_json(const translate::gateway::GatewayService& s, const std
          {{kManagedBy, "tidegate"}, {kControllerLabel, gateway_controller_label(controller_name)}}},
         {"annotations", {{kGatewayAnnotation, s.namespace_ + "/" + s.name}}}}},
       {"spec", {{"type", type}, {"selector", selector}, {"ports", std::move(ports)}}}};
+  if (!owner.is_null()) out["metadata"]["ownerReferences"] = json::array({owner});
+  return out;
+}
+
+json service_owner_reference(const json& service) {
+  if (!service.is_object() || !service.contains("metadata") || !service["metadata"].is_object()) {
+    return nullptr;
+  }
+  const json& m = service["metadata"];
+  const auto name = m.find("name");
+  const auto uid = m.find("uid");
+  if (name == m.end() || uid == m.end() || !name->is_string() || !uid->is_string() ||
+      name->get<std::string>().empty() || uid->get<std::string>().empty()) {
+    return nullptr;
+  }
+  // Not a controller reference and not blocking: the published Service only anchors the
+  // garbage collection; deleting it never waits for ours.
+  return json{{"apiVersion", "v1"}, {"kind", "Service"}, {"name", *name}, {"uid", *uid}};
 }
 
 std::vector<std::string> service_addresses(const json& service) {
@@ -102,7 +120,7 @@ void GatewayServices::forget() {
   cleaned_for_.reset();
 }
 
-bool GatewayServices::read_template(std::string* type, json* selector) {
+bool GatewayServices::read_template(std::string* type, json* selector, json* owner) {
   const std::string name = publish_service_.substr(publish_service_.find('/') + 1);
   kube::Response r = client_.get(kube::resource_path(objects::Kind::kService, namespace_, name));
   if (r.status != 200) {
@@ -115,6 +133,7 @@ bool GatewayServices::read_template(std::string* type, json* selector) {
     *type = service["spec"].value("type", std::string("ClusterIP"));
     if (*type == "ExternalName") *type = "ClusterIP";
     *selector = service["spec"].value("selector", json::object());
+    *owner = service_owner_reference(service);
   } catch (const json::exception&) {
     return false;
   }
@@ -130,7 +149,12 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
     const std::map<std::string, translate::gateway::GatewayService>& services) {
   std::map<std::string, std::vector<std::string>> addresses;
   std::set<std::string> names;
-  std::optional<std::pair<std::string, json>> tmpl;  // read once, when something must be written
+  struct Template {
+    std::string type;
+    json selector;
+    json owner;
+  };
+  std::optional<Template> tmpl;  // read once, when something must be written
   for (const auto& [key, s] : services) {
     const std::string name = gateway_service_name(s.namespace_, s.name);
     names.insert(name);
@@ -138,16 +162,15 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
     auto known = known_.find(name);
     if (!tmpl) {
       // The template decides the body; without it nothing is written (known ones keep theirs).
-      std::string type;
-      json selector;
-      if (read_template(&type, &selector)) tmpl.emplace(type, selector);
+      Template t;
+      if (read_template(&t.type, &t.selector, &t.owner)) tmpl = std::move(t);
     }
     if (!tmpl) {
       if (known != known_.end()) addresses.emplace(key, known->second.addresses);
       continue;
     }
-    const json body =
-        gateway_service_json(s, namespace_, controller_name_, tmpl->first, tmpl->second);
+    const json body = gateway_service_json(s, namespace_, controller_name_, tmpl->type,
+                                           tmpl->selector, tmpl->owner);
     const std::string text = body.dump();
     const auto now = std::chrono::steady_clock::now();
     if (known != known_.end() && known->second.body == text && !known->second.load_balancer) {
@@ -172,9 +195,12 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
       }
       const json& spec = current["spec"];
       const bool same =
-          spec.value("type", std::string()) == tmpl->first &&
-          spec.value("selector", json::object()) == tmpl->second &&
-          current["metadata"].value("labels", json::object()) == body["metadata"]["labels"] && [&] {
+          spec.value("type", std::string()) == tmpl->type &&
+          spec.value("selector", json::object()) == tmpl->selector &&
+          current["metadata"].value("labels", json::object()) == body["metadata"]["labels"] &&
+          current["metadata"].value("ownerReferences", json::array()) ==
+              body["metadata"].value("ownerReferences", json::array()) &&
+          [&] {
             const json& ports = spec.value("ports", json::array());
             if (ports.size() != body["spec"]["ports"].size()) return false;
             for (size_t i = 0; i < ports.size(); ++i) {
@@ -188,10 +214,12 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
             return true;
           }();
       if (!same) {
-        json patch{{"metadata",
-                    {{"labels", body["metadata"]["labels"]},
-                     {"annotations", body["metadata"]["annotations"]}}},
-                   {"spec", body["spec"]}};
+        json patch{
+            {"metadata",
+             {{"labels", body["metadata"]["labels"]},
+              {"annotations", body["metadata"]["annotations"]},
+              {"ownerReferences", body["metadata"].value("ownerReferences", json::array())}}},
+            {"spec", body["spec"]}};
         r = client_.send("PATCH", path, patch.dump(), "application/merge-patch+json");
         if (r.status == 200) {
           TG_INFO("status", "Gateway " << key << ": updated Service " << namespace_ << "/" << name);
@@ -206,7 +234,7 @@ std::map<std::string, std::vector<std::string>> GatewayServices::sync(
     }
     Known k;
     k.body = text;
-    k.load_balancer = tmpl->first == "LoadBalancer";
+    k.load_balancer = tmpl->type == "LoadBalancer";
     k.settled = created ? now + kSettle : known != known_.end() ? known->second.settled : now;
     try {
       k.addresses = service_addresses(json::parse(r.body));

@@ -32,10 +32,17 @@ std::string gateway_service_name(const std::string& gateway_namespace,
 // The label value that marks our Services: 8 hex digits of a hash of the controllerName.
 std::string gateway_controller_label(const std::string& controller_name);
 
-// The Service for `s` in `ns`, taking `type` and `selector` from the published Service.
+// The Service for `s` in `ns`, taking `type` and `selector` from the published Service, and
+// owned by it (`owner`: its ownerReference, null for none): uninstalling the chart deletes the
+// published Service, and Kubernetes' garbage collector then deletes every Gateway's. (A Gateway
+// cannot own it: owners must live in the same namespace, and Gateways live in the apps'.)
 nlohmann::json gateway_service_json(const translate::gateway::GatewayService& s,
                                     const std::string& ns, const std::string& controller_name,
-                                    const std::string& type, const nlohmann::json& selector);
+                                    const std::string& type, const nlohmann::json& selector,
+                                    const nlohmann::json& owner = nullptr);
+
+// The ownerReference naming a Service read from the API (null when it lacks a name or uid).
+nlohmann::json service_owner_reference(const nlohmann::json& service);
 
 // The addresses a Service gives clients: its load balancer's IPs and host names, else its
 // ClusterIP (none when it has neither yet).
@@ -58,8 +65,8 @@ class GatewayServices {
   void forget();
 
  private:
-  // The published Service's type and selector; false when it cannot be read.
-  bool read_template(std::string* type, nlohmann::json* selector);
+  // The published Service's type, selector and ownerReference; false when it cannot be read.
+  bool read_template(std::string* type, nlohmann::json* selector, nlohmann::json* owner);
   // Deletes our Services in the namespace that `keep` does not name; true when the list worked.
   bool delete_others(const std::set<std::string>& keep);
 

@@ -5,10 +5,16 @@
 // BackendTLSPolicies whose Services those routes use. Only the leader writes (when an elector is
 // given). docs/gateway-api.md, "Status".
 //
-// What was written is remembered per object, so a steady state costs no API call. Conditions
-// keep their lastTransitionTime while their status stays the same (the API requires the field
-// and clients read it as "since when"). A route's parents[] entries of other controllers are
-// kept: the route is read first and only our entries are replaced.
+// What was written is remembered per object, so a steady state costs no API call. Every write
+// reads the object first and sends what it read merged with ours, carrying the resourceVersion
+// read (a conflict — someone wrote in between — is read and merged again at once, up to three
+// times): a route's and a policy's entries of other controllers are kept, and only our entries
+// are replaced. An object whose generation is newer than the one our status describes is left
+// alone until the translator has seen it (its status would claim the old spec). Conditions keep
+// their lastTransitionTime while their status stays the same (the API requires the field and
+// clients read it as "since when"), also across a restart or a change of leader: a condition
+// whose status the object already holds keeps the object's time. A malformed status on the object
+// (a list that is not one, entries without fields) is taken as empty, never an error.
 
 #include <chrono>
 #include <condition_variable>
@@ -49,21 +55,32 @@ class TransitionTimes {
   // status is unchanged, else `now`.
   std::string at(const std::string& object, const std::string& type, const std::string& status,
                  const std::string& now);
+  // The object holds condition `type` with `status` since `time` (read back from the API): that
+  // is its transition time while we keep the same status.
+  void adopt(const std::string& object, const std::string& type, const std::string& status,
+             const std::string& time);
 
  private:
   std::map<std::string, std::pair<std::string, std::string>> since_;
 };
 
-// The status objects written (pure; `now` is an RFC 3339 time for new transitions).
+// adopt() for each well-formed condition of a status conditions list read from the API.
+void adopt_condition_times(const nlohmann::json& conditions, const std::string& object,
+                           TransitionTimes& times);
+
+// The status objects written (pure but for the times; `now` is an RFC 3339 time for new
+// transitions; `current`, where taken, is what the object holds, whose times are adopted).
 nlohmann::json conditions_json(const std::vector<translate::gateway::Condition>& conditions,
                                const std::string& object, TransitionTimes& times,
                                const std::string& now);
 nlohmann::json gateway_class_status_json(const translate::gateway::GatewayClassStatus& s,
-                                         TransitionTimes& times, const std::string& now);
+                                         TransitionTimes& times, const std::string& now,
+                                         const nlohmann::json& current = nullptr);
 // `addresses`: IPs become {"type": "IPAddress"}, names {"type": "Hostname"}.
 nlohmann::json gateway_status_json(const translate::gateway::GatewayStatus& s,
                                    const std::vector<std::string>& addresses,
-                                   TransitionTimes& times, const std::string& now);
+                                   TransitionTimes& times, const std::string& now,
+                                   const nlohmann::json& current = nullptr);
 nlohmann::json parent_ref_json(const objects::ParentReference& ref);
 // The route's new status.parents: `current` (what the object holds) without our controller's
 // entries, then ours.
@@ -97,13 +114,17 @@ class GatewayStatusWriter {
   bool write_route_parents(const std::string& path, const translate::gateway::RouteStatus& s,
                            const std::string& now);
   // Replaces our entries (our controllerName) of the object's status.<field> with `merged` of
-  // what the object holds, reading it first unless `ours` (our entries alone, as JSON) is what
-  // was written last; a write carries the resourceVersion read. True when done.
+  // what the object holds (write_status). `generation`: the one our entries describe (0: no
+  // check, as when clearing).
   bool write_owned_entries(const std::string& path, const std::string& field,
-                           const std::string& what, const std::string& ours,
+                           const std::string& what, int64_t generation,
                            const std::function<nlohmann::json(const nlohmann::json&)>& merged);
-  // PATCHes `body` (a merge patch) onto the object's status; true on success.
-  bool patch(const std::string& path, const std::string& what, const std::string& body);
+  // Writes status = `desired(current status)` onto the object at `path` (its /status): nothing
+  // when desired(null) is what was written last; else reads the object, skips it when its
+  // generation is newer than `generation` (0: no check), and PATCHes the merged status with the
+  // resourceVersion read, reading again on a conflict. True when done (or nothing to do).
+  bool write_status(const std::string& path, const std::string& what, int64_t generation,
+                    const std::function<nlohmann::json(const nlohmann::json&)>& desired);
 
   kube::ApiClient& client_;
   LeaderElector* elector_;

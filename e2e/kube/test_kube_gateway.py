@@ -106,6 +106,25 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
     assert cs["ResolvedRefs"]["status"] == "False"
     assert cs["ResolvedRefs"]["reason"] == "BackendNotFound"
 
+    # Another controller's entry in parents[] stays through our writes, and a restarted
+    # controller (which remembers nothing) keeps the lastTransitionTime the objects hold while
+    # a condition's status stays: read back, not "now".
+    foreign = {"parentRef": {"group": "example.com", "kind": "Thing", "name": "x"},
+               "controllerName": "example.com/other-controller",
+               "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                               "message": "theirs", "observedGeneration": 1,
+                               "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    st, body = cluster.api("PATCH", f"{base}/namespaces/{namespace}/httproutes/web/status",
+                           {"status": {"parents": [parent, foreign]}},
+                           "application/merge-patch+json")
+    assert st == 200, body
+    accepted_since = conditions(parent)["Accepted"]["lastTransitionTime"]
+    gw_since = conditions(status)["Accepted"]["lastTransitionTime"]
+    time.sleep(1.2)  # the times have whole seconds: a new one would differ
+    s.controller.stop()
+    s.controller.start()
+    route = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
+
     # A change of the route bumps its generation; the status follows with the new one.
     route["spec"]["rules"][0]["backendRefs"] = [{"name": "svc-b", "port": 80}]
     route.pop("status", None)
@@ -119,6 +138,12 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
         cs = conditions(r["status"]["parents"][0])
         return cs["Accepted"]["observedGeneration"] == r["metadata"]["generation"] > 1
     harness.wait_until(observed_new_generation, 20, "observedGeneration to follow the change")
+    parents = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")["status"]["parents"]
+    assert foreign in parents, parents
+    (ours,) = [p for p in parents if p["controllerName"] == CONTROLLER]
+    assert conditions(ours)["Accepted"]["lastTransitionTime"] == accepted_since
+    gw = get(cluster, f"{base}/namespaces/{namespace}/gateways/gw")
+    assert conditions(gw["status"])["Accepted"]["lastTransitionTime"] == gw_since
 
     # A route that stops naming our Gateway loses our parents[] entry (others' would stay).
     moved = http_route(namespace, "broken", "broken.example", [
@@ -226,6 +251,12 @@ def test_one_service_per_gateway(cluster, namespace, kube_stack_factory):
     harness.wait_until(lambda: len(ours()) == 2, 20, "a Service for each Gateway")
     svcs = ours()
     sa, sb = svcs[f"{namespace}/gw-a"], svcs[f"{namespace}/gw-b"]
+    # Owned by the published Service: deleting it (uninstalling the chart) deletes them.
+    published_uid = get(cluster, f"/api/v1/namespaces/{namespace}/services/tidegate")[
+        "metadata"]["uid"]
+    for svc in (sa, sb):
+        assert svc["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Service", "name": "tidegate", "uid": published_uid}]
     for svc in (sa, sb):
         assert svc["spec"]["selector"] == {"app": "tidegate-test"}
         assert svc["spec"]["type"] == "ClusterIP"

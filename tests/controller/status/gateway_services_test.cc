@@ -67,5 +67,24 @@ TEST(GatewayServicesTest, AddressesAreTheLoadBalancersElseTheClusterIp) {
   EXPECT_TRUE(service_addresses(json::parse(R"([1, 2])")).empty());
 }
 
+TEST(GatewayServicesTest, ThePublishedServiceOwnsEveryGatewaysService) {
+  const json published = json::parse(R"({"metadata": {"name": "tidegate", "namespace": "tidegate",
+      "uid": "0b5f-11"}, "spec": {"type": "LoadBalancer"}})");
+  const json owner = service_owner_reference(published);
+  EXPECT_EQ(owner, json::parse(R"({"apiVersion": "v1", "kind": "Service", "name": "tidegate",
+      "uid": "0b5f-11"})"));
+  translate::gateway::GatewayService s{"apps", "web", {{"http-80", 80, 20017}}};
+  const json got = gateway_service_json(s, "tidegate", "tidegate.io/gateway-controller",
+                                        "LoadBalancer", json{{"app", "tg"}}, owner);
+  EXPECT_EQ(got["metadata"]["ownerReferences"], json::array({owner}));
+  // Without a uid (or a name) there is nothing to own it; the Service is made all the same.
+  EXPECT_TRUE(service_owner_reference(json::parse(R"({"metadata": {"name": "x"}})")).is_null());
+  EXPECT_TRUE(service_owner_reference(json::parse(R"({"metadata": 3})")).is_null());
+  EXPECT_TRUE(service_owner_reference(json::parse(R"("x")")).is_null());
+  EXPECT_FALSE(
+      gateway_service_json(s, "tidegate", "c", "ClusterIP", json{{"app", "tg"}})["metadata"]
+          .contains("ownerReferences"));
+}
+
 }  // namespace
 }  // namespace tidegate::controller::status

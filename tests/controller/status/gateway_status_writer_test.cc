@@ -117,5 +117,101 @@ TEST(GatewayStatusJson, PolicyAncestorsKeepOtherControllersEntries) {
             1u);
 }
 
+TEST(GatewayStatusJson, ConditionsTheObjectAlreadyHoldsKeepItsTransitionTime) {
+  // A new leader (or a restarted controller) remembers nothing: a condition whose status the
+  // object already holds keeps the object's time, one whose status changes gets now.
+  translate::gateway::GatewayStatus s;
+  s.namespace_ = "ns";
+  s.name = "gw";
+  s.conditions = {condition("Accepted", "True", "Accepted", 2),
+                  condition("Programmed", "True", "Programmed", 2)};
+  translate::gateway::ListenerStatus l;
+  l.name = "http";
+  l.conditions = {condition("Accepted", "True", "Accepted", 2)};
+  s.listeners = {l};
+  const json current = json::parse(R"({
+      "conditions": [
+        {"type": "Accepted", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Programmed", "status": "False", "lastTransitionTime": "2026-01-02T00:00:00Z"}],
+      "listeners": [{"name": "http", "conditions": [
+        {"type": "Accepted", "status": "True", "lastTransitionTime": "2026-01-03T00:00:00Z"}]}]})");
+  TransitionTimes times;
+  const json j = gateway_status_json(s, {}, times, "NOW", current);
+  EXPECT_EQ(j["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+  EXPECT_EQ(j["conditions"][1]["lastTransitionTime"], "NOW");  // False -> True: a transition
+  EXPECT_EQ(j["listeners"][0]["conditions"][0]["lastTransitionTime"], "2026-01-03T00:00:00Z");
+  // Remembered from then on, with nothing read.
+  EXPECT_EQ(gateway_status_json(s, {}, times, "LATER")["conditions"][0]["lastTransitionTime"],
+            "2026-01-01T00:00:00Z");
+}
+
+TEST(GatewayStatusJson, OurRouteEntriesLendTheirTimesOthersDoNot) {
+  translate::gateway::RouteStatus s;
+  s.kind = "HTTPRoute";
+  s.namespace_ = "ns";
+  s.name = "web";
+  translate::gateway::RouteParentStatus p;
+  p.parent_ref.name = "gw";
+  p.controller_name = "tidegate.io/gateway-controller";
+  p.conditions = {condition("Accepted", "True", "Accepted", 4)};
+  s.parents = {p};
+  const json ref = json::parse(R"({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+      "name": "gw"})");
+  json current = json::array();
+  current.push_back({{"parentRef", ref},
+                     {"controllerName", "example.com/other"},
+                     {"conditions", json::parse(R"([{"type": "Accepted", "status": "True",
+                         "lastTransitionTime": "OTHERS"}])")}});
+  TransitionTimes times;
+  json parents = route_parents_json(s, current, "tidegate.io/gateway-controller", times, "NOW");
+  EXPECT_EQ(parents[1]["conditions"][0]["lastTransitionTime"], "NOW");
+  current.push_back({{"parentRef", ref},
+                     {"controllerName", "tidegate.io/gateway-controller"},
+                     {"conditions", json::parse(R"([{"type": "Accepted", "status": "True",
+                         "lastTransitionTime": "OURS"}])")}});
+  TransitionTimes fresh;
+  parents = route_parents_json(s, current, "tidegate.io/gateway-controller", fresh, "NOW");
+  ASSERT_EQ(parents.size(), 2u);
+  EXPECT_EQ(parents[1]["conditions"][0]["lastTransitionTime"], "OURS");
+}
+
+TEST(GatewayStatusJson, AMalformedStatusIsTakenAsEmpty) {
+  translate::gateway::RouteStatus s;
+  s.kind = "HTTPRoute";
+  s.namespace_ = "ns";
+  s.name = "web";
+  translate::gateway::RouteParentStatus p;
+  p.parent_ref.name = "gw";
+  p.controller_name = "tidegate.io/gateway-controller";
+  p.conditions = {condition("Accepted", "True", "Accepted", 4)};
+  s.parents = {p};
+  for (const char* text : {R"("not a list")", R"([1, "x", null])",
+                           R"([{"controllerName": 5, "parentRef": "x", "conditions": "y"}])",
+                           R"([{"controllerName": "tidegate.io/gateway-controller",
+                                "parentRef": {"name": "gw"}, "conditions": [7, {"type": 1}]}])"}) {
+    TransitionTimes times;
+    const json current = json::parse(text);
+    json parents;
+    ASSERT_NO_THROW(
+        parents = route_parents_json(s, current, "tidegate.io/gateway-controller", times, "T"))
+        << text;
+    ASSERT_FALSE(parents.empty()) << text;
+    EXPECT_EQ(parents.back()["controllerName"], "tidegate.io/gateway-controller") << text;
+    EXPECT_EQ(parents.back()["conditions"][0]["lastTransitionTime"], "T") << text;
+  }
+  translate::gateway::GatewayStatus g;
+  g.namespace_ = "ns";
+  g.name = "gw";
+  g.conditions = {condition("Accepted", "True", "Accepted", 1)};
+  for (const char* text :
+       {R"("x")", R"({"conditions": 3, "listeners": {"a": 1}})",
+        R"({"listeners": [1, {"name": 2}, {"name": "a", "conditions": "z"}]})"}) {
+    TransitionTimes times;
+    json j;
+    ASSERT_NO_THROW(j = gateway_status_json(g, {}, times, "T", json::parse(text))) << text;
+    EXPECT_EQ(j["conditions"][0]["lastTransitionTime"], "T") << text;
+  }
+}
+
 }  // namespace
 }  // namespace tidegate::controller::status
