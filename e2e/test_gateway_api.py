@@ -7,6 +7,7 @@ backends with a BackendTLSPolicy."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -280,9 +281,9 @@ def test_cors_filter(gateway):
         {"matches": [{"path": {"type": "PathPrefix", "value": "/plain"}}],
          "filters": [{"type": "CORS", "cors": {"allowOrigins": ["*"], "allowMethods": ["PUT"]}}],
          "backendRefs": [backend("svc-a")]},
-        {"matches": [{"path": {"type": "PathPrefix", "value": "/mirror"}}],
-         "filters": [{"type": "RequestMirror",
-                      "requestMirror": {"backendRef": backend("svc-b")}}],
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/unsupported"}}],
+         "filters": [{"type": "ExtensionRef",
+                      "extensionRef": {"group": "example.com", "kind": "Thing", "name": "x"}}],
          "backendRefs": [backend("svc-a")]},
     ]))
     preflight = {"Origin": "https://xpto.www.bar.com", "Access-Control-Request-Method": "GET",
@@ -324,7 +325,7 @@ def test_cors_filter(gateway):
     assert r.status == 200 and r.header("Access-Control-Allow-Origin") == "*"
     assert r.header("Access-Control-Allow-Credentials") is None
     # A rule with a filter Tidegate does not support answers 500 rather than skipping it.
-    assert s.get("/mirror", "cors.example.com").status == 500
+    assert s.get("/unsupported", "cors.example.com").status == 500
 
 
 def test_backend_tls_policy(stack, tmp_path):
@@ -369,3 +370,56 @@ def test_backend_tls_policy(stack, tmp_path):
     assert "backend.internal" in b.server_names
     assert stack.get("/wrong-name", "tls.example.com").status == 502
     assert stack.get("/no-ca", "tls.example.com").status == 503
+
+
+def test_request_timeout_bounds_the_whole_exchange(gateway):
+    """timeouts.request is a deadline for the whole exchange, not a wait between two reads: a
+    response whose every chunk comes quickly but whose whole takes longer is cut at it, and a
+    backend slower than it gets the client a 504 at it."""
+    s = gateway
+    s.manifests.write("routes.yaml", http_route("timeouts", ["t.example.com"], [
+        {"timeouts": {"request": "1s"}, "backendRefs": [backend("svc-a")]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/free"}}],
+         "backendRefs": [backend("svc-a")]},
+    ]))
+    s.wait_backend("/", "t.example.com", "a")
+    slow_body = "?respond=chunked&chunks=8&chunk_size=100&delay_ms=300"  # 2.4 s in all
+    # Without the timeout the same response arrives whole.
+    r = s.get("/free" + slow_body, "t.example.com")
+    assert r.status == 200 and len(r.body) == 800
+    start = time.monotonic()
+    try:
+        r = s.get("/" + slow_body, "t.example.com")
+        whole = r.status == 200 and len(r.body) == 800
+    except Exception:  # the connection (HTTP/1.1) or stream (HTTP/2) ends short
+        whole = False
+    assert not whole
+    assert time.monotonic() - start < 2.0
+    s.backends_by_name["a"].slow_down(2.0)
+    try:
+        start = time.monotonic()
+        r = s.get("/", "t.example.com")
+        took = time.monotonic() - start
+    finally:
+        s.backends_by_name["a"].slow_down(0)
+    assert r.status == 504, (r.status, r.body)
+    assert 0.9 <= took < 1.8, took
+
+
+def test_a_request_no_rule_of_its_hostname_takes_falls_to_less_specific_ones(gateway):
+    """The Gateway API orders rules by hostname, then by path: a request for a route hostname
+    whose rules do not take it goes on to routes of less specific hostnames."""
+    s = gateway
+    s.manifests.write("routes.yaml",
+                      http_route("specific", ["fall.example.com"], [
+                          {"matches": [{"path": {"type": "PathPrefix", "value": "/b"}}],
+                           "backendRefs": [backend("svc-b")]}]),
+                      http_route("wild", ["*.example.com"], [
+                          {"matches": [{"path": {"type": "PathPrefix", "value": "/w"}}],
+                           "backendRefs": [backend("svc-c")]}]),
+                      http_route("general", [], [{"backendRefs": [backend("svc-a")]}]))
+    s.wait_backend("/b", "fall.example.com", "b")
+    assert routes_to(s, "fall.example.com", "/w") == "c"
+    assert routes_to(s, "fall.example.com", "/a") == "a"
+    assert routes_to(s, "other.example.com", "/b") == "a"
+    assert routes_to(s, "other.example.com", "/w") == "c"

@@ -53,7 +53,9 @@ constexpr Note kPartly[] = {
 
 // Not supported, with what to use instead when there is something.
 constexpr Note kInstead[] = {
-    {"mirror-target", "not yet (planned with Gateway API's request mirroring)"},
+    {"mirror-target",
+     "not for Ingresses (a URL target); an HTTPRoute's RequestMirror filter mirrors to a "
+     "Service (docs/gateway-api.md, \"Request mirroring\")"},
 };
 
 // The annotation key a diagnostic of parse_annotations is about ("annotation KEY: ...").

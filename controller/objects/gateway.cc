@@ -141,6 +141,29 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       cors.expose_headers = string_list(c, "exposeHeaders", cpath);
       cors.max_age = opt_integer(c, "maxAge", cpath);
       f.cors = std::move(cors);
+    } else if (f.type == "RequestMirror") {
+      const std::string mpath = field(fpath, "requestMirror");
+      YAML::Node m = required("requestMirror");
+      expect_map(m, mpath);
+      HTTPRequestMirrorFilter mirror;
+      const std::string bpath = field(mpath, "backendRef");
+      YAML::Node b = child(m, "backendRef");
+      if (!present(b)) fail(bpath, "required field missing");
+      expect_map(b, bpath);
+      mirror.group = opt_text(b, "group", bpath);
+      mirror.kind = opt_text(b, "kind", bpath, "Service");
+      mirror.name = req_string(b, "name", bpath);
+      mirror.namespace_ = opt_string(b, "namespace", bpath);
+      mirror.port = opt_port_number(b, "port", bpath);
+      mirror.percent = opt_integer(m, "percent", mpath);
+      if (YAML::Node fr = child(m, "fraction"); present(fr)) {
+        const std::string frpath = field(mpath, "fraction");
+        expect_map(fr, frpath);
+        mirror.numerator = opt_integer(fr, "numerator", frpath);
+        if (!mirror.numerator) fail(field(frpath, "numerator"), "required field missing");
+        mirror.denominator = opt_integer(fr, "denominator", frpath);
+      }
+      f.request_mirror = std::move(mirror);
     }
     out.push_back(std::move(f));
   });

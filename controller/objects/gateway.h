@@ -173,9 +173,23 @@ struct HTTPCORSFilter {
   bool operator==(const HTTPCORSFilter&) const = default;
 };
 
+// RequestMirror: where copies go (a backendRef without weight or filters) and which share of
+// the requests (percent, or fraction; neither: all).
+struct HTTPRequestMirrorFilter {
+  std::string group;  // "" (core) by default
+  std::string kind{"Service"};
+  std::string name;
+  std::optional<std::string> namespace_;  // unset: the route's
+  std::optional<int32_t> port;
+  std::optional<int64_t> percent;  // 0-100
+  std::optional<int64_t> numerator;
+  std::optional<int64_t> denominator;  // with numerator; unset: 100
+  bool operator==(const HTTPRequestMirrorFilter&) const = default;
+};
+
 // One filter of an HTTPRoute or GRPCRoute rule (or of a backendRef). The field of its type is
-// set when the type is one the translator reads; the others (RequestMirror, ExtensionRef,
-// ExternalAuth, unknown ones) keep only their type.
+// set when the type is one the translator reads; the others (ExtensionRef, ExternalAuth,
+// unknown ones) keep only their type.
 struct HTTPRouteFilter {
   std::string type;
   std::optional<HTTPHeaderFilter> request_header_modifier;
@@ -183,6 +197,7 @@ struct HTTPRouteFilter {
   std::optional<HTTPRequestRedirectFilter> request_redirect;
   std::optional<HTTPURLRewriteFilter> url_rewrite;
   std::optional<HTTPCORSFilter> cors;
+  std::optional<HTTPRequestMirrorFilter> request_mirror;
   bool operator==(const HTTPRouteFilter&) const = default;
 };
 

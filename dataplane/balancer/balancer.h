@@ -121,6 +121,11 @@ class Balancer {
   // `failed`: it ended in a connect error, a timeout or a broken response. Latencies are
   // recorded only by ewma.
   void on_finish(uint32_t endpoint, std::chrono::nanoseconds latency, bool failed, TimePoint now);
+  // Ends an attempt whose outcome says nothing the balancer should learn from (a mirrored copy,
+  // server/mirror.h): its in-flight count only; no failure mark, none cleared, no latency.
+  void on_release(uint32_t endpoint) {
+    if (endpoint < loads_.size() && loads_[endpoint]->in_flight > 0) --loads_[endpoint]->in_flight;
+  }
 
   const EndpointTable& table() const { return *table_; }
   const std::shared_ptr<const EndpointTable>& shared_table() const { return table_; }

@@ -433,6 +433,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
 
   uint64_t open = 0, total = 0, tls_ok = 0, tls_failed = 0, tunnels = 0, tunnels_total = 0;
   uint64_t h2_open = 0, h2_total = 0, h2_streams = 0, h2_refused = 0;
+  uint64_t mirrors[3] = {0, 0, 0};  // answered, failed, skipped
   for (const auto& w : workers_) {
     open += w->connections_open_.get();  // opened and closed on the same worker: sums exactly
     total += w->connections_total_.get();
@@ -444,6 +445,9 @@ std::vector<MetricFamily> Metrics::Collect() const {
     h2_total += w->http2_total_.get();
     h2_streams += w->http2_streams_.get();
     h2_refused += w->http2_refused_.get();
+    mirrors[0] += w->mirror_answered_.get();
+    mirrors[1] += w->mirror_failed_.get();
+    mirrors[2] += w->mirror_skipped_.get();
   }
   auto as_gauge = [](uint64_t v) { return static_cast<double>(static_cast<int64_t>(v)); };
 
@@ -481,6 +485,18 @@ std::vector<MetricFamily> Metrics::Collect() const {
   one("tidegate_http2_connection_errors_total",
       "HTTP/2 connections closed for a limit or a protocol error (GOAWAY other than NO_ERROR).",
       MetricType::Counter, static_cast<double>(h2_refused));
+  {
+    auto f = family("tidegate_mirror_requests_total",
+                    "Mirrored requests (RequestMirror) by result: answered (a response head came "
+                    "back), failed (connect, send or no answer), skipped (not sent: the limit in "
+                    "flight, no endpoint, a body too long).",
+                    MetricType::Counter);
+    const char* results[3] = {"answered", "failed", "skipped"};
+    for (size_t i = 0; i < 3; ++i) {
+      f.metric.push_back(counter({{"result", results[i]}}, static_cast<double>(mirrors[i])));
+    }
+    out.push_back(std::move(f));
+  }
   one("tidegate_config_generation", "Configuration version being served.", MetricType::Gauge,
       static_cast<double>(config_.generation()));
   one("tidegate_config_last_apply_timestamp_seconds",

@@ -196,6 +196,11 @@ class WorkerMetrics {
   void http2_connection_closed() noexcept { http2_open_.add(~uint64_t{0}); }
   void http2_stream() noexcept { http2_streams_.add(1); }
   void http2_refused() noexcept { http2_refused_.add(1); }
+  // Mirrored requests (server/mirror.h): answered (a response head came back), failed (connect,
+  // send or no answer), skipped (not sent: the limit in flight, no endpoint, a body too long).
+  void mirror_answered() noexcept { mirror_answered_.add(1); }
+  void mirror_failed() noexcept { mirror_failed_.add(1); }
+  void mirror_skipped() noexcept { mirror_skipped_.add(1); }
 
  private:
   friend class Metrics;
@@ -227,6 +232,9 @@ class WorkerMetrics {
   Slot http2_total_;
   Slot http2_streams_;
   Slot http2_refused_;
+  Slot mirror_answered_;
+  Slot mirror_failed_;
+  Slot mirror_skipped_;
 };
 
 struct RouteLabels {

@@ -81,6 +81,7 @@ struct Router::CompiledRoute {
 struct Router::VirtualHostTable {
   std::string host;                   // as configured: "foo.com", "*.foo.com" or "*"
   std::vector<CompiledRoute> routes;  // model::sort_routes order
+  bool falls_through = false;         // model::VirtualHost::falls_through
 };
 
 namespace {
@@ -153,6 +154,7 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
     if (virtual_host.listener != listener) continue;
     VirtualHostTable table;
     table.host = virtual_host.host;
+    table.falls_through = virtual_host.falls_through;
     std::vector<model::Route> routes = virtual_host.routes;
     model::sort_routes(routes);
     table.routes.reserve(routes.size());
@@ -229,11 +231,14 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
   return router;
 }
 
-const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
-                                                          bool ip_literal) const {
-  if (host.empty()) return catch_all_;
+template <class Visit>
+void Router::visit_virtual_hosts(std::string_view host, bool ip_literal, Visit&& visit) const {
+  if (host.empty()) {
+    if (catch_all_) visit(*catch_all_);
+    return;
+  }
   if (auto it = exact_hosts_.find(host); it != exact_hosts_.end()) {
-    return &virtual_hosts_[it->second];
+    if (visit(virtual_hosts_[it->second])) return;
   }
   if (!ip_literal) {
     // "*.suffix" stands for exactly one non-empty label: drop the first label and look up the
@@ -241,7 +246,7 @@ const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
     std::size_t dot = host.find('.');
     if (dot != std::string_view::npos && dot > 0 && dot + 1 < host.size()) {
       if (auto it = wildcard_suffixes_.find(host.substr(dot + 1)); it != wildcard_suffixes_.end()) {
-        return &virtual_hosts_[it->second];
+        if (visit(virtual_hosts_[it->second])) return;
       }
     }
     // "**.suffix": one or more labels, the longest suffix first.
@@ -251,13 +256,13 @@ const Router::VirtualHostTable* Router::find_virtual_host(std::string_view host,
              host[dot + 1] != '.') {
         if (auto it = deep_wildcard_suffixes_.find(host.substr(dot + 1));
             it != deep_wildcard_suffixes_.end()) {
-          return &virtual_hosts_[it->second];
+          if (visit(virtual_hosts_[it->second])) return;
         }
         dot = host.find('.', dot + 1);
       }
     }
   }
-  return catch_all_;
+  if (catch_all_) visit(*catch_all_);
 }
 
 Match Router::match(std::string_view raw_host, std::string_view path,
@@ -271,16 +276,20 @@ Match Router::match(std::string_view raw_host, std::string_view path,
   const std::string_view host = to_lower(name.name, buffer, heap);
 
   Match result;
-  if (const VirtualHostTable* virtual_host = find_virtual_host(host, name.ip_literal)) {
-    result.virtual_host = virtual_host->host;
-    for (const CompiledRoute& route : virtual_host->routes) {
+  // The most specific virtual host owns the request, unless it falls through (Gateway API
+  // hosts): then a request none of its routes takes goes on to the next one.
+  visit_virtual_hosts(host, name.ip_literal, [&](const VirtualHostTable& virtual_host) {
+    if (result.virtual_host.empty()) result.virtual_host = virtual_host.host;
+    for (const CompiledRoute& route : virtual_host.routes) {
       if (route.matches(path) && route.conditions_hold(request)) {
         result.route = &route.route;
-        return result;
+        result.virtual_host = virtual_host.host;
+        return true;
       }
     }
-    // No fall-through to a less specific virtual host: the one found owns the request.
-  }
+    return !virtual_host.falls_through;
+  });
+  if (result.route != nullptr) return result;
   if (default_route_) {
     result.route = &*default_route_;
     result.is_default = true;

@@ -19,9 +19,12 @@
 //     "**.foo.com", then "**.com"); then the catch-all virtual host "*" (Ingress rules without a
 //     host). IP literals are looked up as exact hosts only.
 //   - the first virtual host found OWNS the request: if none of its routes match, there is no
-//     fall-through to a wildcard or to "*". The request then gets Config::default_route when set
-//     (the Ingress defaultBackend, used whatever its path), otherwise no route (the caller answers
-//     404). The same fallback applies when no virtual host takes the host at all.
+//     fall-through to a wildcard or to "*" — unless it is a Gateway API host
+//     (VirtualHost::falls_through), whose unmatched requests go on to the next virtual host in
+//     the order above (the Gateway API orders rules by hostname first, then by path). When no
+//     route takes the request it gets Config::default_route when set (the Ingress
+//     defaultBackend, used whatever its path), otherwise no route (the caller answers 404). The
+//     same fallback applies when no virtual host takes the host at all.
 //
 // Path (the request target's path; matching stops at the first '?' in case the caller left the
 // query on). Kubernetes Ingress v1 semantics:
@@ -136,8 +139,10 @@ class Router {
 
   Router();
 
-  // `host` is already normalised (see above).
-  const VirtualHostTable* find_virtual_host(std::string_view host, bool ip_literal) const;
+  // Calls `visit(const VirtualHostTable&)` for each virtual host that takes `host` (already
+  // normalised, see above), the most specific first, until it returns true.
+  template <class Visit>
+  void visit_virtual_hosts(std::string_view host, bool ip_literal, Visit&& visit) const;
 
   std::vector<VirtualHostTable> virtual_hosts_;
   HostIndex exact_hosts_;             // "foo.com" → index into virtual_hosts_

@@ -372,6 +372,10 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
     for (const auto& r : vh.routes) {
       routing->referenced_upstreams.insert(r.upstream);
       if (!r.fallback_upstream.empty()) routing->referenced_upstreams.insert(r.fallback_upstream);
+      for (const auto& b : r.backends) {
+        if (!b.upstream.empty()) routing->referenced_upstreams.insert(b.upstream);
+      }
+      for (const auto& m : r.policy.mirrors) routing->referenced_upstreams.insert(m.upstream);
     }
   }
   if (routing->config.default_route) {

@@ -45,6 +45,7 @@ Exchange::Exchange(Worker& worker, Downstream& downstream)
 }
 
 Exchange::~Exchange() {
+  if (mirror_body_wanted_) worker_.end_mirror_capture();
   end_cache_fill();
   end_attempt(false);
   end_auth_attempt(false);
@@ -96,6 +97,13 @@ void Exchange::reset() {
   client_peer_ = nullptr;
   file_.reset();
   sendfile_ = false;
+  // Requests not mirrored: their body never became whole.
+  skip_mirrors();
+  if (mirror_body_.capacity() > 4096) {
+    std::string().swap(mirror_body_);  // an idle connection keeps no large body buffer
+  } else {
+    mirror_body_.clear();
+  }
 }
 
 void Exchange::begin(std::size_t header_bytes) {
@@ -245,6 +253,12 @@ void Exchange::go_to_backend() {
       }
     }
   }
+  // The Gateway API's timeouts.request: every wait on the backend ends by then (504 before the
+  // response head; a response cut short after it), as a gRPC deadline does.
+  if (const auto t = policy().request_timeout; t.count() > 0) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    if (!call_deadline_ || deadline < *call_deadline_) call_deadline_ = deadline;
+  }
   // Read before the request is edited (substitution drops Accept-Encoding on the way up).
   compression_.configure(route_->policy.compression ? &*route_->policy.compression : nullptr,
                          req[http::field::accept_encoding],
@@ -256,7 +270,65 @@ void Exchange::go_to_backend() {
                                 p.path_rewrite || p.request_header_modifier) {
     rewrite_upstream_request(target);
   }
+  // An upgrade (a WebSocket) is never mirrored: its copy would turn a pooled connection into
+  // a tunnel.
+  if (!route_->policy.mirrors.empty() && !upgrade_) plan_mirrors();
   connect_endpoint(pick_endpoint());
+}
+
+void Exchange::skip_mirrors() {
+  if (auto* metrics = worker_.metrics()) {
+    for (size_t i = 0; i < mirror_targets_.size(); ++i) metrics->mirror_skipped();
+  }
+  mirror_targets_.clear();
+  mirror_body_.clear();
+  if (mirror_body_wanted_) worker_.end_mirror_capture();
+  mirror_body_wanted_ = false;
+}
+
+void Exchange::plan_mirrors() {
+  skip_mirrors();
+  auto* metrics = worker_.metrics();
+  for (const auto& m : route_->policy.mirrors) {
+    if (m.numerator < m.denominator && worker_.next_random() % m.denominator >= m.numerator) {
+      continue;  // not in the mirror's share
+    }
+    const runtime::UpstreamState* up = snapshot_->upstream(m.upstream);
+    if (up == nullptr || up->endpoints.empty()) {
+      if (metrics) metrics->mirror_skipped();
+      continue;
+    }
+    mirror_targets_.push_back(up);
+  }
+  if (mirror_targets_.empty()) return;
+  if (downstream_.request_complete()) {
+    send_mirrors();  // no body
+    return;
+  }
+  // The copies go once the body is whole (a copy is a whole request); a body known to be too
+  // long is not kept at all.
+  if (auto length = downstream_.request_content_length();
+      length && *length > Limits::kMaxMirrorBodyBytes) {
+    skip_mirrors();
+    return;
+  }
+  if (!worker_.take_mirror_capture()) {
+    skip_mirrors();  // the worker keeps as many bodies as it may
+    return;
+  }
+  mirror_body_wanted_ = true;
+}
+
+void Exchange::send_mirrors() {
+  const model::RoutePolicy& p = policy();
+  const MirrorTimeouts timeouts{p.connect_timeout, p.send_timeout, p.read_timeout};
+  for (const runtime::UpstreamState* up : mirror_targets_) {
+    send_mirror(worker_, snapshot_, *up, downstream_.request(), mirror_body_, timeouts);
+  }
+  mirror_targets_.clear();
+  mirror_body_.clear();
+  if (mirror_body_wanted_) worker_.end_mirror_capture();
+  mirror_body_wanted_ = false;
 }
 
 void Exchange::redirect_to_https(const RequestTarget& target) {
@@ -594,6 +666,10 @@ std::chrono::milliseconds Exchange::read_timeout() const {
   return within_deadline(policy().read_timeout);
 }
 
+bool Exchange::past_deadline() const {
+  return call_deadline_ && std::chrono::steady_clock::now() >= *call_deadline_;
+}
+
 std::chrono::milliseconds Exchange::within_deadline(std::chrono::milliseconds timeout) const {
   if (!call_deadline_) return timeout;
   // grpc-timeout: the client's deadline for the whole call caps every wait (at least 1 ms, so
@@ -758,7 +834,7 @@ void Exchange::on_connect(error_code ec) {
   }
   up_.connected();
   if (up_.needs_handshake(*upstream_)) {
-    up_.handshake(*upstream_, policy().connect_timeout,
+    up_.handshake(*upstream_, within_deadline(policy().connect_timeout),
                   [self = downstream_.hold(), this](error_code ec) {
                     if (cancelled_) return;
                     if (ec) {
@@ -842,13 +918,22 @@ void Exchange::on_request_body(std::size_t n) {
   const bool complete = downstream_.request_complete();
   if (body_replayable_) body_bytes_in_buffer_ += n;
   bytes_in_ += n;
+  if (mirror_body_wanted_) {
+    if (mirror_body_.size() + n > Limits::kMaxMirrorBodyBytes) {
+      skip_mirrors();  // longer than a mirror takes (a chunked body): not mirrored
+    } else {
+      mirror_body_.append(read_to_, n);
+      if (complete) send_mirrors();
+    }
+  }
   write_request(read_to_, n, complete);
 }
 
 void Exchange::write_request(const char* data, std::size_t n, bool last) {
   // An HTTP/2 upstream gets the client's request trailers after the last DATA.
   if (last && up_.http2()) up_.set_request_trailers(&downstream_.request_trailers());
-  up_.write(data, n, last, policy().send_timeout,
+  if (past_deadline()) return on_write_request(beast::error::timeout);
+  up_.write(data, n, last, within_deadline(policy().send_timeout),
             [self = downstream_.hold(), this](error_code ec) { on_write_request(ec); });
 }
 
@@ -880,6 +965,7 @@ void Exchange::on_write_request(error_code ec) {
 // --- The response --------------------------------------------------------------------------
 
 void Exchange::read_response_header() {
+  if (past_deadline()) return on_response_header(beast::error::timeout);
   up_.read_header(&fields_arena_, worker_.limits().max_response_header_bytes, head_request_,
                   read_timeout(),
                   [self = downstream_.hold(), this](error_code ec) { on_response_header(ec); });
@@ -1009,6 +1095,9 @@ void Exchange::relay_response() {
 }
 
 void Exchange::read_response_body() {
+  // A read that finds its bytes already buffered completes before any timer: the deadline is
+  // checked here too, so that a fast stream cannot outrun it.
+  if (past_deadline()) return on_read_response_body(beast::error::timeout, 0);
   up_.read_body(relay_buffer_.data(), relay_buffer_.size(), read_timeout(),
                 [self = downstream_.hold(), this](error_code ec, std::size_t n) {
                   on_read_response_body(ec, n);

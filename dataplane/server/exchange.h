@@ -36,6 +36,7 @@
 #include "server/grpc.h"
 #include "server/headers.h"
 #include "server/limits.h"
+#include "server/mirror.h"
 #include "server/response_cache.h"
 #include "server/response_filter.h"
 #include "server/retry_policy.h"
@@ -125,6 +126,12 @@ class Exchange {
   // authentication when the route has one.
   void proceed_to_backend();
   void go_to_backend();
+  // Request mirroring (server/mirror.h): which of the route's mirrors take this request (its
+  // share drawn), and the copies sent once the request's body is whole (at once without one).
+  void plan_mirrors();
+  void send_mirrors();
+  // The planned copies not sent (counted as skipped), their body and capture let go.
+  void skip_mirrors();
 
   // --- enable-cache (server/exchange_cache.cc)
   // True when the request was answered from the cache or waits for another exchange's fill.
@@ -170,6 +177,8 @@ class Exchange {
   std::chrono::milliseconds attempt_connect_timeout() const;
   // The route's proxy-read-timeout, capped by a gRPC call's deadline.
   std::chrono::milliseconds read_timeout() const;
+  // The whole call's deadline (grpc-timeout, timeouts.request) has passed.
+  bool past_deadline() const;
   std::chrono::milliseconds within_deadline(std::chrono::milliseconds timeout) const;
   void connect_endpoint(uint32_t index);
   void end_attempt(bool failed);
@@ -295,7 +304,8 @@ class Exchange {
   // auth-type basic: the WWW-Authenticate value of the 401 being answered (the route's, alive
   // with the snapshot).
   const std::string* challenge_ = nullptr;
-  // A gRPC call's deadline from its grpc-timeout: every upstream wait ends by then.
+  // A gRPC call's deadline from its grpc-timeout, or the route's request_timeout (the earlier
+  // of the two): every upstream wait ends by then.
   std::optional<std::chrono::steady_clock::time_point> call_deadline_;
   bool request_body_started_ = false;
   // HTTP/2 client on an HTTP/2 upstream with a request body: the request and the response are
@@ -343,6 +353,12 @@ class Exchange {
   // service's answer gives (WWW-Authenticate of a 401, its cookies with always-set-cookie).
   std::vector<std::string> auth_cookies_;
   std::vector<std::pair<std::string, std::string>> local_fields_;
+
+  // Request mirroring: the mirrors this request goes to, waiting for its body (kept here, at
+  // most Limits::kMaxMirrorBodyBytes) while mirror_body_wanted_.
+  std::vector<const runtime::UpstreamState*> mirror_targets_;
+  std::string mirror_body_;
+  bool mirror_body_wanted_ = false;  // holds one of the worker's mirror captures while true
 
   // The response body filters: substitution first (docs/substitutions.md, "In the proxy").
   SubstitutionFilter substitution_;

@@ -118,6 +118,18 @@ struct Limits {
   // closes, for at most kLingerTime in all and kLingerTimeout without a byte.
   static constexpr std::chrono::seconds kLingerTime{30};
   static constexpr std::chrono::seconds kLingerTimeout{5};
+  // Request mirroring (server/mirror.h): per worker at most this many mirrored requests in
+  // flight (past it a request is not mirrored, counted as skipped); a request body is mirrored
+  // when it is at most kMaxMirrorBodyBytes (a longer one: the request is not mirrored); of a
+  // mirror's answer at most kMaxMirrorResponseBytes of body are read and dropped so that the
+  // connection can serve again (a longer one closes it). While a request's body is being kept
+  // for its copies, it holds one of kMaxMirrorCaptures per worker (so at most
+  // kMaxMirrorCaptures × kMaxMirrorBodyBytes, 4 MiB, of bodies waiting per worker; past it a
+  // request is not mirrored). Upgrade requests (WebSockets) are never mirrored.
+  static constexpr size_t kMaxMirrorsInFlight = 256;
+  static constexpr size_t kMaxMirrorCaptures = 64;
+  static constexpr size_t kMaxMirrorBodyBytes = 64 * 1024;
+  static constexpr uint64_t kMaxMirrorResponseBytes = 1024 * 1024;
   Http2Limits http2;
 };
 

@@ -116,6 +116,17 @@ class Worker {
   const ratelimit::CidrSet& trusted_proxies() const { return trusted_proxies_; }
   boost::asio::io_context& io() { return io_; }
   uint64_t next_random();  // request ids
+  // Mirrored requests of this worker in flight (server/mirror.h).
+  size_t mirrors_in_flight() const { return mirrors_in_flight_; }
+  void mirror_started() { ++mirrors_in_flight_; }
+  void mirror_ended() { --mirrors_in_flight_; }
+  // Requests of this worker whose bodies are being kept for their copies (Exchange).
+  bool take_mirror_capture() {
+    if (mirror_captures_ >= Limits::kMaxMirrorCaptures) return false;
+    ++mirror_captures_;
+    return true;
+  }
+  void end_mirror_capture() { --mirror_captures_; }
   void add_session(SessionBase* s) { sessions_.insert(s); }
   void remove_session(SessionBase* s);
   // A session waits for a request head (idle keep-alive, or a head that has not arrived yet):
@@ -186,6 +197,9 @@ class Worker {
   Report refusals_;
   bool draining_ = false;
   bool destroying_ = false;
+  // Before io_: a mirrored request still pending when io_ goes is destroyed with it.
+  size_t mirrors_in_flight_ = 0;
+  size_t mirror_captures_ = 0;
   // Only this worker's thread performs I/O on its sockets and timers; other threads reach it
   // through post() (snapshots, stop, drain), which keeps the scheduler's lock. So the reactor's
   // per-descriptor locking can go (measured: pthread_mutex_lock in the request path's profile).

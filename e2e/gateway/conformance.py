@@ -47,7 +47,8 @@ SUPPORTED = {
                     "HTTPRouteBackendProtocolH2C,HTTPRouteBackendProtocolWebSocket,"
                     "HTTPRouteRequestTimeout,HTTPRouteBackendTimeout,HTTPRouteNamedRouteRule,"
                     "GatewayPort8080,HTTPRouteParentRefPort,GatewayHTTPListenerIsolation,"
-                    "HTTPRouteCORS,BackendTLSPolicy",
+                    "HTTPRouteCORS,BackendTLSPolicy,HTTPRouteRequestMirror,"
+                    "HTTPRouteRequestMultipleMirrors,HTTPRouteRequestPercentageMirror",
     "GATEWAY-GRPC": "Gateway,GRPCRoute,ReferenceGrant",
 }
 

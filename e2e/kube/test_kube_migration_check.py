@@ -27,7 +27,7 @@ def test_check_nginx_annotations_reads_the_cluster(cluster, namespace):
     lines = out.stdout.splitlines()
     assert lines[0] == f"Ingress {namespace}/shop", out.stdout
     assert lines[1].startswith("  invalid     limit-rps: invalid value \"ten\""), out.stdout
-    assert lines[2].startswith("  unsupported mirror-target: ignored; not yet"), out.stdout
+    assert lines[2].startswith("  unsupported mirror-target: ignored; not for Ingresses"), out.stdout
     assert lines[3] == "  supported   proxy-body-size", out.stdout
     assert lines[4] == ("  refused     server-snippet: nginx configuration text is never "
                         "interpreted"), out.stdout

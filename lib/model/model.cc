@@ -31,6 +31,7 @@ namespace {
 // A Prefix path's trailing slashes do not count: "/foo/" is the same prefix as "/foo" (Ingress
 // v1), so Exact "/foo" must win against it like against Prefix "/foo".
 size_t effective_length(const Route& r) {
+  if (r.precedence_length != 0) return r.precedence_length;
   size_t n = r.path.size();
   if (r.match == PathMatch::kPrefix) {
     while (n > 0 && r.path[n - 1] == '/') --n;
@@ -45,10 +46,12 @@ void sort_routes(std::vector<Route>& routes) {
     size_t la = effective_length(a), lb = effective_length(b);
     if (la != lb) return la > lb;
     if (a.match != b.match) return static_cast<int>(a.match) < static_cast<int>(b.match);
-    if (a.path != b.path) return a.path < b.path;
+    // The same prefix written with or without a trailing slash ("/foo/", "/foo") is one path:
+    // the conditions decide before the text (which only keeps the order deterministic).
     if (a.method.empty() != b.method.empty()) return !a.method.empty();
     if (a.headers.size() != b.headers.size()) return a.headers.size() > b.headers.size();
-    return a.query.size() > b.query.size();
+    if (a.query.size() != b.query.size()) return a.query.size() > b.query.size();
+    return a.path < b.path;
   });
 }
 
@@ -201,6 +204,12 @@ void validate_route(const Config& config, const Route& r, const std::string& whe
   }
   if (!r.fallback_upstream.empty() && !config.upstreams.contains(r.fallback_upstream)) {
     errors.push_back(where + ": unknown fallback upstream \"" + r.fallback_upstream + "\"");
+  }
+  for (const auto& m : r.policy.mirrors) {
+    if (!m.upstream.empty() && !config.upstreams.contains(m.upstream)) {
+      errors.push_back(where + " path \"" + r.path + "\": unknown mirror upstream \"" + m.upstream +
+                       "\"");
+    }
   }
   if (!r.substitution.empty() && !config.substitutions.contains(r.substitution)) {
     errors.push_back(where + ": unknown substitution \"" + r.substitution + "\"");

@@ -84,6 +84,11 @@ struct Route {
   // one of these in proportion to its weight; an entry without an upstream takes its share of
   // the requests and answers them 500.
   std::vector<WeightedBackend> backends = {};
+  // What sort_routes compares instead of the path's length when not 0: a GRPCRoute rule's
+  // precedence (the Gateway API ranks its matches by the service's characters, then the
+  // method's, not by the length of the path they are written as; the translator sets
+  // 4096 * service + method + 1).
+  uint32_t precedence_length = 0;
   bool operator==(const Route&) const = default;
 };
 
@@ -103,6 +108,10 @@ struct VirtualHost {
   // exact host), keeping the port the client named and the request target
   // (tidegate.io/from-to-www-redirect). Such a host has no routes.
   std::string redirect_to = {};
+  // A Gateway API host: when none of its routes takes a request, the next less specific host
+  // that covers the request's name is tried (wildcards longest first, then "*"), as the Gateway
+  // API orders rules by hostname before path. Ingress hosts own their requests (false).
+  bool falls_through = false;
   bool operator==(const VirtualHost&) const = default;
 };
 

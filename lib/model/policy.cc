@@ -130,6 +130,7 @@ std::vector<std::string> validate(const RoutePolicy& p) {
   }
   if (p.deny_ranges) validate_deny_ranges(*p.deny_ranges, problems);
   append(problems, validate(p.rate_limits));
+  append(problems, validate(p.mirrors));
   return problems;
 }
 
@@ -149,6 +150,7 @@ json to_json(const RoutePolicy& p) {
   if (p.compression) j["compression"] = to_json(*p.compression);
   if (p.sendfile) j["sendfile"] = to_json(*p.sendfile);
   if (p.cache) j["cache"] = true;
+  if (!p.mirrors.empty()) j["mirrors"] = to_json(p.mirrors);
   if (p.rate_limits != d.rate_limits) j["rate_limits"] = to_json(p.rate_limits);
   return j;
 }
@@ -166,6 +168,7 @@ RoutePolicy route_policy_from_json(const json& j) {
   if (const json* v = r.find("compression")) p.compression = compression_from_json(*v);
   if (const json* v = r.find("sendfile")) p.sendfile = sendfile_from_json(*v);
   r.boolean("cache", p.cache);
+  if (const json* v = r.find("mirrors")) p.mirrors = mirrors_from_json(*v);
   source_ranges_from_json(r, "source_ranges", p.source_ranges);
   if (const json* v = r.find("error_codes")) {
     if (!v->is_array()) r.fail("error_codes", "must be an array");

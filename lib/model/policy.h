@@ -44,6 +44,7 @@
 #include "model/external_auth.h"
 #include "model/headers.h"
 #include "model/hsts.h"
+#include "model/mirror.h"
 #include "model/rate_limits.h"
 #include "model/rewrites.h"
 #include "model/sendfile.h"
@@ -153,6 +154,13 @@ struct RoutePolicy {
   // enable-cache: the route's GET and HEAD answers are kept in the data plane's response cache
   // as RFC 9111 allows a shared cache (docs/annotations.md, "Response cache").
   bool cache = false;
+  // The Gateway API's RequestMirror filters (lib/model/mirror.h): copies of each request (or of
+  // a share of them) sent to these upstreams, their answers dropped.
+  std::vector<Mirror> mirrors = {};
+  // The Gateway API's timeouts.request (lib/model/timeouts.h): the whole exchange, from the
+  // request's head to the response's last byte, ends within this; 0: no limit. Past it before
+  // the response head the client gets 504; after, the response is cut short.
+  std::chrono::milliseconds request_timeout{0};
   bool operator==(const RoutePolicy&) const = default;
 };
 

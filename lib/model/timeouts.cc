@@ -63,6 +63,10 @@ void validate_timeouts(const RoutePolicy& p, std::vector<std::string>& problems)
     problems.push_back("next_upstream_timeout " + std::to_string(p.next_upstream_timeout.count()) +
                        " ms is out of range");
   }
+  if (p.request_timeout.count() < 0 || p.request_timeout > RoutePolicy::kMaxTimeout) {
+    problems.push_back("request_timeout " + std::to_string(p.request_timeout.count()) +
+                       " ms is out of range");
+  }
 }
 
 void timeouts_to_json(const RoutePolicy& p, json& j) {
@@ -84,6 +88,9 @@ void timeouts_to_json(const RoutePolicy& p, json& j) {
   }
   if (p.next_upstream_timeout != d.next_upstream_timeout) {
     j["next_upstream_timeout_ms"] = p.next_upstream_timeout.count();
+  }
+  if (p.request_timeout != d.request_timeout) {
+    j["request_timeout_ms"] = p.request_timeout.count();
   }
 }
 
@@ -109,6 +116,7 @@ void timeouts_from_json(ObjectReader& r, RoutePolicy& p) {
   }
   r.integer("next_upstream_tries", p.next_upstream_tries, UINT32_MAX);
   millis("next_upstream_timeout_ms", p.next_upstream_timeout);
+  millis("request_timeout_ms", p.request_timeout);
 }
 
 }  // namespace tidegate::model

@@ -34,8 +34,8 @@ struct NextUpstream {
   bool operator==(const NextUpstream&) const = default;
 };
 
-// connect/read/send timeouts, max_body_bytes, next_upstream, next_upstream_tries and
-// next_upstream_timeout of `p`: appends each problem to `problems`.
+// connect/read/send timeouts, max_body_bytes, next_upstream, next_upstream_tries,
+// next_upstream_timeout and request_timeout of `p`: appends each problem to `problems`.
 void validate_timeouts(const RoutePolicy& p, std::vector<std::string>& problems);
 // Adds the fields that differ from their defaults to the route policy's object `j`.
 void timeouts_to_json(const RoutePolicy& p, nlohmann::json& j);

@@ -32,6 +32,7 @@ json to_json(const model::Route& r) {
   if (json p = model::to_json(r.policy); !p.empty()) j["policy"] = std::move(p);
   if (r.canary) j["canary"] = model::to_json(*r.canary);
   if (!r.fallback_upstream.empty()) j["fallback_upstream"] = r.fallback_upstream;
+  if (r.precedence_length != 0) j["precedence_length"] = r.precedence_length;
   model::conditions_to_json(r, j);
   return j;
 }
@@ -56,6 +57,7 @@ json to_json(const model::VirtualHost& v) {
   if (v.ssl_redirect) j["ssl_redirect"] = true;
   if (!v.redirect_to.empty()) j["redirect_to"] = v.redirect_to;
   if (!v.listener.empty()) j["listener"] = v.listener;
+  if (v.falls_through) j["falls_through"] = true;
   return j;
 }
 
@@ -194,6 +196,12 @@ model::Route route_from(const json& j) {
   if (auto it = j.find("policy"); it != j.end()) r.policy = model::route_policy_from_json(*it);
   if (auto it = j.find("canary"); it != j.end()) r.canary = model::canary_from_json(*it);
   r.fallback_upstream = j.value("fallback_upstream", std::string());
+  if (auto it = j.find("precedence_length"); it != j.end()) {
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > UINT32_MAX) {
+      throw std::runtime_error("route \"precedence_length\" must be a 32-bit unsigned integer");
+    }
+    r.precedence_length = it->get<uint32_t>();
+  }
   model::conditions_from_json(j, r);
   return r;
 }
@@ -217,6 +225,7 @@ model::VirtualHost vhost_from(const json& j) {
   v.ssl_redirect = j.value("ssl_redirect", false);
   v.redirect_to = j.value("redirect_to", std::string());
   v.listener = j.value("listener", std::string());
+  v.falls_through = j.value("falls_through", false);
   return v;
 }
 

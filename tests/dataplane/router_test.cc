@@ -303,6 +303,32 @@ TEST(RouterHostTest, MatchedHostDoesNotFallThrough) {
   EXPECT_EQ(m.virtual_host, "*.foo.com");
 }
 
+TEST(RouterHostTest, GatewayHostsFallThroughToLessSpecificOnes) {
+  auto falling = [](model::VirtualHost vh) {
+    vh.falls_through = true;
+    return vh;
+  };
+  auto router = build_or_die(config({virtual_host("*", {prefix("/")}),
+                                     falling(virtual_host("**.foo.com", {exact("/wild")})),
+                                     falling(virtual_host("**.b.foo.com", {exact("/deep")})),
+                                     falling(virtual_host("a.b.foo.com", {exact("/a")})),
+                                     virtual_host("owner.foo.com", {exact("/own")})}));
+  // The most specific host first, then each less specific one: exact, the longest "**" suffix,
+  // the next, "*".
+  EXPECT_EQ(resolve(*router, "a.b.foo.com", "/a"), "Exact /a");
+  EXPECT_EQ(resolve(*router, "a.b.foo.com", "/deep"), "Exact /deep");
+  EXPECT_EQ(resolve(*router, "a.b.foo.com", "/wild"), "Exact /wild");
+  EXPECT_EQ(resolve(*router, "a.b.foo.com", "/other"), "Prefix /");
+  // The host that took the request is the one reported.
+  Match m = router->match("a.b.foo.com", "/wild");
+  EXPECT_EQ(m.virtual_host, "**.foo.com");
+  // A host that does not fall through owns its requests (the chain stops there).
+  EXPECT_EQ(resolve(*router, "owner.foo.com", "/wild"), "404");
+  m = router->match("owner.foo.com", "/other");
+  EXPECT_EQ(m.route, nullptr);
+  EXPECT_EQ(m.virtual_host, "owner.foo.com");
+}
+
 TEST(RouterHostTest, DefaultRouteWhenNothingMatches) {
   auto router = build_or_die(config({virtual_host("foo.com", {exact("/foo")})}, default_route()));
   // No virtual host takes the host.

@@ -144,6 +144,29 @@ TEST(SortRoutesTest, Table) {
        {"Prefix /a", "Prefix /b", "Prefix /c"}},
       {"empty input", {}, {}},
   };
+  auto with_method = [](Route r) {
+    r.method = "GET";
+    return r;
+  };
+  auto ranked = [](Route r, uint32_t precedence) {
+    r.precedence_length = precedence;
+    return r;
+  };
+  const std::vector<SortCase> more = {
+      {"Prefix /foo/ and /foo are one path: a condition decides before the text",
+       {prefix("/foo"), with_method(prefix("/foo/"))},
+       {"Prefix /foo/", "Prefix /foo"}},
+      {"precedence_length replaces the path's length (GRPCRoute: service, then method)",
+       {ranked(regex("/[^/]+/LongMethodName$"), 4096 * 0 + 14 + 1),
+        ranked(prefix("/svc.A/"), 4096 * 5 + 1), ranked(exact("/svc.A/M"), 4096 * 5 + 1 + 1),
+        prefix("/")},
+       {"Exact /svc.A/M", "Prefix /svc.A/", "Regex /[^/]+/LongMethodName$", "Prefix /"}},
+  };
+  for (const auto& c : more) {
+    auto routes = c.input;
+    sort_routes(routes);
+    EXPECT_EQ(describe(routes), c.want) << c.name;
+  }
   for (const auto& c : cases) {
     auto routes = c.input;
     sort_routes(routes);

@@ -809,13 +809,20 @@ class GatewayTranslator {
         if (parent.section_name && *parent.section_name != li.spec->name) continue;
         if (parent.port && *parent.port != li.spec->port) continue;
         any_candidate = true;
-        if (!info.accepted || !li.attachable || !li.kinds.contains(*view.kind) ||
+        if (!info.accepted || !li.kinds.contains(*view.kind) ||
             !namespace_allowed(*li.spec, info.gateway->metadata.namespace_, ns)) {
           continue;
         }
-        any_allowed = true;
         auto h = intersect_hostnames(li.hostname, hostnames);
         if (all_hostnames_invalid) h.clear();
+        if (!li.attachable) {
+          // A conflicted (or otherwise not accepted) listener serves nothing, but the routes
+          // that select it still count in its attachedRoutes: the spec says listener status
+          // does not impact attachment.
+          if (!h.empty()) attached.emplace(gw_key, i);
+          continue;
+        }
+        any_allowed = true;
         if (!h.empty()) matched.emplace_back(i, std::move(h));
       }
       if (!any_candidate) {
@@ -911,6 +918,7 @@ class GatewayTranslator {
         for (const auto& b : r.backends) {
           if (!b.upstream.empty()) used_upstreams_.insert(b.upstream);
         }
+        for (const auto& m : r.policy.mirrors) used_upstreams_.insert(m.upstream);
       }
     }
   }
@@ -941,7 +949,8 @@ class GatewayTranslator {
   // A backendRef's upstream (created on first use); empty with built.refs_* set when it cannot
   // be resolved (its share of the requests is answered 500).
   std::string resolve_backend(const objects::BackendRef& ref, const RouteView& view,
-                              const std::string& where, bool grpc, BuiltRoute& built) {
+                              const std::string& where, bool grpc, BuiltRoute& built,
+                              std::string_view consequence = "its share of the requests gets 500") {
     const std::string& route_ns = view.meta->namespace_;
     const std::string ns = ref.namespace_.value_or(route_ns);
     const std::string key = store::object_key(ns, ref.name);
@@ -977,7 +986,7 @@ class GatewayTranslator {
     }
     if (!reason.empty()) {
       report(view.object, Severity::kError,
-             where + ": " + reason + ": " + message + "; its share of the requests gets 500");
+             where + ": " + reason + ": " + message + "; " + std::string(consequence));
       if (built.refs_reason.empty()) {
         built.refs_reason = reason;
         built.refs_message = message;
@@ -1009,13 +1018,20 @@ class GatewayTranslator {
   }
 
   // Filters of a rule (HTTPRoute or GRPCRoute) into the policy; false when the rule is dropped.
-  bool apply_filters(const std::vector<objects::HTTPRouteFilter>& filters, bool grpc,
-                     bool all_prefix, const std::string& where, model::RoutePolicy& policy,
-                     BuiltRoute& built) {
+  bool apply_filters(const std::vector<objects::HTTPRouteFilter>& filters, const RouteView& view,
+                     bool grpc, bool all_prefix, const std::string& where,
+                     model::RoutePolicy& policy, BuiltRoute& built) {
     std::set<std::string> seen;
     for (size_t i = 0; i < filters.size(); ++i) {
       const auto& f = filters[i];
       const std::string fwhere = text::index_path(where + ".filters", i);
+      if (f.type == "RequestMirror" && f.request_mirror) {
+        // The only filter that may appear more than once (one per mirror backend).
+        if (!add_mirror(*f.request_mirror, view, grpc, fwhere + ".requestMirror", policy, built)) {
+          return false;
+        }
+        continue;
+      }
       if (!seen.insert(f.type).second) {
         built.dropped.push_back(fwhere + ": filter " + f.type + " appears twice");
         return false;
@@ -1053,8 +1069,7 @@ class GatewayTranslator {
         }
       } else if (!grpc && f.type == "CORS") {
         if (!cors_policy(*f.cors, fwhere + ".cors", policy, built)) return false;
-      } else if (f.type == "RequestMirror" || f.type == "CORS" || f.type == "ExtensionRef" ||
-                 f.type == "ExternalAuth") {
+      } else if (f.type == "CORS" || f.type == "ExtensionRef" || f.type == "ExternalAuth") {
         built.dropped.push_back(fwhere + ": filter " + f.type + " is not supported");
         return false;
       } else {
@@ -1066,6 +1081,50 @@ class GatewayTranslator {
       built.dropped.push_back(where + ": RequestRedirect and URLRewrite cannot be combined");
       return false;
     }
+    return true;
+  }
+
+  // A RequestMirror filter into policy.mirrors (docs/gateway-api.md, "Request mirroring"). A
+  // backendRef that cannot be resolved makes the route's ResolvedRefs false and the mirror is
+  // left out (the spec: not configured); the rule's requests are served as usual. False (the
+  // rule answers 500) only for a share the API server should have refused.
+  bool add_mirror(const objects::HTTPRequestMirrorFilter& in, const RouteView& view, bool grpc,
+                  const std::string& where, model::RoutePolicy& policy, BuiltRoute& built) {
+    model::Mirror m;
+    if (in.percent) {
+      if (*in.percent < 0 || *in.percent > 100) {
+        built.dropped.push_back(where + ".percent: " + std::to_string(*in.percent) +
+                                " is not 0-100");
+        return false;
+      }
+      m.numerator = static_cast<uint32_t>(*in.percent);
+      m.denominator = 100;
+    } else if (in.numerator) {
+      const int64_t d = in.denominator.value_or(100);
+      if (*in.numerator < 0 || d < 1 || d > model::Mirror::kMaxDenominator || *in.numerator > d) {
+        built.dropped.push_back(where + ".fraction: " + std::to_string(*in.numerator) + "/" +
+                                std::to_string(d) +
+                                " must have 0 <= numerator <= denominator, denominator 1-1000000");
+        return false;
+      }
+      m.numerator = static_cast<uint32_t>(*in.numerator);
+      m.denominator = static_cast<uint32_t>(d);
+    }
+    objects::BackendRef ref;
+    ref.group = in.group;
+    ref.kind = in.kind;
+    ref.name = in.name;
+    ref.namespace_ = in.namespace_;
+    ref.port = in.port;
+    m.upstream = resolve_backend(ref, view, where + ".backendRef", grpc, built,
+                                 "the mirror is left out; requests are served without it");
+    if (m.upstream.empty()) return true;
+    if (m.numerator == 0) return true;  // mirrors nothing
+    if (policy.mirrors.size() >= model::Mirror::kMaxPerRoute) {
+      built.dropped.push_back(where + ": more than 16 mirrors on one rule");
+      return false;
+    }
+    policy.mirrors.push_back(std::move(m));
     return true;
   }
 
@@ -1198,7 +1257,12 @@ class GatewayTranslator {
       return t.count() == 0 ? model::RoutePolicy::kMaxTimeout
                             : std::min(t, model::RoutePolicy::kMaxTimeout);
     };
-    if (request) policy.next_upstream_timeout = std::min(*request, model::RoutePolicy::kMaxTimeout);
+    if (request) {
+      // The whole exchange's deadline (the data plane answers 504, or cuts a response that
+      // started); also no retry starts after it.
+      policy.request_timeout = std::min(*request, model::RoutePolicy::kMaxTimeout);
+      policy.next_upstream_timeout = policy.request_timeout;
+    }
     std::optional<std::chrono::milliseconds> wait = backend ? backend : request;
     if (wait) {
       policy.read_timeout = bounded(*wait);
@@ -1299,7 +1363,7 @@ class GatewayTranslator {
       // A filter that cannot be applied leaves the rule's matches answering 500 (the spec: such
       // a filter must not be skipped; its requests get an error), without backends or policy.
       const bool filters_ok =
-          apply_filters(rule.filters, false, all_prefix, where, policy, built) &&
+          apply_filters(rule.filters, view, false, all_prefix, where, policy, built) &&
           backend_filters_ok(rule.backend_refs, where, built);
       if (!built.unsupported.empty()) break;
       if (!filters_ok) mark_answers_500(built, dropped_before);
@@ -1404,6 +1468,10 @@ class GatewayTranslator {
     const auto& m = *match.method;
     const std::string service = m.service.value_or("");
     const std::string method = m.method.value_or("");
+    // The Gateway API ranks GRPCRoute matches by the service's characters, then the method's
+    // (a regex counts its pattern's); both at most 1024 in the API.
+    route.precedence_length = static_cast<uint32_t>(4096 * std::min<size_t>(service.size(), 4095) +
+                                                    std::min<size_t>(method.size(), 4095) + 1);
     if (service.empty() && method.empty()) {
       built.dropped.push_back(where + ".method: neither service nor method is set");
       return false;
@@ -1459,8 +1527,9 @@ class GatewayTranslator {
       }
       model::RoutePolicy policy;
       const size_t dropped_before = built.dropped.size();
-      const bool filters_ok = apply_filters(rule.filters, true, false, where, policy, built) &&
-                              backend_filters_ok(rule.backend_refs, where, built);
+      const bool filters_ok =
+          apply_filters(rule.filters, view, true, false, where, policy, built) &&
+          backend_filters_ok(rule.backend_refs, where, built);
       if (!built.unsupported.empty()) break;
       if (!filters_ok) mark_answers_500(built, dropped_before);
       model::Route base;
@@ -1576,11 +1645,31 @@ class GatewayTranslator {
     model::Config& config = result_.config;
     // One address per Gateway: each served listener hostname has a host of its own on its port
     // (routes or not), so that its names never fall to a wider listener's routes.
+    // Listener hostnames, by model listener: their hosts own their names (no fall-through to a
+    // wider host, which holds another listener's routes).
+    std::set<std::pair<std::string, std::string>> listener_names;
+    std::set<std::string> shared_wildcards;  // wildcard hostnames of shared-port listeners
     for (const auto& [key, info] : gateways_) {
       for (const auto& li : info.listeners) {
-        if (!li.programmed || li.model_listener.empty() || li.hostname.empty()) continue;
+        if (!li.programmed || li.hostname.empty()) continue;
+        listener_names.emplace(li.model_listener, li.hostname);
+        if (li.model_listener.empty()) {
+          if (is_wildcard(li.hostname)) shared_wildcards.insert(li.hostname);
+          continue;
+        }
         pending_.try_emplace({li.model_listener, li.hostname});
       }
+    }
+    // On the shared ports, a listener hostname gets a host of its own only when a route host
+    // under it could fall through: the fall-through then stops there (404) instead of reaching
+    // "*", which holds other listeners' and Ingresses' routes.
+    for (const std::string& wildcard : shared_wildcards) {
+      const std::string_view suffix = std::string_view(wildcard).substr(1);  // ".example.com"
+      const bool covers = std::any_of(pending_.begin(), pending_.end(), [&](const auto& entry) {
+        const auto& [listener, host] = entry.first;
+        return listener.empty() && host != wildcard && host.ends_with(suffix);
+      });
+      if (covers) pending_.try_emplace({std::string(), wildcard});
     }
     for (auto& [where, routes] : pending_) {
       const auto& [listener, host] = where;
@@ -1607,6 +1696,11 @@ class GatewayTranslator {
                                        "routes are not used");
           continue;
         }
+        // The Gateway API orders rules by hostname first: a request that none of a route
+        // hostname's rules takes goes on to the less specific hosts (docs/gateway-api.md,
+        // "Precedence"). A listener's own hostname ends the chain (listener isolation), and a
+        // host an Ingress made keeps the Ingress rule (it owns its requests).
+        if (inserted) vh.falls_through = !listener_names.contains({listener, host});
         // Ingress routes first: on a full tie in precedence they were there first.
         vh.routes.insert(vh.routes.end(), routes.begin(), routes.end());
         model::sort_routes(vh.routes);

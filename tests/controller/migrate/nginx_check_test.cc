@@ -70,7 +70,7 @@ TEST(NginxCheck, EachAnnotationGetsItsVerdict) {
       {"limit-connections", Support::kSupported, ""},
       {"limit-rps", Support::kInvalid, "expected a decimal number"},
       {"limit-whitelist", Support::kPartly, "read as limit-allowlist"},
-      {"mirror-target", Support::kUnsupported, "planned"},
+      {"mirror-target", Support::kUnsupported, "RequestMirror"},
       {"proxy-body-size", Support::kSupported, ""},
       {"proxy-buffering", Support::kPartly, "responses always stream to the client"},
       {"server-snippet", Support::kNeverInterpreted, "never interpreted"},

@@ -81,6 +81,8 @@ inline RoutePolicy full_route_policy() {
   p.deny_ranges = SourceRanges{{"10.1.0.0/16"}};
   p.next_upstream_timeout = std::chrono::milliseconds(2500);
   p.error_codes = {404, 503};
+  p.mirrors = {Mirror{"default/shadow:80", 1, 3}, Mirror{"default/audit:80"}};
+  p.request_timeout = std::chrono::milliseconds(7500);
   return p;
 }
 

@@ -38,6 +38,7 @@ TEST(PolicyTimeouts, EachFieldRoundTripsAlone) {
       {"next_upstream_tries", [&](RoutePolicy& p) { p.next_upstream_tries = 1; }},
       {"next_upstream_timeout",
        [&](RoutePolicy& p) { p.next_upstream_timeout = full.next_upstream_timeout; }},
+      {"request_timeout", [&](RoutePolicy& p) { p.request_timeout = full.request_timeout; }},
   });
 }
 
@@ -65,6 +66,9 @@ TEST(PolicyTimeouts, EachBadFieldIsReported) {
        "next_upstream_timeout"},
       {"huge retry timeout", [](RoutePolicy& p) { p.next_upstream_timeout = 25h; },
        "next_upstream_timeout"},
+      {"negative request timeout", [](RoutePolicy& p) { p.request_timeout = -1ms; },
+       "request_timeout"},
+      {"huge request timeout", [](RoutePolicy& p) { p.request_timeout = 25h; }, "request_timeout"},
   });
 }
 

@@ -332,7 +332,9 @@ TEST(GatewayTranslateTest, GatewaysAndListeners) {
        {"Gateway default/gw: Accepted=True/ListenersNotValid Programmed=True/Programmed",
         "Gateway default/gw listener tcp: kinds= attached=0 Accepted=False/UnsupportedProtocol "
         "Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
-        "Gateway default/gw listener alt: kinds=HTTPRoute,GRPCRoute attached=0 "
+        // Counted though the listener is not accepted: attachment depends on allowedRoutes
+        // and parentRefs alone (the route names the whole Gateway).
+        "Gateway default/gw listener alt: kinds=HTTPRoute,GRPCRoute attached=1 "
         "Accepted=False/PortUnavailable Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs "
         "Conflicted=False/NoConflicts",
         "Gateway default/gw listener http: kinds=HTTPRoute,GRPCRoute attached=1 "
@@ -375,12 +377,13 @@ TEST(GatewayTranslateTest, GatewaysAndListeners) {
        {"HTTPRoute default/web parent default/gw: Accepted=False/NotAllowedByListeners "
         "ResolvedRefs=True/ResolvedRefs"},
        {E(kRoute, "NotAllowedByListeners")}},
-      {"two listeners on one port with one hostname conflict and take no routes",
+      {"two listeners on one port with one hostname conflict and serve no routes (which still "
+       "count as attached: listener status does not impact attachment)",
        with_base({web_route()}, http_listener("a", "hostname: a.com") +
                                     http_listener("b", "hostname: a.com") +
                                     http_listener("c", "hostname: c.com")),
        {"c.com: Prefix / -> default/web:80"},
-       {"Gateway default/gw listener a: kinds=HTTPRoute,GRPCRoute attached=0 "
+       {"Gateway default/gw listener a: kinds=HTTPRoute,GRPCRoute attached=1 "
         "Accepted=False/HostnameConflict Programmed=False/HostnameConflict "
         "ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict",
         "Gateway default/gw listener c: kinds=HTTPRoute,GRPCRoute attached=1 "
@@ -909,6 +912,76 @@ TEST(GatewayTranslateTest, InputOrderDoesNotMatter) {
     EXPECT_EQ(got.gateway_status, first->gateway_status);
   }
   EXPECT_EQ(first->config.virtual_hosts.size(), 2u);
+}
+
+TEST(GatewayTranslateTest, RouteHostsFallThroughUpToTheirListenersHostname) {
+  // Listener "wide" (*.example.com) and "narrow" (foo.example.com) share port 80: a route host
+  // falls through to less specific hosts (its listener's rules ordered by hostname first); a
+  // listener's own hostname ends the chain, so foo.example.com never reaches "wide"'s rules.
+  auto route = [](const std::string& name, const std::string& section, const std::string& hostnames,
+                  const std::string& path) {
+    return http_route(name, "parentRefs: [{name: gw, sectionName: " + section + "}]\nhostnames: " +
+                                hostnames + "\nrules:\n- matches: [{path: {value: " + path +
+                                "}}]\n  backendRefs: [{name: web, port: 80}]\n");
+  };
+  for (const auto& options : {TranslateOptions{}, per_gateway()}) {
+    const std::string prefix = options.per_gateway_listeners() ? "default/gw:80 " : "";
+    const Case c{
+        "route hosts fall through, listener hostnames do not",
+        with_base({route("specific", "wide", "[a.example.com]", "/b"),
+                   route("general", "wide", "[]", "/"), route("own", "narrow", "[]", "/n")},
+                  http_listener("wide", "hostname: '*.example.com'") +
+                      http_listener("narrow", "hostname: foo.example.com")),
+        {prefix + "**.example.com: Prefix / -> default/web:80",
+         prefix + "a.example.com: Prefix /b -> default/web:80",
+         prefix + "foo.example.com: Prefix /n -> default/web:80"},
+        {},
+        {},
+        [prefix](const TranslateResult& r) {
+          auto falls = [&](const std::string& host) {
+            for (const auto& [key, vh] : r.config.virtual_hosts) {
+              if (vh.host == host) return vh.falls_through;
+            }
+            ADD_FAILURE() << "no host " << host;
+            return false;
+          };
+          EXPECT_TRUE(falls("a.example.com"));
+          EXPECT_FALSE(falls("**.example.com"));
+          EXPECT_FALSE(falls("foo.example.com"));
+        },
+        options};
+    run(c);
+  }
+  // The wide listener has no route of its own: its hostname still ends the chain (a host of
+  // its own, without routes: 404), so a.example.com/c never reaches the catch-all "*" of
+  // another listener (in per-Gateway mode every listener hostname has its host anyway).
+  for (const auto& options : {TranslateOptions{}, per_gateway()}) {
+    const std::string prefix = options.per_gateway_listeners() ? "default/gw:80 " : "";
+    const Case c{
+        "a route host's fall-through stops at its listener's hostname",
+        with_base(
+            {route("specific", "wide", "[a.example.com]", "/b"), route("catch", "any", "[]", "/")},
+            http_listener("wide", "hostname: '*.example.com'") + http_listener("any", "")),
+        {prefix + "*: Prefix / -> default/web:80",
+         prefix + "a.example.com: Prefix /b -> default/web:80"},
+        {},
+        {},
+        [](const TranslateResult& r) {
+          const model::VirtualHost* wide = nullptr;
+          const model::VirtualHost* specific = nullptr;
+          for (const auto& [key, vh] : r.config.virtual_hosts) {
+            if (vh.host == "**.example.com") wide = &vh;
+            if (vh.host == "a.example.com") specific = &vh;
+          }
+          ASSERT_NE(wide, nullptr);
+          ASSERT_NE(specific, nullptr);
+          EXPECT_TRUE(wide->routes.empty());
+          EXPECT_FALSE(wide->falls_through);
+          EXPECT_TRUE(specific->falls_through);
+        },
+        options};
+    run(c);
+  }
 }
 
 }  // namespace

@@ -122,14 +122,46 @@ TEST(GatewayRoutesTest, Filters) {
        {E(kRoute,
           "spec.rules[0].filters[0].urlRewrite.path: ReplacePrefixMatch needs PathPrefix "
           "matches; its requests get 500")}},
-      {"RequestMirror is not supported: the rule's matches answer 500, not served without it",
+      {"RequestMirror: every request copied to the mirror's Service",
        base({rules("- matches: [{path: {value: /m}}]\n  filters:\n  - type: RequestMirror\n    "
                    "requestMirror: {backendRef: {name: api, port: 80}}\n" +
                    kToWeb + "-" + kToWeb.substr(1))}),
-       {"*: Prefix /m -> 500", "*: Prefix / -> default/web:80"},
+       {"*: Prefix /m -> default/web:80 policy {\"mirrors\":[{\"upstream\":\"default/api:80\"}]}",
+        "*: Prefix / -> default/web:80"}},
+      {"RequestMirror more than once (the only filter that may be), percent and fraction",
+       base({rules("- filters:\n  - {type: RequestMirror, requestMirror: {backendRef: {name: api, "
+                   "port: 80}, percent: 20}}\n  - {type: RequestMirror, requestMirror: "
+                   "{backendRef: {name: web, port: 80}, fraction: {numerator: 1, denominator: "
+                   "3}}}\n  - {type: RequestMirror, requestMirror: {backendRef: {name: web, port: "
+                   "80}, fraction: {numerator: 7}}}\n" +
+                   kToWeb)}),
+       {"*: Prefix / -> default/web:80 policy {\"mirrors\":[{\"denominator\":100,\"numerator\":"
+        "20,\"upstream\":\"default/api:80\"},{\"denominator\":3,\"numerator\":1,\"upstream\":"
+        "\"default/web:80\"},{\"denominator\":100,\"numerator\":7,\"upstream\":\"default/"
+        "web:80\"}]}"}},
+      {"RequestMirror of 0 percent mirrors nothing",
+       base({rules("- filters: [{type: RequestMirror, requestMirror: {backendRef: {name: api, "
+                   "port: 80}, percent: 0}}]\n" +
+                   kToWeb)}),
+       {"*: Prefix / -> default/web:80"}},
+      {"RequestMirror to a missing Service: ResolvedRefs false, served without the mirror",
+       base({rules("- filters: [{type: RequestMirror, requestMirror: {backendRef: {name: gone, "
+                   "port: 80}}}]\n" +
+                   kToWeb)}),
+       {"*: Prefix / -> default/web:80"},
        {"HTTPRoute default/web parent default/gw: Accepted=True/Accepted "
-        "ResolvedRefs=True/ResolvedRefs PartiallyInvalid=True/UnsupportedValue"},
-       {E(kRoute, "filter RequestMirror is not supported; its requests get 500")}},
+        "ResolvedRefs=False/BackendNotFound"},
+       {E(kRoute,
+          "spec.rules[0].filters[0].requestMirror.backendRef: BackendNotFound: Service "
+          "default/gone not found; the mirror is left out; requests are served without it")}},
+      {"RequestMirror with a share the API server refuses: the rule answers 500",
+       base({rules("- filters: [{type: RequestMirror, requestMirror: {backendRef: {name: api, "
+                   "port: 80}, fraction: {numerator: 5, denominator: 4}}}]\n" +
+                   kToWeb)}),
+       {},
+       {"HTTPRoute default/web parent default/gw: Accepted=False/UnsupportedValue "
+        "ResolvedRefs=True/ResolvedRefs"},
+       {E(kRoute, "requestMirror.fraction: 5/4 must have 0 <= numerator <= denominator")}},
       {"per-backendRef filters: 500 for the rule's matches; every rule so: not accepted",
        base({rules("- backendRefs:\n  - name: web\n    port: 80\n    filters: [{type: "
                    "RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: "
@@ -194,7 +226,8 @@ TEST(GatewayRoutesTest, Filters) {
                    "2s}\n" +
                    kToWeb + "- timeouts: {request: 0s}\n" + kToWeb)}),
        {"*: Prefix /a -> default/web:80 policy "
-        "{\"next_upstream_timeout_ms\":10000,\"read_timeout_ms\":2000}",
+        "{\"next_upstream_timeout_ms\":10000,\"read_timeout_ms\":2000,\"request_timeout_ms\":"
+        "10000}",
         "*: Prefix / -> default/web:80 policy {\"read_timeout_ms\":86400000}"}},
       {"an invalid duration drops the rule",
        base({rules("- timeouts: {request: 1.5s}\n" + kToWeb)}),
@@ -275,16 +308,18 @@ TEST(GatewayRoutesTest, GrpcRoutes) {
   };
   const std::string to_api = "  backendRefs: [{name: api, port: 80}]\n";
   const std::vector<Case> cases = {
-      {"service and method matches become paths; the backend speaks HTTP/2 cleartext",
+      {"service and method matches become paths, ranked by the service's characters, then the "
+       "method's (a service-only match before a method-only one); the backend speaks HTTP/2 "
+       "cleartext",
        base({grpc("- matches:\n  - method: {service: pkg.Echo, method: Say}\n  - method: "
                   "{service: pkg.Other}\n  - method: {method: Ping}\n    headers: [{name: "
                   "X-Tenant, value: a}]\n  - method: {type: RegularExpression, service: "
                   "'pkg\\.[A-Z].*'}\n" +
                   to_api + "-" + to_api.substr(1))}),
        {"grpc.example.com: Regex /(?:pkg\\.[A-Z].*)/[^/]+$ -> default/api:80+h2",
+        "grpc.example.com: Prefix /pkg.Other/ -> default/api:80+h2",
         "grpc.example.com: Exact /pkg.Echo/Say -> default/api:80+h2",
         "grpc.example.com: Regex /[^/]+/Ping$ h:x-tenant=a -> default/api:80+h2",
-        "grpc.example.com: Prefix /pkg.Other/ -> default/api:80+h2",
         "grpc.example.com: Prefix / -> default/api:80+h2"},
        {"GRPCRoute default/g parent default/gw: Accepted=True/Accepted "
         "ResolvedRefs=True/ResolvedRefs",
@@ -469,6 +504,7 @@ TEST(GatewayRoutesTest, ManifestFolder) {
   EXPECT_TRUE(r.diagnostics.empty());
   model::Config want;
   model::VirtualHost vh{"web.example.com", {}};
+  vh.falls_through = true;  // a route hostname, not the listener's
   model::Route route;
   route.path = "/";
   route.upstream = "default/web:80";
