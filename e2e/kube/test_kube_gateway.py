@@ -135,7 +135,8 @@ def test_gateway_routes_and_status(cluster, namespace, kube_stack_factory):
 
     def observed_new_generation() -> bool:
         r = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")
-        cs = conditions(r["status"]["parents"][0])
+        (ours,) = [p for p in r["status"]["parents"] if p["controllerName"] == CONTROLLER]
+        cs = conditions(ours)
         return cs["Accepted"]["observedGeneration"] == r["metadata"]["generation"] > 1
     harness.wait_until(observed_new_generation, 20, "observedGeneration to follow the change")
     parents = get(cluster, f"{base}/namespaces/{namespace}/httproutes/web")["status"]["parents"]
