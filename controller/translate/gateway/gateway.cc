@@ -786,6 +786,7 @@ class GatewayTranslator {
     std::set<std::pair<std::string, std::string>> hosts;  // (model listener, host)
     std::set<std::pair<std::string, size_t>> attached;    // (gateway key, listener index)
     std::set<int32_t> ports;                              // of the listeners it is served through
+    std::map<std::string, int32_t> listener_ports;        // model listener -> its Gateway port
     std::set<std::string> seen_parents;
     for (size_t p = 0; p < view.parents->size(); ++p) {
       const auto& parent = (*view.parents)[p];
@@ -871,6 +872,9 @@ class GatewayTranslator {
             if (taken_by_narrower_listener(info, i, host)) continue;
             hosts.emplace(info.listeners[i].model_listener, host);
             info.listeners[i].route_hosts.insert(host);
+            if (!info.listeners[i].model_listener.empty()) {
+              listener_ports[info.listeners[i].model_listener] = info.listeners[i].spec->port;
+            }
           }
         }
       }
@@ -897,20 +901,27 @@ class GatewayTranslator {
       route_gateways_[view.key].insert(gw_key);
     }
     if (!status.parents.empty()) result_.gateway_status.routes.emplace(view.key, std::move(status));
-    // A redirect without port or scheme goes to the listener's port (the spec); when the route
-    // is served through listeners of several ports, the data plane uses the port the client
-    // named in Host.
-    if (ports.size() == 1) {
-      for (auto& r : built.routes) {
-        auto& redirect = r.policy.request_redirect;
-        if (redirect && redirect->port == 0 && redirect->scheme.empty()) {
-          redirect->port = static_cast<uint16_t>(*ports.begin());
-        }
+    // A redirect without port or scheme goes to the listener's port (the spec). With listeners
+    // of their own (one model listener per Gateway port) each copy of the route knows its port;
+    // on the shared ports, a route served through listeners of several ports leaves it to the
+    // data plane, which uses the port the client named in Host.
+    auto redirect_to_port = [](model::Route& r, int32_t port) {
+      auto& redirect = r.policy.request_redirect;
+      if (redirect && redirect->port == 0 && redirect->scheme.empty()) {
+        redirect->port = static_cast<uint16_t>(port);
       }
+    };
+    if (ports.size() == 1) {
+      for (auto& r : built.routes) redirect_to_port(r, *ports.begin());
     }
     for (const auto& host : hosts) {
       auto& routes = pending_[host];  // (model listener, host)
+      const size_t first = routes.size();
       routes.insert(routes.end(), built.routes.begin(), built.routes.end());
+      auto it = listener_ports.find(host.first);
+      if (ports.size() > 1 && it != listener_ports.end()) {
+        for (size_t k = first; k < routes.size(); ++k) redirect_to_port(routes[k], it->second);
+      }
     }
     for (const auto& r : built.routes) {
       if (!hosts.empty()) {

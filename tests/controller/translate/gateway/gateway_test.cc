@@ -984,5 +984,26 @@ TEST(GatewayTranslateTest, RouteHostsFallThroughUpToTheirListenersHostname) {
   }
 }
 
+TEST(GatewayTranslateTest, ARedirectWithoutPortGoesToEachListenersOwnPort) {
+  // One route through listeners on ports 80 and 8080: with listeners of their own, each copy of
+  // the route redirects to its listener's port (the spec).
+  const std::string route =
+      http_route("moved",
+                 "parentRefs: [{name: gw}]\nhostnames: [old.example.com]\nrules:\n"
+                 "- filters:\n  - type: RequestRedirect\n    requestRedirect: {hostname: "
+                 "new.example.com}\n");
+  const std::string listeners = http_listener("http") + http_listener("alt", "", 8080);
+  TranslateResult r = translate(load(with_base({route}, listeners), per_gateway()), per_gateway());
+  std::map<std::string, int> port_by_listener;
+  for (const auto& [key, vh] : r.config.virtual_hosts) {
+    if (vh.host != "old.example.com") continue;
+    ASSERT_EQ(vh.routes.size(), 1u) << key;
+    ASSERT_TRUE(vh.routes[0].policy.request_redirect) << key;
+    port_by_listener[vh.listener] = vh.routes[0].policy.request_redirect->port;
+  }
+  EXPECT_EQ(port_by_listener,
+            (std::map<std::string, int>{{"default/gw:80", 80}, {"default/gw:8080", 8080}}));
+}
+
 }  // namespace
 }  // namespace tidegate::controller::translate::gateway_table
