@@ -119,7 +119,8 @@ class MirrorCall : public std::enable_shared_from_this<MirrorCall> {
     if (ec) return failed(ec, "response header");
     if (auto* m = worker_.metrics()) m->mirror_answered();
     const unsigned status = up_.response().result_int();
-    TG_DEBUG("http", "mirror " << upstream_.name << " " << up_.endpoint() << " answered " << status);
+    TG_DEBUG("http",
+             "mirror " << upstream_.name << " " << up_.endpoint() << " answered " << status);
     end_attempt();
     if (status < 200) {
       // An interim answer (100, 103) or a switch of protocols (101, should a backend answer an
