@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from harness import ingress, path, rule, service, service_with_backend, wait_until
+from harness import (endpoint_slice, free_port, ingress, path, rule, scrape_metrics, service,
+                     service_with_backend, wait_until)
 
 HOST = "grpc.example.com"
 
@@ -56,6 +57,19 @@ def test_no_endpoint_is_unavailable(grpcs):
     code, details = call(grpcs.port, HOST, "/empty.Service/Call")
     assert code == grpc.StatusCode.UNAVAILABLE
     assert details == "no endpoints available"
+
+
+def test_a_refused_connect_is_unavailable(stack):
+    """An endpoint nobody listens on: the connect is refused, the proxy's 502 reaches a gRPC
+    client as UNAVAILABLE (the gRPC HTTP status mapping)."""
+    import grpc
+    dead = free_port()  # nothing listens there
+    stack.manifests.write("dead.yaml", service("svc-dead"),
+                          endpoint_slice("svc-dead-1", "svc-dead", ["127.0.0.1"], dead),
+                          ingress("dead", [rule(HOST, path("/dead.Service/", "svc-dead"))]))
+    stack.wait_status("/dead.Service/x", HOST, 502)
+    code, _ = call(stack.port, HOST, "/dead.Service/Call")
+    assert code == grpc.StatusCode.UNAVAILABLE
 
 
 def test_upstream_timeout_is_deadline_exceeded(grpcs):
@@ -113,3 +127,15 @@ def test_the_access_log_names_the_grpc_service_method_and_status(stack_factory):
     assert records["grpc-log-plain"] == {"status": 200, "protocol": "HTTP/1.1",
                                          "grpc_service": None, "grpc_method": None,
                                          "grpc_status": None}
+    # The same in the metrics: the protocol per route, and the grpc-status of each gRPC call
+    # (docs/observability.md).
+    m = scrape_metrics(s.dataplane)
+    empty = f'ingress="empty",namespace="default",host="{HOST}",service="svc-empty"'
+    plain = f'ingress="plain",namespace="default",host="{HOST}",service="svc-b"'
+    none = 'ingress="",namespace="",host="",service=""'
+    assert m[f'tidegate_grpc_responses_total{{{empty},grpc_status="14"}}'] == 1
+    assert m[f'tidegate_grpc_responses_total{{{none},grpc_status="12"}}'] == 1
+    assert m[f'tidegate_protocol_requests_total{{{empty},protocol="h2"}}'] == 1
+    assert m[f'tidegate_protocol_requests_total{{{plain},protocol="http/1.1"}}'] >= 2
+    assert f'tidegate_protocol_requests_total{{{plain},protocol="h2"}}' not in m
+    assert not [k for k in m if k.startswith("tidegate_grpc_responses_total") and plain in k]

@@ -174,21 +174,24 @@ def test_rapid_reset_gets_goaway(h2l):
 
 
 def test_continuation_flood_gets_goaway(h2l):
-    a = RawH2(h2l.port)
-    block = a.headers_block("/cont")
-    a.send(a.frame(0x1, 0x0, 1, block))  # HEADERS without END_HEADERS
-    for _ in range(200):
-        if not a.send(a.frame(0x9, 0x0, 1, a.encoder.encode([("x-pad", "p" * 100)]))):
-            break
-    code, closed = a.goaway()
-    a.close()
+    with Bystander(h2l.port) as b:
+        a = RawH2(h2l.port)
+        block = a.headers_block("/cont")
+        a.send(a.frame(0x1, 0x0, 1, block))  # HEADERS without END_HEADERS
+        for _ in range(200):
+            if not a.send(a.frame(0x9, 0x0, 1, a.encoder.encode([("x-pad", "p" * 100)]))):
+                break
+        code, closed = a.goaway()
+        a.close()
     assert closed
     assert code is not None and code != 0
+    b.check()
 
 
 def test_hpack_bomb_is_refused_with_431_and_the_connection_lives(h2l):
     """One 2 KB header in the dynamic table, then a request that refers to it 100 times: 200 KB
     decoded from a few hundred bytes. Past the 64 KiB header list limit: 431."""
+    bystander = Bystander(h2l.port).__enter__()
     a = RawH2(h2l.port)
     big = ("x-big", "b" * 2000)
     first = a.headers_block("/seed", extra=[big])
@@ -207,7 +210,9 @@ def test_hpack_bomb_is_refused_with_431_and_the_connection_lives(h2l):
                 statuses[sid] = dict(decoder.decode(payload))[":status"]
             assert t != "closed"
     a.close()
+    bystander.__exit__(None, None, None)
     assert statuses == {1: "200", 3: "431"}
+    bystander.check()
 
 
 @pytest.mark.parametrize("kind", ["ping", "settings", "window_update", "empty_data"])
@@ -254,6 +259,28 @@ def test_zero_window_stall_resets_the_stream(stack_factory):
     a.close()
 
 
+def test_a_shut_connection_window_resets_the_stream(stack_factory):
+    """The stream's window is open (1 MiB) but the connection's never is: after the first
+    65,535 bytes the response cannot move, and after --client-send-timeout's worth of no
+    progress the stream is reset, as with a shut stream window."""
+    s = echo_stack(stack_factory, "--client-send-timeout", "2")
+    a = RawH2(s.port, settings={0x4: 1 << 20})  # no WINDOW_UPDATE for the connection, ever
+    a.send(a.frame(0x4, 0x1, 0))
+    a.send(a.frame(0x1, 0x5, 1, a.headers_block("/big?respond=bytes&size=300000")))
+    rst, received, started = None, 0, time.monotonic()
+    while rst is None and time.monotonic() - started < 15:
+        for t, _, sid, payload in a.read_frames(time.monotonic() + 1):
+            assert t != "closed"
+            if t == 0x0 and sid == 1:
+                received += len(payload)
+            if t == 0x3 and sid == 1:
+                rst = (int.from_bytes(payload, "big"), time.monotonic() - started)
+    assert received == 65535  # the connection's initial window, no more
+    assert rst is not None and rst[0] == 0x8  # CANCEL
+    assert 1.5 < rst[1] < 6
+    a.close()
+
+
 def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
     s = echo_stack(stack_factory, "--http2-max-concurrent-streams", "4")
     a = RawH2(s.port)
@@ -266,6 +293,11 @@ def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
     assert announced[0x4] == 65536      # INITIAL_WINDOW_SIZE
     assert announced[0x5] == 16384      # MAX_FRAME_SIZE
     assert announced[0x6] == 65536      # MAX_HEADER_LIST_SIZE
+    # The connection window (--http2-connection-window, 1 MiB): the initial 65,535 opened by a
+    # WINDOW_UPDATE on stream 0 right after the SETTINGS.
+    increments = [int.from_bytes(p, "big") & 0x7FFFFFFF
+                  for t, _, sid, p in frames if t == 0x8 and sid == 0]
+    assert 65535 + sum(increments) == 1 << 20, increments
     a.send(a.frame(0x4, 0x1, 0))
     # Four slow streams at once are all answered.
     for i in range(4):

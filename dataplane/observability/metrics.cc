@@ -47,6 +47,8 @@ void observe(HistogramSlots& h, const BoundsUs& bounds, uint64_t us) noexcept {
 // The folded (summed over shards) value of one label set.
 struct Folded {
   uint64_t requests[kMethodCount][kStatusClassCount] = {};
+  uint64_t protocols[kProtocolCount] = {};
+  uint64_t grpc[kGrpcCodeCount] = {};
   struct Histogram {
     uint64_t bucket[kBuckets] = {};
     uint64_t sum_us = 0;
@@ -71,6 +73,8 @@ struct Folded {
     for (size_t m = 0; m < kMethodCount; ++m) {
       for (size_t c = 0; c < kStatusClassCount; ++c) requests[m][c] += s.requests[m][c].get();
     }
+    for (size_t p = 0; p < kProtocolCount; ++p) protocols[p] += s.protocol_requests[p].get();
+    for (size_t c = 0; c < kGrpcCodeCount; ++c) grpc[c] += s.grpc_statuses[c].get();
     add(request_duration, s.request_duration);
     add(upstream_duration, s.upstream_duration);
     add(upstream_connect, s.upstream_connect);
@@ -110,10 +114,14 @@ MetricFamily family(std::string name, std::string help, MetricType type) {
 }
 
 std::vector<ClientMetric::Label> labels_of(const RouteLabels& l) {
-  return {{"ingress", l.ingress},
-          {"namespace", l.namespace_},
-          {"host", l.host},
-          {"service", l.service}};
+  std::vector<ClientMetric::Label> out{{"ingress", l.ingress},
+                                       {"namespace", l.namespace_},
+                                       {"host", l.host},
+                                       {"service", l.service}};
+  // Only on the series of GRPCRoute method matches (which they tell apart).
+  if (!l.grpc_service.empty()) out.push_back({"grpc_service", l.grpc_service});
+  if (!l.grpc_method.empty()) out.push_back({"grpc_method", l.grpc_method});
+  return out;
 }
 
 ClientMetric counter(std::vector<ClientMetric::Label> labels, double value) {
@@ -206,6 +214,10 @@ const RouteSlots* WorkerMetrics::route_if_allocated(LabelSetId id) const noexcep
 void WorkerMetrics::record_request(const RequestObservation& r) noexcept {
   RouteSlots& s = route(r.labels);
   s.requests[static_cast<size_t>(method_of(r.method))][status_class(r.status)].add(1);
+  s.protocol_requests[r.http2 ? 1 : 0].add(1);
+  if (r.grpc_status >= 0 && static_cast<size_t>(r.grpc_status) < kGrpcCodeCount) {
+    s.grpc_statuses[r.grpc_status].add(1);
+  }
   observe(s.request_duration, kDurationBoundsUs, to_us(r.duration));
   if (r.upstream_duration.count() >= 0) {
     observe(s.upstream_duration, kDurationBoundsUs, to_us(r.upstream_duration));
@@ -258,13 +270,26 @@ RouteLabels route_labels(std::string_view virtual_host, const model::Route& rout
     service.remove_prefix(slash + 1);
   }
   l.service = std::string(service.substr(0, service.rfind(':')));
+  // A GRPCRoute method match (the translator ranks those by precedence_length): its path is
+  // "/service/method" (exact) or "/service/" (prefix); a regex names no one service.
+  if (route.precedence_length > 0 && route.match != model::PathMatch::kRegex &&
+      route.path.size() > 2 && route.path.front() == '/') {
+    std::string_view path = std::string_view(route.path).substr(1);
+    const auto slash = path.find('/');
+    if (slash != std::string_view::npos && slash > 0) {
+      l.grpc_service = std::string(path.substr(0, slash));
+      if (route.match == model::PathMatch::kExact)
+        l.grpc_method = std::string(path.substr(slash + 1));
+    }
+  }
   return l;
 }
 
 size_t Metrics::LabelsHash::operator()(const RouteLabels& l) const noexcept {
   std::hash<std::string> h;
   size_t seed = h(l.ingress);
-  for (const std::string* s : {&l.namespace_, &l.host, &l.service}) {
+  for (const std::string* s :
+       {&l.namespace_, &l.host, &l.service, &l.grpc_service, &l.grpc_method}) {
     seed ^= h(*s) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
   }
   return seed;
@@ -337,6 +362,14 @@ std::vector<MetricFamily> Metrics::Collect() const {
   auto bytes_out =
       family("tidegate_response_bytes_total",
              "Response bytes written to clients (headers and body).", MetricType::Counter);
+  auto protocol_requests =
+      family("tidegate_protocol_requests_total",
+             "Requests answered, by route labels and the client's protocol (http/1.1, h2).",
+             MetricType::Counter);
+  auto grpc_responses =
+      family("tidegate_grpc_responses_total",
+             "gRPC calls answered, by route labels and the grpc-status the client was given.",
+             MetricType::Counter);
   auto rate_limited = family("tidegate_rate_limited_requests_total",
                              "Requests refused by a rate limit.", MetricType::Counter);
   auto auth_errors = family("tidegate_external_auth_errors_total",
@@ -394,6 +427,19 @@ std::vector<MetricFamily> Metrics::Collect() const {
         l.push_back({"status", kStatusClassNames[c]});
         requests.metric.push_back(counter(std::move(l), static_cast<double>(f.requests[m][c])));
       }
+    }
+    for (size_t p = 0; p < kProtocolCount; ++p) {
+      if (f.protocols[p] == 0) continue;
+      auto l = route;
+      l.push_back({"protocol", kProtocolNames[p]});
+      protocol_requests.metric.push_back(
+          counter(std::move(l), static_cast<double>(f.protocols[p])));
+    }
+    for (size_t c = 0; c < kGrpcCodeCount; ++c) {
+      if (f.grpc[c] == 0) continue;
+      auto l = route;
+      l.push_back({"grpc_status", std::to_string(c)});
+      grpc_responses.metric.push_back(counter(std::move(l), static_cast<double>(f.grpc[c])));
     }
     // Series appear at their first observation, so that label sets never used cost nothing.
     if (f.request_duration.count() > 0) {
@@ -453,9 +499,10 @@ std::vector<MetricFamily> Metrics::Collect() const {
 
   std::vector<MetricFamily> out;
   for (auto* f :
-       {&requests, &request_duration, &upstream_duration, &upstream_connect, &bytes_in, &bytes_out,
-        &rate_limited, &auth_errors, &subst_responses, &subst_in, &subst_out, &subst_replacements,
-        &subst_forced, &subst_skipped, &subst_rules_skipped, &subst_compressed, &subst_abandoned}) {
+       {&requests, &protocol_requests, &grpc_responses, &request_duration, &upstream_duration,
+        &upstream_connect, &bytes_in, &bytes_out, &rate_limited, &auth_errors, &subst_responses,
+        &subst_in, &subst_out, &subst_replacements, &subst_forced, &subst_skipped,
+        &subst_rules_skipped, &subst_compressed, &subst_abandoned}) {
     out.push_back(std::move(*f));
   }
   auto one = [&out](std::string name, std::string help, MetricType type, double value) {

@@ -110,6 +110,12 @@ struct HistogramSlots {
 };
 
 // One label set's slots in one shard.
+// The client protocol of a request: HTTP/1.x (1.0 and 1.1) or HTTP/2.
+inline constexpr size_t kProtocolCount = 2;
+inline constexpr const char* kProtocolNames[kProtocolCount] = {"http/1.1", "h2"};
+// gRPC status codes 0 (OK) … 16 (UNAUTHENTICATED).
+inline constexpr size_t kGrpcCodeCount = 17;
+
 struct RouteSlots {
   Slot requests[kMethodCount][kStatusClassCount];
   HistogramSlots request_duration;
@@ -128,6 +134,8 @@ struct RouteSlots {
   Slot substitution_abandoned;
   Slot substitution_rules_skipped;
   Slot substitution_compressed_passthrough;
+  Slot protocol_requests[kProtocolCount];
+  Slot grpc_statuses[kGrpcCodeCount];
 };
 
 // What the request path reports once per request, when the response is complete (or the
@@ -142,6 +150,8 @@ struct RequestObservation {
   // From sending the request upstream to the last byte of its response; negative when the
   // request never got an upstream response (not observed then).
   std::chrono::nanoseconds upstream_duration{-1};
+  bool http2 = false;    // the client spoke HTTP/2
+  int grpc_status = -1;  // a gRPC call: the grpc-status its client was given (-1: none)
 };
 
 // What the request path reports about body substitution (docs/substitutions.md), once per
@@ -242,6 +252,11 @@ struct RouteLabels {
   std::string namespace_;
   std::string host;
   std::string service;
+  // A GRPCRoute method match's service and method, from the configuration (never from a
+  // request): "/pkg.Svc/Method" exact gives both, "/pkg.Svc/" prefix the service; else empty,
+  // and then not exposed as labels at all.
+  std::string grpc_service;
+  std::string grpc_method;
   bool operator==(const RouteLabels&) const = default;
 };
 // The labels of `route` served under virtual host `virtual_host` (see the top of this file).

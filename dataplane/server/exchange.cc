@@ -1487,7 +1487,8 @@ void Exchange::end_observation() {
   const auto& req = downstream_.request();
   if (auto* m = worker_.metrics()) {
     m->record_request({labels(), req.method(), status_sent_, bytes_in_, bytes_out_, now - started_,
-                       upstream_duration});
+                       upstream_duration, downstream_.http_version() >= 20,
+                       grpc_ ? grpc_status_sent_ : -1});
   }
   auto* log = worker_.access_log();
   if (log == nullptr || (route_ != nullptr && !route_->policy.access_log)) return;

@@ -53,13 +53,66 @@ model::Route route(std::string path, std::string upstream, std::string ingress) 
 }
 
 // docs/observability.md states the memory per label set.
-static_assert(sizeof(RouteSlots) == 896);
+static_assert(sizeof(RouteSlots) == 1048);
 
 TEST(MetricsTest, LabelsComeFromTheRouteAndVirtualHost) {
   auto l = route_labels("foo.com", route("/", "shop/web-svc:8080", "shop/web"));
   EXPECT_EQ(l, (RouteLabels{"web", "shop", "foo.com", "web-svc"}));
   auto d = route_labels("", route("/", "other/svc:http", "other/fallback"));
   EXPECT_EQ(d, (RouteLabels{"fallback", "other", "", "svc"}));
+  // A GRPCRoute method match (ranked by precedence_length) names its service and method; a
+  // service-only match its service; a regex, or any other route, neither.
+  model::Route grpc = route("/shop.v1.Cart/AddItem", "shop/cart:9000", "shop/cart");
+  grpc.match = model::PathMatch::kExact;
+  grpc.precedence_length = 4096 * 12 + 8;
+  EXPECT_EQ(route_labels("*", grpc),
+            (RouteLabels{"cart", "shop", "*", "cart", "shop.v1.Cart", "AddItem"}));
+  grpc.path = "/shop.v1.Cart/";
+  grpc.match = model::PathMatch::kPrefix;
+  EXPECT_EQ(route_labels("*", grpc),
+            (RouteLabels{"cart", "shop", "*", "cart", "shop.v1.Cart", ""}));
+  grpc.path = "/shop.v1.Cart/Add.*";
+  grpc.match = model::PathMatch::kRegex;
+  EXPECT_EQ(route_labels("*", grpc), (RouteLabels{"cart", "shop", "*", "cart", "", ""}));
+  model::Route plain = route("/shop.v1.Cart/AddItem", "shop/cart:9000", "shop/cart");
+  plain.match = model::PathMatch::kExact;  // an Ingress path of the same text
+  EXPECT_EQ(route_labels("*", plain), (RouteLabels{"cart", "shop", "*", "cart", "", ""}));
+}
+
+TEST(MetricsTest, ProtocolAndGrpcStatusSeries) {
+  Metrics metrics(2);
+  const LabelSetId web = metrics.intern({"web", "shop", "foo.com", "web-svc"});
+  const LabelSetId cart = metrics.intern({"cart", "shop", "*", "cart", "shop.v1.Cart", "AddItem"});
+  EXPECT_NE(cart, metrics.intern({"cart", "shop", "*", "cart", "shop.v1.Cart", "Remove"}));
+  RequestObservation h1{web, http::verb::get, 200, 1, 1, 1ms, 1ms};
+  RequestObservation h2 = h1;
+  h2.http2 = true;
+  metrics.worker(0).record_request(h1);
+  metrics.worker(1).record_request(h1);
+  metrics.worker(1).record_request(h2);
+  RequestObservation call{cart, http::verb::post, 200, 1, 1, 1ms, 1ms, true, 0};
+  metrics.worker(0).record_request(call);
+  call.grpc_status = 14;
+  metrics.worker(1).record_request(call);
+  metrics.worker(1).record_request(call);
+  call.grpc_status = 17;  // not a code: counted as a request, no gRPC status series
+  metrics.worker(1).record_request(call);
+  const auto s = parse(metrics.scrape());
+  EXPECT_EQ(value(s, "tidegate_protocol_requests_total{" + kWeb + ",protocol=\"http/1.1\"}"), 2);
+  EXPECT_EQ(value(s, "tidegate_protocol_requests_total{" + kWeb + ",protocol=\"h2\"}"), 1);
+  const std::string cart_labels =
+      R"(ingress="cart",namespace="shop",host="*",service="cart",grpc_service="shop.v1.Cart",)"
+      R"(grpc_method="AddItem")";
+  EXPECT_EQ(value(s, "tidegate_protocol_requests_total{" + cart_labels + ",protocol=\"h2\"}"), 4);
+  EXPECT_EQ(value(s, "tidegate_grpc_responses_total{" + cart_labels + ",grpc_status=\"0\"}"), 1);
+  EXPECT_EQ(value(s, "tidegate_grpc_responses_total{" + cart_labels + ",grpc_status=\"14\"}"), 2);
+  for (const auto& [key, v] : s) {
+    EXPECT_EQ(key.find("grpc_status=\"17\""), std::string::npos) << key;
+    // Routes that are not GRPCRoute method matches carry no gRPC labels at all.
+    if (key.find("ingress=\"web\"") != std::string::npos) {
+      EXPECT_EQ(key.find("grpc_"), std::string::npos) << key;
+    }
+  }
 }
 
 TEST(MetricsTest, MethodAndStatusClassesAreBounded) {
