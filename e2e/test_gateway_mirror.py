@@ -102,6 +102,12 @@ def test_the_client_never_waits_for_or_sees_the_mirror(mirrored):
     r = s.get("/failing", "m.example.com")
     assert r.status == 200 and r.header("X-Backend") == "main"
     mirrored_request(s.b["m1"], "/failing")
+
+    def answered() -> float:
+        return scrape_metrics(s.dataplane).get('tidegate_mirror_requests_total{result="answered"}', 0)
+    # /ready's copy and /failing's were answered (the 503 too): wait for the proxy to have read
+    # the second answer before the mirror goes away.
+    wait_until(lambda: answered() >= 2, 5, "two mirror answers counted")
     # A mirror that is gone (connection refused): the client is served all the same.
     s.b["m1"].stop()
     for i in range(5):
