@@ -8,6 +8,21 @@ namespace tidegate::controller::sync {
 
 using clock = std::chrono::steady_clock;
 
+namespace {
+
+long long us(clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+// Wall-clock microseconds since the epoch, for lining log lines up with a benchmark's clock.
+long long wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 SyncLoop::SyncLoop(IncrementalBuildFn build, push::Pusher& pusher, SyncOptions options)
     : build_(std::move(build)), pusher_(pusher), options_(options) {
   first_change_ = last_change_ = clock::now();
@@ -56,12 +71,16 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
                    : std::min(last_change_ + options_.hold_off, first_change_ + options_.max_delay);
       if (now >= due) {
         dirty_ = false;
+        batch_first_ = first_change_;
         return true;
       }
       cv_.wait_until(lock, due);
       continue;
     }
-    if (retry_pending && now >= retry_at) return true;
+    if (retry_pending && now >= retry_at) {
+      batch_first_ = now;
+      return true;
+    }
     auto wake = now + options_.liveness_interval;
     if (retry_pending) wake = std::min(wake, retry_at);
     cv_.wait_until(lock, wake);
@@ -71,6 +90,7 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
       lock.lock();
       if (!alive) {
         TG_WARN("sync", "data plane connection lost; resyncing");
+        batch_first_ = clock::now();
         return true;
       }
     }
@@ -86,13 +106,16 @@ void SyncLoop::run() {
   auto retry_at = clock::now();
   auto backoff = options_.retry_min;
   while (wait_for_work(retry_pending, retry_at)) {
+    const auto woke = clock::now();
     const Build build = build_();
+    const auto built = clock::now();
     const model::Config& desired = *build.config;
     if (nacked && *nacked == desired && pusher_.connected()) {
       previous_pushed = false;
       continue;  // refused; wait for a change
     }
     auto result = pusher_.push(desired, previous_pushed ? build.changed_upstreams : nullptr);
+    const auto answered = clock::now();
     previous_pushed = true;
     switch (result.status) {
       case push::PushStatus::kAcked:
@@ -104,6 +127,11 @@ void SyncLoop::run() {
                             << result.version << (result.full_snapshot ? " (snapshot)" : " (delta)")
                             << ": " << desired.virtual_hosts.size() << " hosts, "
                             << desired.upstreams.size() << " upstreams");
+        // For bench/propagation.py: where a change's time goes between the notify and the ACK.
+        TG_DEBUG("sync", "version " << result.version << " acked at t=" << wall_us()
+                                    << " us: batch waited " << us(woke - batch_first_)
+                                    << " us, build " << us(built - woke) << " us, push "
+                                    << us(answered - built) << " us");
         if (hooks_.accepted) hooks_.accepted(desired);
         break;
       case push::PushStatus::kUnchanged:

@@ -80,6 +80,8 @@ class SyncLoop {
   std::chrono::steady_clock::time_point last_change_{};
   // The pending batch began after a quiet period: build it now (see SyncOptions).
   bool leading_ = false;
+  // The first change of the batch being built (for the debug log's timings).
+  std::chrono::steady_clock::time_point batch_first_{};
   uint64_t acked_ = 0;
   std::mt19937 rng_{std::random_device{}()};
 };
