@@ -25,7 +25,9 @@ long long wall_us() {
 
 SyncLoop::SyncLoop(IncrementalBuildFn build, push::Pusher& pusher, SyncOptions options)
     : build_(std::move(build)), pusher_(pusher), options_(options) {
-  first_change_ = last_change_ = clock::now();
+  // The start-up build waits for the hold-off (the sources' first lists are complete by then).
+  first_change_ = clock::now();
+  next_build_ = first_change_ + options_.hold_off;
 }
 
 SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
@@ -39,12 +41,7 @@ SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
 void SyncLoop::notify() {
   {
     std::lock_guard lock(mu_);
-    auto now = clock::now();
-    if (!dirty_) {
-      first_change_ = now;
-      leading_ = now - last_change_ >= options_.hold_off;
-    }
-    last_change_ = now;
+    if (!dirty_) first_change_ = clock::now();
     dirty_ = true;
   }
   cv_.notify_all();
@@ -64,17 +61,13 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
     if (stopping_) return false;
     auto now = clock::now();
     if (dirty_) {
-      // After a quiet period: now. In a burst: once quiet for hold_off, but never longer than
-      // max_delay after the batch's first change.
-      auto due =
-          leading_ ? first_change_
-                   : std::min(last_change_ + options_.hold_off, first_change_ + options_.max_delay);
-      if (now >= due) {
+      // At once when the previous push is a gap behind, else when it is (see SyncOptions).
+      if (now >= next_build_) {
         dirty_ = false;
         batch_first_ = first_change_;
         return true;
       }
-      cv_.wait_until(lock, due);
+      cv_.wait_until(lock, next_build_);
       continue;
     }
     if (retry_pending && now >= retry_at) {
@@ -97,6 +90,14 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
   }
 }
 
+void SyncLoop::space_after(clock::time_point started, clock::time_point ended) {
+  const auto gap =
+      std::clamp<clock::duration>((ended - started) * options_.gap_factor, options_.hold_off,
+                                  std::max(options_.hold_off, options_.max_delay));
+  std::lock_guard lock(mu_);
+  next_build_ = ended + gap;
+}
+
 void SyncLoop::run() {
   std::optional<model::Config> nacked;  // last desired Config the data plane refused
   // Whether the previous build went to the pusher: a build's changed upstreams are relative to
@@ -112,10 +113,12 @@ void SyncLoop::run() {
     const model::Config& desired = *build.config;
     if (nacked && *nacked == desired && pusher_.connected()) {
       previous_pushed = false;
+      space_after(woke, clock::now());
       continue;  // refused; wait for a change
     }
     auto result = pusher_.push(desired, previous_pushed ? build.changed_upstreams : nullptr);
     const auto answered = clock::now();
+    space_after(woke, answered);
     previous_pushed = true;
     switch (result.status) {
       case push::PushStatus::kAcked:

@@ -1,6 +1,7 @@
 // The sync loop hands the pusher the upstreams an incremental build says it changed, and only
-// when they are relative to what was pushed last; it batches leading-edge (an isolated change is
-// pushed at once, a burst is gathered into one more push).
+// when they are relative to what was pushed last; it batches by spacing (a change after the gap
+// that follows a push is pushed at once, the changes within it are gathered into one more push,
+// and the gap follows the cost of a push).
 
 #include "sync/sync_loop.h"
 
@@ -141,25 +142,35 @@ bool wait_acked(const SyncLoop& loop, uint64_t n) {
 // A long hold-off makes the two behaviours far apart: an isolated change after a quiet period
 // must not wait for it; the changes of a burst are gathered into one push after the first.
 struct Batching {
-  Recorder recorder;
-  push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
-  std::atomic<int> builds{0};
-  std::atomic<int> hosts{1};
-  SyncLoop loop{SyncLoop::BuildFn([this] {
-                  ++builds;
-                  std::vector<std::string> names;
-                  for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
-                  return config(names, "10.0.0.1");
-                }),
-                pusher,
-                SyncOptions{std::chrono::milliseconds(800), std::chrono::milliseconds(5'000),
-                            std::chrono::milliseconds(100), std::chrono::milliseconds(100),
-                            std::chrono::milliseconds(50)}};
-  std::thread thread{[this] { loop.run(); }};
+  explicit Batching(SyncOptions options = {std::chrono::milliseconds(800),
+                                           std::chrono::milliseconds(5'000),
+                                           std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(50)},
+                    std::chrono::milliseconds build_cost = {})
+      : loop{SyncLoop::BuildFn([this, build_cost] {
+               ++builds;
+               if (build_cost.count() > 0) std::this_thread::sleep_for(build_cost);
+               std::vector<std::string> names;
+               for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
+               return config(names, "10.0.0.1");
+             }),
+             pusher, options} {}
   ~Batching() {
     loop.stop();
     thread.join();
   }
+  size_t served_hosts() {
+    std::lock_guard lock(recorder.mu);
+    return recorder.served ? recorder.served->virtual_hosts.size() : 0;
+  }
+
+  Recorder recorder;
+  push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
+  std::atomic<int> builds{0};
+  std::atomic<int> hosts{1};
+  SyncLoop loop;
+  std::thread thread{[this] { loop.run(); }};
 };
 
 TEST(SyncLoopTest, AnIsolatedChangeIsPushedWithoutTheHoldOff) {
@@ -192,6 +203,60 @@ TEST(SyncLoopTest, ABurstIsGatheredIntoOnePushAfterItsFirstChange) {
   EXPECT_EQ(b.builds - builds_before, 2);
   std::lock_guard lock(b.recorder.mu);
   EXPECT_EQ(b.recorder.served->virtual_hosts.size(), 21u);
+}
+
+TEST(SyncLoopTest, ChangesThatNeverPauseWaitForTheGapOnly) {
+  // One change every 10 ms for a second, a 100 ms gap: the builds follow the gap (about ten),
+  // rather than waiting for a pause that never comes (the 5 s maximum).
+  Batching b({std::chrono::milliseconds(100), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)});
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int hosts = 1;
+  size_t served_early = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(500) < until) continue;
+    if (served_early == 0) served_early = b.served_hosts();
+  }
+  EXPECT_GT(served_early, 1u) << "nothing after the first change was served within 500 ms";
+  const auto stopped = std::chrono::steady_clock::now();
+  while (b.served_hosts() < static_cast<size_t>(hosts) &&
+         std::chrono::steady_clock::now() < stopped + std::chrono::seconds(3)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(b.served_hosts(), static_cast<size_t>(hosts));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::milliseconds(1'000));
+  EXPECT_GE(b.builds - builds_before, 4);
+  EXPECT_LE(b.builds - builds_before, 13);
+}
+
+TEST(SyncLoopTest, TheGapFollowsTheCostOfABuild) {
+  // Builds of 30 ms and a 1 ms hold-off: the gap after each push is four times its cost
+  // (>= 120 ms), so a second of changes every 5 ms costs at most ~7 builds, not ~30.
+  Batching b({std::chrono::milliseconds(1), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)},
+             std::chrono::milliseconds(30));
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int hosts = 1;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(wait_acked(b.loop, 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(b.served_hosts(), static_cast<size_t>(hosts));
+  EXPECT_GE(b.builds - builds_before, 2);
+  EXPECT_LE(b.builds - builds_before, 8);
 }
 
 }  // namespace
