@@ -25,9 +25,9 @@ long long wall_us() {
 
 SyncLoop::SyncLoop(IncrementalBuildFn build, push::Pusher& pusher, SyncOptions options)
     : build_(std::move(build)), pusher_(pusher), options_(options) {
-  // The start-up build waits for the hold-off (the sources' first lists are complete by then).
-  first_change_ = clock::now();
-  next_build_ = first_change_ + options_.hold_off;
+  // The start-up build waits for the hold-off (the sources' first lists are complete by then),
+  // and counts as a change that found the loop idle.
+  next_build_ = first_change_ = clock::now() + options_.hold_off;
 }
 
 SyncLoop::SyncLoop(BuildFn build, push::Pusher& pusher, SyncOptions options)
@@ -65,6 +65,9 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
       if (now >= next_build_) {
         dirty_ = false;
         batch_first_ = first_change_;
+        // It came while a gap was pending (or a build ran): changes come faster than the
+        // loop pushes (see SyncOptions).
+        batch_waited_ = first_change_ < next_build_;
         return true;
       }
       cv_.wait_until(lock, next_build_);
@@ -72,6 +75,7 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
     }
     if (retry_pending && now >= retry_at) {
       batch_first_ = now;
+      batch_waited_ = false;
       return true;
     }
     auto wake = now + options_.liveness_interval;
@@ -84,6 +88,7 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
       if (!alive) {
         TG_WARN("sync", "data plane connection lost; resyncing");
         batch_first_ = clock::now();
+        batch_waited_ = false;
         return true;
       }
     }
@@ -91,9 +96,10 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
 }
 
 void SyncLoop::space_after(clock::time_point started, clock::time_point ended) {
-  const auto gap =
-      std::clamp<clock::duration>((ended - started) * options_.gap_factor, options_.hold_off,
-                                  std::max(options_.hold_off, options_.max_delay));
+  const auto gap = batch_waited_ ? std::clamp<clock::duration>(
+                                       (ended - started) * options_.gap_factor, options_.hold_off,
+                                       std::max(options_.hold_off, options_.max_delay))
+                                 : clock::duration(options_.hold_off);
   std::lock_guard lock(mu_);
   next_build_ = ended + gap;
 }
