@@ -96,14 +96,16 @@ bool SyncLoop::wait_for_work(bool retry_pending, clock::time_point retry_at) {
 }
 
 void SyncLoop::space_after(clock::time_point started, clock::time_point ended) {
-  // A moving average (weight 1/4 for the newest), so that one push slowed down by a busy
-  // machine does not stretch the next gap fourfold.
-  const clock::duration cost = ended - started;
-  cost_ = cost_ == clock::duration::zero() ? cost : cost_ + (cost - cost_) / 4;
-  const auto gap =
-      batch_waited_ ? std::clamp<clock::duration>(cost_ * options_.gap_factor, options_.hold_off,
-                                                  std::max(options_.hold_off, options_.max_delay))
-                    : clock::duration(options_.hold_off);
+  // The median of the last few costs: one push slowed down by a busy machine (descheduled for
+  // 50 ms) does not stretch the next gaps, while builds that stay expensive do within three.
+  costs_[costs_seen_++ % costs_.size()] = ended - started;
+  std::array<clock::duration, kCosts> recent = costs_;
+  const size_t n = std::min(costs_seen_, recent.size());
+  std::nth_element(recent.begin(), recent.begin() + n / 2, recent.begin() + n);
+  const auto gap = batch_waited_ ? std::clamp<clock::duration>(
+                                       recent[n / 2] * options_.gap_factor, options_.hold_off,
+                                       std::max(options_.hold_off, options_.max_delay))
+                                 : clock::duration(options_.hold_off);
   std::lock_guard lock(mu_);
   next_build_ = ended + gap;
 }

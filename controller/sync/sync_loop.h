@@ -5,6 +5,7 @@
 // build). Failed pushes are retried with exponential backoff and jitter; a data plane that
 // restarts is resynced.
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -32,11 +33,12 @@ struct Build {
 // stream slower than the loop) is built and pushed at once, and the gap after it is `hold_off`.
 // Changes that come sooner (during the gap or the build: a burst, a rollout's slices a few ms
 // apart) are gathered and built together when the gap ends, and the gap after that build is
-// `gap_factor` times what a build and its push take (a moving average), at least `hold_off` and
-// at most `max_delay`: under sustained change the loop spends at most about 1 / (1 + gap_factor)
-// of its time building and pushing, and no change waits longer than the gap, which follows the
-// cost of a push (an endpoint change at 10,000 Ingresses costs a few ms, a full translation
-// there ~100 ms). An expensive build does not delay the isolated change that follows it.
+// `gap_factor` times what a build and its push take (the median of the last five), at least
+// `hold_off` and at most `max_delay`: under sustained change the loop spends at most about
+// 1 / (1 + gap_factor) of its time building and pushing, and no change waits longer than the
+// gap, which follows the cost of a push (an endpoint change at 10,000 Ingresses costs a few ms,
+// a full translation there ~100 ms). An expensive build does not delay the isolated change that
+// follows it.
 struct SyncOptions {
   std::chrono::milliseconds hold_off{5};
   std::chrono::milliseconds max_delay{200};
@@ -94,8 +96,10 @@ class SyncLoop {
   std::chrono::steady_clock::time_point batch_first_{};
   // The batch being built came while a gap was pending (see SyncOptions).
   bool batch_waited_ = false;
-  // What a build and its push take, averaged (see space_after()).
-  std::chrono::steady_clock::duration cost_{};
+  // What the last builds and their pushes took (see space_after()).
+  static constexpr size_t kCosts = 5;
+  std::array<std::chrono::steady_clock::duration, kCosts> costs_{};
+  size_t costs_seen_ = 0;
   uint64_t acked_ = 0;
   std::mt19937 rng_{std::random_device{}()};
 };

@@ -148,9 +148,10 @@ struct Batching {
                                            std::chrono::milliseconds(100),
                                            std::chrono::milliseconds(50)},
                     std::chrono::milliseconds build_cost = {})
-      : loop{SyncLoop::BuildFn([this, build_cost] {
+      : cost_ms(static_cast<int>(build_cost.count())),
+        loop{SyncLoop::BuildFn([this] {
                ++builds;
-               if (build_cost.count() > 0) std::this_thread::sleep_for(build_cost);
+               if (cost_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cost_ms));
                std::vector<std::string> names;
                for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
                return config(names, "10.0.0.1");
@@ -169,6 +170,7 @@ struct Batching {
   push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
   std::atomic<int> builds{0};
   std::atomic<int> hosts{1};
+  std::atomic<int> cost_ms;  // what a build takes
   SyncLoop loop;
   std::thread thread{[this] { loop.run(); }};
 };
@@ -276,6 +278,40 @@ TEST(SyncLoopTest, AnIsolatedChangeAfterAnExpensiveBuildIsPushedAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(300))
       << "the change waited for a gap of four builds";
   EXPECT_EQ(b.served_hosts(), 2u);
+}
+
+TEST(SyncLoopTest, OneSlowBuildDoesNotStretchTheGap) {
+  // Builds of 5 ms, then one of 150 ms (a push slowed by a busy machine), then changes every
+  // 5 ms for 300 ms: the gap follows the median cost (20 ms), not the slow one (600 ms, or
+  // ~160 ms for an average), so the burst gets several builds.
+  Batching b({std::chrono::milliseconds(1), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)},
+             std::chrono::milliseconds(5));
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  for (int i = 2; i <= 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    b.hosts = i;
+    b.loop.notify();
+    ASSERT_TRUE(wait_acked(b.loop, i));
+  }
+  b.cost_ms = 150;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  b.hosts = 6;
+  b.loop.notify();
+  ASSERT_TRUE(wait_acked(b.loop, 6));
+  b.cost_ms = 5;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  int hosts = 6;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // About 12 builds; a moving average of the costs would have made about 5.
+  EXPECT_GE(b.builds - builds_before, 7);
 }
 
 }  // namespace
