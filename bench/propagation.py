@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
+import json
 import os
+import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +28,14 @@ import kubecluster  # noqa: E402
 N = int(os.environ.get("N", "10000"))
 CHANGES = int(os.environ.get("CHANGES", "200"))
 RELOADS = int(os.environ.get("RELOADS", "5"))
+GAP_MS = float(os.environ.get("GAP_MS", "50"))
+BURST = int(os.environ.get("BURST", "50"))
+BURST_WINDOW_MS = float(os.environ.get("BURST_WINDOW_MS", "100"))
+BURSTS = int(os.environ.get("BURSTS", "5"))
+WRITERS = int(os.environ.get("WRITERS", "8"))
+# Another build's bin folder: its controller and data plane are measured too, against the same
+# API server and objects, right after the first (a before/after comparison under the same load).
+COMPARE_BIN_DIR = os.environ.get("COMPARE_BIN_DIR", "")
 NS = "bench"
 
 
@@ -37,9 +51,261 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
+def summary(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    return (f"p50 {statistics.median(values):.1f} ms, p99 {pct(values, 99):.1f} ms, "
+            f"max {max(values):.1f} ms")
+
+
 def slice_for(i: int, backend: harness.Backend) -> dict:
     return harness.endpoint_slice(f"app{i}-1", f"app{i}", [backend.host], backend.port,
                                   namespace=NS)
+
+
+def nodelay(sock: socket.socket) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Api:
+    """One persistent HTTPS connection to the API server (the TLS handshake is paid once, not
+    inside the timed writes)."""
+
+    def __init__(self, cluster: kubecluster.Cluster):
+        u = urllib.parse.urlsplit(cluster.server)
+        self.host, self.port = u.hostname, u.port
+        self.ctx = cluster._ssl()
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def connect(self) -> None:
+        self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx,
+                                                timeout=30)
+        self.conn.connect()
+        nodelay(self.conn.sock)
+
+    def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict, float,
+                                                                               float]:
+        """(status, answer, wall time sent, wall time answered)."""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {kubecluster.TOKEN}",
+                   "Content-Type": "application/json", "Accept": "application/json"}
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.connect()
+            try:
+                sent = time.time()
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                raw = r.read()
+                answered = time.time()
+                return r.status, json.loads(raw or b"{}"), sent, answered
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
+class Probe:
+    """Requests through the data plane on one keep-alive connection, back to back."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn: http.client.HTTPConnection | None = None
+        self.rtts: list[float] = []
+
+    def backend(self, host: str) -> tuple[str | None, float]:
+        """The X-Backend of a 200 answer for `host` (None otherwise), and the wall time the
+        answer was read (an upper bound of when the data plane served it)."""
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                self.conn.connect()
+                nodelay(self.conn.sock)
+            try:
+                sent = time.time()
+                self.conn.request("GET", "/", headers={"Host": host})
+                r = self.conn.getresponse()
+                r.read()
+                answered = time.time()
+                self.rtts.append((answered - sent) * 1000)
+                if r.will_close:
+                    self.conn.close()
+                    self.conn = None
+                return (r.getheader("X-Backend") if r.status == 200 else None), answered
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def wait(self, host: str, backend: str, timeout: float = 10) -> float:
+        """Probes until `host` answers from `backend`; returns the wall time of that answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            name, at = self.backend(host)
+            if name == backend:
+                return at
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{host} not on {backend} after {timeout} s (last: {name})")
+
+
+# The controller's debug lines (controller/kube/reflector.cc, controller/sync/sync_loop.cc).
+EVENT_RE = re.compile(r"watch EndpointSlice in \S+: event \d+ at (\d+) read at t=(\d+) us, "
+                      r"handled in (\d+) us")
+ACK_RE = re.compile(r"sync: version \d+ acked at t=(\d+) us: batch waited (\d+) us, build (\d+) "
+                    r"us, push (\d+) us")
+
+
+def controller_timings(log: str) -> tuple[dict[str, tuple[float, float]], list[tuple]]:
+    """{resourceVersion: (wall s read, handled ms)} and [(wall s acked, waited, build, push ms)]."""
+    events = {m.group(1): (int(m.group(2)) / 1e6, int(m.group(3)) / 1000)
+              for m in EVENT_RE.finditer(log)}
+    acks = [(int(m.group(1)) / 1e6, int(m.group(2)) / 1000, int(m.group(3)) / 1000,
+             int(m.group(4)) / 1000) for m in ACK_RE.finditer(log)]
+    return events, acks
+
+
+def measure(cluster: kubecluster.Cluster, stack: harness.Stack, log_path: Path, bin_dir: Path,
+            on: dict[int, str], backends: dict[str, harness.Backend], run_label: str) -> None:
+    """Starts the stack's data plane and a controller from `bin_dir`, then times isolated
+    changes, back-to-back changes and bursts."""
+    a = backends["A"]
+    # The controller starts after the objects exist: its first push holds all of them. Its
+    # debug log times each watch event and each push (read below).
+    stack.controller = kubecluster.KubeController(
+        log_path, stack.dataplane.socket_path, cluster.kubeconfig,
+        ["--watch-namespace", NS, "--log-level", "debug"])
+    stack.controller.argv[0] = str(bin_dir / "tidegate-controller")
+    stack.start_dataplane()
+    t0 = time.monotonic()
+    stack.start_controller()
+    stack.dataplane.wait_ready(timeout=600)
+    stack.wait_backend("/", f"h{N - 1}.example", on[N - 1], timeout=60)
+    print(f"\n{bin_dir}: controller start to data plane serving all {N} hosts: "
+          f"{time.monotonic() - t0:.1f} s")
+    writer = Api(cluster)
+    probe = Probe(stack.port)
+
+    def move(i: int, w: Api) -> tuple[str, str, float, float]:
+        """PUTs host i's slice to the other backend: (target, resourceVersion, sent,
+        answered)."""
+        target = "B" if on[i] == "A" else "A"
+        on[i] = target
+        status, body, sent, answered = w.call(
+            "PUT", f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/app{i}-1",
+            slice_for(i, backends[target]))
+        assert status == 200, (status, body)
+        return target, body["metadata"]["resourceVersion"], sent, answered
+
+    def serial(label: str, gap_ms: float, first: int) -> None:
+        """CHANGES changes one at a time, each `gap_ms` after the previous one was served."""
+        log_from = stack.controller.log_path.stat().st_size
+        loads, rows = [], []
+        for k in range(CHANGES):
+            i = ((first + k) * 7919) % N  # spread over the hosts
+            if gap_ms:
+                time.sleep(gap_ms / 1000)
+            target, rv, sent, answered = move(i, writer)
+            served = probe.wait(f"h{i}.example", target)
+            rows.append((rv, sent, answered, served))
+            if k % 20 == 0:
+                loads.append(os.getloadavg()[0])
+        time.sleep(0.2)  # the last lines reach the log
+        events, acks = controller_timings(stack.controller.log(log_from))
+        total = [(s - t) * 1000 for _, t, _, s in rows]
+        put = [(r - t) * 1000 for _, t, r, _ in rows]
+        after = [(s - r) * 1000 for _, _, r, s in rows]
+        delivery, handled, waited, build, push, ack_to_probe = [], [], [], [], [], []
+        for rv, _, answered, served in rows:
+            if rv not in events:
+                continue
+            read, handle_ms = events[rv]
+            delivery.append((read - answered) * 1000)
+            handled.append(handle_ms)
+            ack = next((x for x in acks if x[0] >= read), None)
+            if ack is None:
+                continue
+            waited.append(ack[1])
+            build.append(ack[2])
+            push.append(ack[3])
+            ack_to_probe.append((served - ack[0]) * 1000)
+        print(f"\n{label}{run_label} ({CHANGES} changes, {N} Ingresses, load average "
+              f"{min(loads):.1f}-{max(loads):.1f}):")
+        print(f"  EndpointSlice PUT sent -> data plane serving: {summary(total)}")
+        print(f"  the PUT's own round trip (API server + etcd): {summary(put)}")
+        print(f"  PUT answered -> data plane serving:           {summary(after)}")
+        print(f"  PUT answered -> watch event read by the controller: {summary(delivery)} "
+              f"({len(delivery)} matched)")
+        print(f"  controller: event decoded and stored {summary(handled)}")
+        print(f"  controller: batch wait {summary(waited)}; build {summary(build)}; "
+              f"push to ACK {summary(push)}")
+        print(f"  ACK -> probe answer: {summary(ack_to_probe)} (probe round trip "
+              f"{summary(probe.rtts[-200:])})")
+
+    serial(f"isolated changes, {GAP_MS:.0f} ms apart", GAP_MS, 0)
+    serial("back-to-back changes (each written as soon as the previous one is served)", 0,
+           CHANGES)
+
+    # Bursts: BURST slices written within BURST_WINDOW_MS by WRITERS connections; the time
+    # until all of them are served. The controller handles the watch's events in
+    # resourceVersion order, so the slice written last (highest resourceVersion) is served
+    # last: probe it, then check the others.
+    writers = [Api(cluster) for _ in range(WRITERS)]
+    for w in writers:
+        w.connect()
+    totals, after_last, spans, burst_pushes, loads = [], [], [], [], []
+    for n in range(BURSTS):
+        time.sleep(0.5)
+        log_from = stack.controller.log_path.stat().st_size
+        hosts = [((2 * CHANGES + n * BURST + j) * 7919) % N for j in range(BURST)]
+        start = time.time() + 0.01
+        results: list = [None] * BURST
+        lock = threading.Lock()
+        free = list(writers)
+
+        def write(j: int) -> None:
+            time.sleep(max(0.0, start + j * BURST_WINDOW_MS / 1000 / BURST - time.time()))
+            with lock:
+                w = free.pop()
+            try:
+                results[j] = move(hosts[j], w)
+            finally:
+                with lock:
+                    free.append(w)
+
+        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
+            list(pool.map(write, range(BURST)))
+        first_sent = min(r[2] for r in results)
+        last_answered = max(r[3] for r in results)
+        last = max(range(BURST), key=lambda j: int(results[j][1]))
+        served = probe.wait(f"h{hosts[last]}.example", results[last][0])
+        for j in range(BURST):
+            # Served already: no later than the last one (the order of the events); else
+            # (not expected) its own time counts.
+            name, _ = probe.backend(f"h{hosts[j]}.example")
+            if name != results[j][0]:
+                served = max(served, probe.wait(f"h{hosts[j]}.example", results[j][0]))
+        time.sleep(0.2)
+        _, acks = controller_timings(stack.controller.log(log_from))
+        burst_pushes.append(len(acks))
+        totals.append((served - first_sent) * 1000)
+        after_last.append((served - last_answered) * 1000)
+        spans.append((last_answered - first_sent) * 1000)
+        loads.append(os.getloadavg()[0])
+    print(f"\nbursts{run_label} of {BURST} EndpointSlice changes written within {BURST_WINDOW_MS:.0f} ms "
+          f"by {WRITERS} connections ({BURSTS} bursts, load average "
+          f"{min(loads):.1f}-{max(loads):.1f}):")
+    print(f"  writes (first sent -> last answered): {summary(spans)}")
+    print(f"  first write sent -> all {BURST} served: {summary(totals)}")
+    print(f"  last write answered -> all served:   {summary(after_last)}")
+    print(f"  pushes per burst: {burst_pushes}")
+
+    ctl_mb, dp_mb = rss_mb(stack.controller.pid), rss_mb(stack.dataplane.pid)
+    print(f"\nRSS: controller {ctl_mb:.0f} MB, data plane {dp_mb:.0f} MB, "
+          f"together {ctl_mb + dp_mb:.0f} MB")
 
 
 def main() -> int:
@@ -54,10 +320,18 @@ def main() -> int:
     port = harness.free_port(a_host)
     a = harness.Backend("A", a_host, port, record=False)
     b = harness.Backend("B", b_host, port, record=False)
-    stack = harness.make_stack(work / "stack")
+    backends = {"A": a, "B": b}
+    stack = None
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     try:
         cluster.create_namespace(NS)
         t0 = time.monotonic()
+        local = threading.local()
+
+        def api() -> Api:
+            if not hasattr(local, "api"):
+                local.api = Api(cluster)
+            return local.api
 
         def create(i: int) -> None:
             for path, obj in (
@@ -67,49 +341,28 @@ def main() -> int:
                      harness.ingress(f"app{i}", [harness.rule(f"h{i}.example",
                                                               harness.path("/", f"app{i}"))],
                                      namespace=NS))):
-                status, body = cluster.api("POST", path, obj)
+                status, body, _, _ = api().call("POST", path, obj)
                 if status not in (201, 409):
                     raise RuntimeError(f"POST {path}: {status} {body}")
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
             list(pool.map(create, range(N)))
         print(f"created {N} Ingresses, Services and EndpointSlices in "
               f"{time.monotonic() - t0:.0f} s")
 
-        # The controller starts after the objects exist: its first push holds all of them.
-        stack.controller = kubecluster.KubeController(
-            work / "controller.log", stack.dataplane.socket_path, cluster.kubeconfig,
-            ["--watch-namespace", NS])
-        stack.start_dataplane()
-        t0 = time.monotonic()
-        stack.start_controller()
-        stack.dataplane.wait_ready(timeout=600)
-        stack.wait_backend("/", f"h{N - 1}.example", "A", timeout=60)
-        print(f"controller start to data plane serving all {N} hosts: "
-              f"{time.monotonic() - t0:.1f} s")
+        on = {i: "A" for i in range(N)}  # where each host's slice points
+        runs = [("", harness.binary("tidegate-controller").parent)]
+        if COMPARE_BIN_DIR:
+            runs.append((f" [{COMPARE_BIN_DIR}]", Path(COMPARE_BIN_DIR)))
+        for n_run, (label, bin_dir) in enumerate(runs):
+            stack = harness.make_stack(work / f"stack{n_run}")
+            stack.dataplane.argv[0] = str(bin_dir / "tidegate-dataplane")
+            measure(cluster, stack, work / f"controller{n_run}.log", bin_dir, on, backends,
+                    label)
+            stack.shutdown()
 
-        latencies = []
-        for k in range(CHANGES):
-            i = (k * 7919) % N  # spread over the hosts
-            host = f"h{i}.example"
-            target = b  # each changed host moves from A to B (the hosts are distinct)
-            path = f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices/app{i}-1"
-            t = time.monotonic()
-            status, _ = cluster.api("PUT", path, slice_for(i, target))
-            assert status == 200, status
-            harness.wait_until(lambda: (r := harness.request(stack.port, "GET", "/", host)).status
-                               == 200 and r.header("X-Backend") == target.name, 10,
-                               f"{host} on {target.name}", interval=0.002)
-            latencies.append((time.monotonic() - t) * 1000)
-        ctl_mb, dp_mb = rss_mb(stack.controller.pid), rss_mb(stack.dataplane.pid)
-        print(f"EndpointSlice write -> data plane serving ({CHANGES} changes, {N} Ingresses): "
-              f"p50 {statistics.median(latencies):.0f} ms, p99 {pct(latencies, 99):.0f} ms, "
-              f"max {max(latencies):.0f} ms")
-        print(f"RSS: controller {ctl_mb:.0f} MB, data plane {dp_mb:.0f} MB, "
-              f"together {ctl_mb + dp_mb:.0f} MB")
-        stack.shutdown()
-
-        # nginx with the same N hosts: time from `nginx -s reload` to the new config serving.
+        # nginx with the same N hosts: time from `nginx -s reload` to the new config serving
+        # (a new connection per probe: a keep-alive connection would stay with an old worker).
         ndir = work / "nginx"
         ndir.mkdir()
         nport = harness.free_port()
@@ -143,7 +396,8 @@ def main() -> int:
               f"p50 {statistics.median(reloads):.0f} ms, max {max(reloads):.0f} ms "
               f"({RELOADS} reloads)")
     finally:
-        stack.shutdown()
+        if stack is not None:
+            stack.shutdown()
         a.stop()
         b.stop()
         cluster.shutdown()

@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Propagation benchmark against a real kube-apiserver (e2e/kube/build.sh): N Ingresses (one host
-# and path each, with their Services and EndpointSlices), then CHANGES EndpointSlice updates; for
-# each, the time from the API write to the data plane answering from the new endpoint (p50, p99),
-# plus the controller's and data plane's memory (RSS). Then the same N hosts as an nginx
-# configuration: the time from `nginx -s reload` to the new configuration serving.
+# and path each, with their Services and EndpointSlices), then EndpointSlice updates that move a
+# host from backend A to B, timed from the API write to the data plane answering from the new
+# endpoint (p50, p99):
+#  - CHANGES isolated changes, GAP_MS apart (a quiet period before each write), then CHANGES
+#    back-to-back (each written as soon as the previous one is served). Each is split into the
+#    PUT's own round trip (API server and etcd's commit), PUT answered -> serving, and from the
+#    controller's debug log: PUT answered -> watch event read, decoding, batching wait, build,
+#    push -> ACK, ACK -> probe.
+#  - BURSTS bursts of BURST changes written within BURST_WINDOW_MS over WRITERS connections: the
+#    time until all of them are served.
+# Writes use persistent HTTPS connections (no TLS handshake in the timing); the probe is one
+# keep-alive connection through the data plane, requests back to back (its round trip is
+# printed: the resolution). Then the controller's and data plane's memory (RSS), and the same N
+# hosts as an nginx configuration: the time from `nginx -s reload` to the new configuration
+# serving. etcd runs with --unsafe-no-fsync (e2e/kube/kubecluster.py), its data under /tmp.
 # Runs in a private network namespace (see e2e/kube/kubecluster.py); needs root.
 #
-# Environment: N (10000), CHANGES (200), RELOADS (5), TIDEGATE_BIN_DIR (build/bin).
+# Environment: N (10000), CHANGES (200), RELOADS (5), GAP_MS (50), BURST (50),
+# BURST_WINDOW_MS (100), BURSTS (5), WRITERS (8), TIDEGATE_BIN_DIR (build/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TIDEGATE_BIN_DIR:-$PWD/build/bin}

@@ -244,6 +244,10 @@ Reflector::WatchEnd Reflector::watch() {
   bool got_any = false;
   std::string line, error;
   while (stream->next_line(&line, &error)) {
+    const auto read = std::chrono::steady_clock::now();
+    const long long read_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count();
     std::string why;
     auto ev = parse_watch_event(line, &why);
     if (!ev) {
@@ -256,8 +260,6 @@ Reflector::WatchEnd Reflector::watch() {
       if (failing_) TG_INFO("kube", "watch " << name() << " works again");
       failing_ = false;
     }
-    TG_DEBUG("kube", "watch " << name() << ": event " << static_cast<int>(ev->type) << " at "
-                              << ev->resource_version);
     switch (ev->type) {
       case EventType::kAdded:
       case EventType::kModified:
@@ -289,6 +291,15 @@ Reflector::WatchEnd Reflector::watch() {
                                  << ev->status.reason << ": " << ev->status.message);
         return WatchEnd::kError;
     }
+    // For bench/propagation.py: when the event was read (wall clock, to line up with the
+    // writer's), and how long decoding it and handing it to the sink took.
+    TG_DEBUG("kube", "watch " << name() << ": event " << static_cast<int>(ev->type) << " at "
+                              << ev->resource_version << " read at t=" << read_wall_us
+                              << " us, handled in "
+                              << std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now() - read)
+                                     .count()
+                              << " us");
     if (!ev->resource_version.empty()) resource_version_ = ev->resource_version;
   }
   if (!error.empty()) {

@@ -1,10 +1,11 @@
 #pragma once
 // The one thread that turns changes into pushes. Sources call notify() from any thread; the loop
-// batches notifications (at once after a quiet period, else a hold-off after the last one,
-// bounded by a maximum delay after the first), rebuilds the desired Config with a pure build
-// function, and pushes it. Failed pushes are retried with exponential backoff and jitter; a data
-// plane that restarts is resynced.
+// builds the desired Config with a pure build function and pushes it, at once when the previous
+// push is far enough behind, else once it is (the changes meanwhile are gathered into one
+// build). Failed pushes are retried with exponential backoff and jitter; a data plane that
+// restarts is resynced.
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -27,17 +28,24 @@ struct Build {
   const std::vector<std::string>* changed_upstreams = nullptr;
 };
 
-// Batching, leading-edge: a change that comes after a quiet period (no change for hold_off) is
-// built and pushed at once; the changes that follow it within hold_off of each other (a burst: a
-// rollout's slices arrive a few ms apart) are gathered and pushed once the burst has been quiet
-// for hold_off, and never later than max_delay after the first of them. An isolated change thus
-// pays no hold-off at all, and a burst costs one push for its first change and one for the rest.
+// Batching by spacing: after a push, the next build may start once a gap has passed since the
+// push's answer. A change that comes later than that (an isolated change, or the next of a
+// stream slower than the loop) is built and pushed at once, and the gap after it is `hold_off`.
+// Changes that come sooner (during the gap or the build: a burst, a rollout's slices a few ms
+// apart) are gathered and built together when the gap ends, and the gap after that build is
+// `gap_factor` times what a build and its push take (the median of the last five), at least
+// `hold_off` and at most `max_delay`: under sustained change the loop spends at most about
+// 1 / (1 + gap_factor) of its time building and pushing, and no change waits longer than the
+// gap, which follows the cost of a push (an endpoint change at 10,000 Ingresses costs a few ms,
+// a full translation there ~100 ms). An expensive build does not delay the isolated change that
+// follows it.
 struct SyncOptions {
-  std::chrono::milliseconds hold_off{20};
+  std::chrono::milliseconds hold_off{5};
   std::chrono::milliseconds max_delay{200};
   std::chrono::milliseconds retry_min{100};
   std::chrono::milliseconds retry_max{5'000};
   std::chrono::milliseconds liveness_interval{500};
+  int gap_factor = 4;
 };
 
 // Called on the loop's thread after each push's answer (Events on NACKed Ingresses use them).
@@ -66,6 +74,10 @@ class SyncLoop {
   // Waits for a batch of changes, a retry deadline, a liveness check or stop. Returns false on
   // stop.
   bool wait_for_work(bool retry_pending, std::chrono::steady_clock::time_point retry_at);
+  // A build began at `started` and its push was answered at `ended`: the next build waits for the
+  // gap (see SyncOptions).
+  void space_after(std::chrono::steady_clock::time_point started,
+                   std::chrono::steady_clock::time_point ended);
 
   IncrementalBuildFn build_;
   model::Config built_;  // what a BuildFn returned
@@ -76,10 +88,18 @@ class SyncLoop {
   std::condition_variable cv_;
   bool dirty_ = true;  // build once at start
   bool stopping_ = false;
+  // The first change since the last build began (for the debug log's timings).
   std::chrono::steady_clock::time_point first_change_{};
-  std::chrono::steady_clock::time_point last_change_{};
-  // The pending batch began after a quiet period: build it now (see SyncOptions).
-  bool leading_ = false;
+  // The earliest time the next build may start (see SyncOptions); the loop's thread writes it.
+  std::chrono::steady_clock::time_point next_build_{};
+  // The first change of the batch being built (for the debug log's timings).
+  std::chrono::steady_clock::time_point batch_first_{};
+  // The batch being built came while a gap was pending (see SyncOptions).
+  bool batch_waited_ = false;
+  // What the last builds and their pushes took (see space_after()).
+  static constexpr size_t kCosts = 5;
+  std::array<std::chrono::steady_clock::duration, kCosts> costs_{};
+  size_t costs_seen_ = 0;
   uint64_t acked_ = 0;
   std::mt19937 rng_{std::random_device{}()};
 };

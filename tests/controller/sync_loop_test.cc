@@ -1,6 +1,7 @@
 // The sync loop hands the pusher the upstreams an incremental build says it changed, and only
-// when they are relative to what was pushed last; it batches leading-edge (an isolated change is
-// pushed at once, a burst is gathered into one more push).
+// when they are relative to what was pushed last; it batches by spacing (a change after the gap
+// that follows a push is pushed at once, the changes within it are gathered into one more push,
+// and the gap follows the cost of a push).
 
 #include "sync/sync_loop.h"
 
@@ -141,25 +142,37 @@ bool wait_acked(const SyncLoop& loop, uint64_t n) {
 // A long hold-off makes the two behaviours far apart: an isolated change after a quiet period
 // must not wait for it; the changes of a burst are gathered into one push after the first.
 struct Batching {
-  Recorder recorder;
-  push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
-  std::atomic<int> builds{0};
-  std::atomic<int> hosts{1};
-  SyncLoop loop{SyncLoop::BuildFn([this] {
-                  ++builds;
-                  std::vector<std::string> names;
-                  for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
-                  return config(names, "10.0.0.1");
-                }),
-                pusher,
-                SyncOptions{std::chrono::milliseconds(800), std::chrono::milliseconds(5'000),
-                            std::chrono::milliseconds(100), std::chrono::milliseconds(100),
-                            std::chrono::milliseconds(50)}};
-  std::thread thread{[this] { loop.run(); }};
+  explicit Batching(SyncOptions options = {std::chrono::milliseconds(800),
+                                           std::chrono::milliseconds(5'000),
+                                           std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(100),
+                                           std::chrono::milliseconds(50)},
+                    std::chrono::milliseconds build_cost = {})
+      : cost_ms(static_cast<int>(build_cost.count())),
+        loop{SyncLoop::BuildFn([this] {
+               ++builds;
+               if (cost_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cost_ms));
+               std::vector<std::string> names;
+               for (int i = 0; i < hosts; ++i) names.push_back("h" + std::to_string(i) + ".com");
+               return config(names, "10.0.0.1");
+             }),
+             pusher, options} {}
   ~Batching() {
     loop.stop();
     thread.join();
   }
+  size_t served_hosts() {
+    std::lock_guard lock(recorder.mu);
+    return recorder.served ? recorder.served->virtual_hosts.size() : 0;
+  }
+
+  Recorder recorder;
+  push::Pusher pusher{std::make_unique<RecordingTransport>(recorder)};
+  std::atomic<int> builds{0};
+  std::atomic<int> hosts{1};
+  std::atomic<int> cost_ms;  // what a build takes
+  SyncLoop loop;
+  std::thread thread{[this] { loop.run(); }};
 };
 
 TEST(SyncLoopTest, AnIsolatedChangeIsPushedWithoutTheHoldOff) {
@@ -192,6 +205,113 @@ TEST(SyncLoopTest, ABurstIsGatheredIntoOnePushAfterItsFirstChange) {
   EXPECT_EQ(b.builds - builds_before, 2);
   std::lock_guard lock(b.recorder.mu);
   EXPECT_EQ(b.recorder.served->virtual_hosts.size(), 21u);
+}
+
+TEST(SyncLoopTest, ChangesThatNeverPauseWaitForTheGapOnly) {
+  // One change every 10 ms for a second, a 100 ms gap: the builds follow the gap (about ten),
+  // rather than waiting for a pause that never comes (the 5 s maximum).
+  Batching b({std::chrono::milliseconds(100), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)});
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int hosts = 1;
+  size_t served_early = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(500) < until) continue;
+    if (served_early == 0) served_early = b.served_hosts();
+  }
+  EXPECT_GT(served_early, 1u) << "nothing after the first change was served within 500 ms";
+  const auto stopped = std::chrono::steady_clock::now();
+  while (b.served_hosts() < static_cast<size_t>(hosts) &&
+         std::chrono::steady_clock::now() < stopped + std::chrono::seconds(3)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(b.served_hosts(), static_cast<size_t>(hosts));
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::milliseconds(1'000));
+  EXPECT_GE(b.builds - builds_before, 4);
+  EXPECT_LE(b.builds - builds_before, 13);
+}
+
+TEST(SyncLoopTest, TheGapFollowsTheCostOfABuild) {
+  // Builds of 30 ms and a 1 ms hold-off: once changes keep coming, the gap after each push is
+  // four times its cost (>= 120 ms), so a second of changes every 5 ms costs at most ~8 builds,
+  // not ~30.
+  Batching b({std::chrono::milliseconds(1), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)},
+             std::chrono::milliseconds(30));
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int hosts = 1;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(wait_acked(b.loop, 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(b.served_hosts(), static_cast<size_t>(hosts));
+  EXPECT_GE(b.builds - builds_before, 2);
+  EXPECT_LE(b.builds - builds_before, 9);
+}
+
+TEST(SyncLoopTest, AnIsolatedChangeAfterAnExpensiveBuildIsPushedAtOnce) {
+  // Builds of 100 ms: a change that finds the loop idle is built at once, however much the
+  // previous build cost (the gap of four times the cost is for changes that keep coming).
+  Batching b({std::chrono::milliseconds(1), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)},
+             std::chrono::milliseconds(100));
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  b.hosts = 2;
+  const auto before = std::chrono::steady_clock::now();
+  b.loop.notify();
+  ASSERT_TRUE(wait_acked(b.loop, 2));
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(300))
+      << "the change waited for a gap of four builds";
+  EXPECT_EQ(b.served_hosts(), 2u);
+}
+
+TEST(SyncLoopTest, OneSlowBuildDoesNotStretchTheGap) {
+  // Builds of 5 ms, then one of 150 ms (a push slowed by a busy machine), then changes every
+  // 5 ms for 300 ms: the gap follows the median cost (20 ms), not the slow one (600 ms, or
+  // ~160 ms for an average), so the burst gets several builds.
+  Batching b({std::chrono::milliseconds(1), std::chrono::milliseconds(5'000),
+              std::chrono::milliseconds(100), std::chrono::milliseconds(100),
+              std::chrono::milliseconds(50)},
+             std::chrono::milliseconds(5));
+  ASSERT_TRUE(wait_acked(b.loop, 1));
+  for (int i = 2; i <= 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    b.hosts = i;
+    b.loop.notify();
+    ASSERT_TRUE(wait_acked(b.loop, i));
+  }
+  b.cost_ms = 150;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  b.hosts = 6;
+  b.loop.notify();
+  ASSERT_TRUE(wait_acked(b.loop, 6));
+  b.cost_ms = 5;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const int builds_before = b.builds;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  int hosts = 6;
+  while (std::chrono::steady_clock::now() < until) {
+    b.hosts = ++hosts;
+    b.loop.notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // About 12 builds; a moving average of the costs would have made about 5.
+  EXPECT_GE(b.builds - builds_before, 7);
 }
 
 }  // namespace
