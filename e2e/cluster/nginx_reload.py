@@ -60,6 +60,7 @@ class NginxReload:
         (self.workdir / "logs").mkdir(exist_ok=True)
         self._endpoints: dict[str, list[str]] = {h.service: [] for h in self.hosts}
         self._slices: dict[str, dict] = {}
+        self._seen: set[str] = set()  # Services the watch has shown a slice of
         self._watch: subprocess.Popen | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -169,10 +170,11 @@ http {{
         self.config_seconds = self._test_config()
         subprocess.run([NGINX, "-p", str(self.workdir), "-c", str(self.workdir / "nginx.conf")],
                        check=True, capture_output=True)
+        # Every slice of the namespace (a selector naming a thousand Services would be longer
+        # than it is worth); _on_event keeps those of our Services.
         self._watch = subprocess.Popen(
             [*self.kubectl, "-n", self.namespace, "get", "endpointslices", "--watch",
-             "--output-watch-events", "-o", "json", "-l",
-             "kubernetes.io/service-name in (" + ",".join(sorted(self._endpoints)) + ")"],
+             "--output-watch-events", "-o", "json"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._thread = threading.Thread(target=self._follow, daemon=True)
         self._thread.start()
@@ -238,11 +240,17 @@ http {{
     def _on_event(self, event: dict) -> None:
         obj = event.get("object", {})
         name = obj.get("metadata", {}).get("name", "")
+        owner = obj.get("metadata", {}).get("labels", {}).get("kubernetes.io/service-name")
+        if owner not in self._endpoints:
+            return
+        self._seen.add(owner)
         if event.get("type") == "DELETED":
             self._slices.pop(name, None)
         else:
             self._slices[name] = obj
-        by_service: dict[str, set[str]] = {s: set() for s in self._endpoints}
+        # Only Services whose slices the watch has shown: the watch starts with one ADDED event
+        # per existing slice, and a Service not reached yet keeps its initial endpoints.
+        by_service: dict[str, set[str]] = {s: set() for s in self._seen}
         for s in self._slices.values():
             service = s.get("metadata", {}).get("labels", {}).get("kubernetes.io/service-name")
             if service not in by_service:

@@ -100,11 +100,25 @@ class Experiment:
             kube.wait_deployment_ready(ns, name, n, timeout=120)
         kube.wait_deployment_ready(ns, release.RELEASE, 1, timeout=120)
         self.https_port = release.node_ports(kube, ns)["https"]
-        # The Ingresses: one per host, as platforms have them.
+        # The other apps, as platforms have them: each host its own Ingress, Service and
+        # EndpointSlice. Their Services have no selector and their slices are written here,
+        # naming the steady pod, so that a thousand apps cost no pods.
+        steady = sorted(ip for ip, c in kube.endpoints(ns, "steady").items() if c.get("ready"))
+        apps = []
+        for h in self.host_names():
+            apps += app_service(other_service(h), steady)
+        t_apps = time.monotonic()
+        for i in range(0, len(apps), 500):
+            kube.kubectl("-n", ns, "create", "-f", "-", timeout=300, input=json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": apps[i:i + 500]}))
+        if apps:
+            log(f"{len(apps) // 2} Services and EndpointSlices created in "
+                f"{time.monotonic() - t_apps:.1f} s")
+        # The Ingresses: one per host.
         ingresses = [ingress("graceful", "graceful.example", "echo-graceful"),
                      ingress("abrupt", "abrupt.example", "echo-abrupt"),
                      ingress("ws", "ws.example", "steady")]
-        ingresses += [ingress(h.split(".")[0], h, "steady") for h in self.host_names()]
+        ingresses += [ingress(h.split(".")[0], h, other_service(h)) for h in self.host_names()]
         t_ing = time.monotonic()
         for i in range(0, len(ingresses), 500):
             kube.kubectl("-n", ns, "create", "-f", "-", timeout=300, input=json.dumps(
@@ -118,10 +132,13 @@ class Experiment:
             f"{time.monotonic() - t_ing:.1f} s after the first Ingress")
         # nginx with the same hosts, on the node address, reading the same EndpointSlices.
         hosts = [Host("graceful.example", "echo-graceful"), Host("abrupt.example", "echo-abrupt"),
-                 Host("ws.example", "steady")] + [Host(h, "steady") for h in self.host_names()]
+                 Host("ws.example", "steady")]
+        hosts += [Host(h, other_service(h)) for h in self.host_names()]
         initial = {s: sorted(f"{ip}:8080" for ip, c in kube.endpoints(ns, s).items()
                              if c.get("ready"))
                    for s in ("echo-graceful", "echo-abrupt", "steady")}
+        initial.update({other_service(h): [f"{ip}:8080" for ip in steady]
+                        for h in self.host_names()})
         self.nginx = NginxReload(self.out / "nginx", f"{cluster.NODE_IP}:{NGINX_PORT}",
                                  self.ca, self.ca.with_suffix(".key"), hosts,
                                  [str(kube.kubectl_path), "--kubeconfig", str(kube.kubeconfig)],
@@ -289,6 +306,22 @@ def one_line(r: Run) -> str:
             f"{len(s['pods'])} pods answered"
             + (f", WebSockets {ws['alive_at_end']}/{WEBSOCKETS} alive" if ws else "")
             + (f", {r.reloads} reloads" if r.proxy == "nginx" else ""))
+
+
+def other_service(host: str) -> str:
+    """The Service of one of the other hosts: h00042.example -> app-h00042."""
+    return "app-" + host.split(".")[0]
+
+
+def app_service(name: str, addresses: list[str]) -> list[dict]:
+    """A Service without a selector and its one EndpointSlice, naming `addresses` (port 8080)."""
+    return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+             "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": f"{name}-1", "labels": {"kubernetes.io/service-name": name}},
+             "addressType": "IPv4",
+             "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
+             "ports": [{"port": 8080, "protocol": "TCP"}]}]
 
 
 def ingress(name: str, host: str, service: str) -> dict:
