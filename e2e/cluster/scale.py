@@ -314,9 +314,12 @@ def other_service(host: str) -> str:
 
 
 def app_service(name: str, addresses: list[str]) -> list[dict]:
-    """A Service without a selector and its one EndpointSlice, naming `addresses` (port 8080)."""
+    """A headless Service without a selector and its one EndpointSlice, naming `addresses`
+    (port 8080). Headless: the cluster's Service range (a /24) has no thousand ClusterIPs, and
+    an ingress reads the EndpointSlices, not the ClusterIP."""
     return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-             "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}},
+             "spec": {"clusterIP": "None",
+                      "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}},
             {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
              "metadata": {"name": f"{name}-1", "labels": {"kubernetes.io/service-name": name}},
              "addressType": "IPv4",
