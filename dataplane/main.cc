@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
                "(docs/proxy.md, \"HTTP/2\")");
   flags.define("http2-cleartext", "on",
                "on: the HTTP port also speaks HTTP/2 to clients that start with its preface "
-               "(prior knowledge; never Upgrade: h2c)");
+               "(prior knowledge; never Upgrade: h2c); only: the HTTP port speaks HTTP/2 alone "
+               "(other bytes: closed); off: HTTP/1.1 alone");
   flags.define("http2-max-concurrent-streams", "128", "streams a client may have open at once");
   flags.define("http2-stream-window", "65536",
                "bytes of request body a stream may send ahead of the backend (its window)");
@@ -262,15 +263,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   limits.request_rules.path.merge_slashes = flags.get("merge-slashes") == "on";
-  for (auto [name, out] : {std::pair{"http2", &limits.http2.enabled},
-                           std::pair{"http2-cleartext", &limits.http2.prior_knowledge}}) {
-    if (flags.get(name) != "on" && flags.get(name) != "off") {
-      std::cerr << "tidegate-dataplane: --" << name << " must be on or off\n";
-      return 2;
-    }
-    *out = flags.get(name) == "on";
+  if (flags.get("http2") != "on" && flags.get("http2") != "off") {
+    std::cerr << "tidegate-dataplane: --http2 must be on or off\n";
+    return 2;
   }
-  limits.http2.prior_knowledge = limits.http2.prior_knowledge && limits.http2.enabled;
+  limits.http2.enabled = flags.get("http2") == "on";
+  const std::string cleartext = flags.get("http2-cleartext");
+  if (cleartext != "on" && cleartext != "off" && cleartext != "only") {
+    std::cerr << "tidegate-dataplane: --http2-cleartext must be on, off or only\n";
+    return 2;
+  }
+  if (cleartext == "only" && !limits.http2.enabled) {
+    std::cerr << "tidegate-dataplane: --http2-cleartext only needs --http2 on\n";
+    return 2;
+  }
+  limits.http2.prior_knowledge = cleartext != "off" && limits.http2.enabled;
+  limits.http2.prior_knowledge_only = cleartext == "only";
   struct Http2Setting {
     const char* name;
     uint32_t* out;

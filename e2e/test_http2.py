@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+import harness
 from harness import (H2Client, RawConnection, header_values, https_port, ingress, path,
                      pattern_bytes, rule, scrape_metrics, service_with_backend, sha256,
                      tls_connect, wait_until)
@@ -193,6 +194,21 @@ def test_cleartext_http2_can_be_switched_off(stack_factory):
         sock.close()
     # Parsed as an HTTP/1.1 request line with version 2.0: refused, never a preface.
     assert data.startswith(b"HTTP/1.1 400") or data.startswith(b"HTTP/1.1 505")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--http2-cleartext", "maybe"], "--http2-cleartext must be on, off or only"),
+    (["--http2", "off", "--http2-cleartext", "only"], "--http2-cleartext only needs --http2 on"),
+])
+def test_bad_http2_flags_are_refused_at_start(tmp_path, args, message):
+    r = subprocess.run([str(harness.binary("tidegate-dataplane")), "--control-socket",
+                        str(tmp_path / "c.sock"), *args,
+                        "--http-listen", f"127.0.0.1:{harness.free_port()}",
+                        "--https-listen", f"127.0.0.1:{harness.free_port()}",
+                        "--admin-listen", f"127.0.0.1:{harness.free_port()}"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr
 
 
 def test_graceful_drain_sends_goaway_and_finishes_streams(h2s):

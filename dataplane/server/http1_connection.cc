@@ -162,7 +162,19 @@ bool Http1Connection<S>::detect_preface() {
   const auto data = client_buffer_.cdata();
   const std::string_view seen(static_cast<const char*>(data.data()), data.size());
   const std::size_t n = std::min(seen.size(), kHttp2Preface.size());
-  if (n == 0 || seen.substr(0, n) != kHttp2Preface.substr(0, n)) return false;
+  if (n == 0) return false;
+  if (seen.substr(0, n) != kHttp2Preface.substr(0, n)) {
+    if (!worker_.limits().http2.prior_knowledge_only) return false;
+    // An HTTP/2-only port: bytes that are not the preface are no protocol the port speaks, so
+    // there is nothing to answer in; the connection is closed (RFC 9113 section 3.4).
+    TG_DEBUG("http2", "plain connection from "
+                          << peer_address_
+                          << " did not start with the HTTP/2 preface (--http2-cleartext only): "
+                             "closed");
+    worker_.not_waiting(this);
+    close_client();
+    return true;
+  }
   if (seen.size() >= kHttp2Preface.size()) {
     hand_over(seen);
     return true;

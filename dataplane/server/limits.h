@@ -23,6 +23,10 @@ struct Http2Limits {
   bool enabled = true;  // ALPN h2 on the HTTPS port (--http2)
   bool prior_knowledge =
       true;  // cleartext HTTP/2 by its preface on the HTTP port (--http2-cleartext)
+  // The HTTP port speaks only HTTP/2 by prior knowledge (--http2-cleartext only, as nginx's
+  // `listen ... http2` on a plain port): anything that does not start with the preface is closed
+  // without an answer (RFC 9113 section 3.4), no HTTP/1.1.
+  bool prior_knowledge_only = false;
   uint32_t max_concurrent_streams = 128;       // --http2-max-concurrent-streams
   uint32_t initial_stream_window = 64 * 1024;  // --http2-stream-window: request body per stream
   uint32_t connection_window = 1024 * 1024;    // --http2-connection-window
