@@ -97,8 +97,9 @@ endpoints: [{addresses: ["127.0.0.1"]}]
 CONF
 }
 
-# nginx's proxying location for the peers, to upstream "backend": the request fields tidegate
-# sets too (Host, X-Forwarded-*, X-Request-ID), keep-alive to the backend.
+# nginx's proxying location for the peers, to upstream "backend", as ingress-nginx's template
+# sets it up where it costs work: the request fields tidegate sets too (Host, X-Request-ID,
+# X-Real-IP, X-Forwarded-For/-Host/-Proto), keep-alive to the backend.
 nginx_proxy_location() {
   cat <<CONF
     location / {
@@ -106,9 +107,11 @@ nginx_proxy_location() {
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host \$host;
-      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto \$scheme;
       proxy_set_header X-Request-ID \$request_id;
+      proxy_set_header X-Real-IP \$remote_addr;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Host \$host;
+      proxy_set_header X-Forwarded-Proto \$scheme;
     }
 CONF
 }

@@ -2,11 +2,19 @@
 # Proxy benchmark: the same backend (nginx serving a 1 KiB file), the same load (wrk, keep-alive,
 # 50 connections), through tidegate (1 worker), nginx (1 worker) and HAProxy (1 thread), measured
 # in one run, plus tidegate with --metrics off (what per-request metrics cost). Prints
-# requests/s, p99 and CPU time per request of each, and tidegate's ratios.
+# requests/s, p99 and CPU time per request of each, and tidegate's ratios, above all in requests
+# per CPU-second of each proxy process (wrk saturates first on two cores, so requests/s hide the
+# difference).
+#
+# Equal work: every proxy sets the request fields ingress-nginx's template sets (X-Request-ID,
+# X-Real-IP, X-Forwarded-For/-Host/-Proto): nginx through bench/lib.sh's location, HAProxy with
+# `option forwardfor`, a uuid unique-id header and set-header rules, tidegate by default.
 #
 # Environment: DURATION (seconds per run, default 10), ROUNDS (default 3; each peer is measured
 # once per round, interleaved, and the median round is reported), CONNECTIONS (50),
-# PIN=1 (default) pins the proxy under test to CPU 0 and wrk + the backend to CPU 1.
+# PIN=1 (default) pins the proxy under test to CPU 0 and wrk + the backend to CPU 1,
+# ACCESS_LOG=1 turns the access logs on: tidegate's JSON lines and nginx's ingress-nginx
+# `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out).
 # Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +24,7 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-50}
 PIN=${PIN:-1}
+ACCESS_LOG=${ACCESS_LOG:-0}
 BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
 
 if [ ! -x "$BIN/tidegate-dataplane" ] || [ ! -x "$BIN/tidegate-controller" ]; then
@@ -35,6 +44,24 @@ head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/www/1k.html"
 
 write_backend_conf ""
 
+if [ "$ACCESS_LOG" = 1 ]; then
+  # ingress-nginx's default log-format-upstream ("upstreaminfo"), its variables as it sets them.
+  NGINX_LOG=$(cat <<'CONF'
+  map $host $proxy_upstream_name { default bench-backend-80; }
+  map $host $proxy_alternative_upstream_name { default ""; }
+  log_format upstreaminfo '$remote_addr - $remote_user [$time_local] "$request" $status '
+    '$body_bytes_sent "$http_referer" "$http_user_agent" $request_length $request_time '
+    '[$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr '
+    '$upstream_response_length $upstream_response_time $upstream_status $request_id';
+CONF
+  )
+  NGINX_LOG+=$'\n'"  access_log $WORK/nginx-access.log upstreaminfo;"
+  TIDEGATE_LOG=json
+else
+  NGINX_LOG="  access_log off;"
+  TIDEGATE_LOG=off
+fi
+
 cat >"$WORK/nginx.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -42,7 +69,7 @@ pid $WORK/nginx.pid;
 error_log $WORK/nginx-error.log;
 events { worker_connections 4096; }
 http {
-  access_log off;
+$NGINX_LOG
   upstream backend { server 127.0.0.1:$BACKEND_PORT; keepalive 128; }
   server {
     listen 127.0.0.1:$NGINX_PORT backlog=4096;
@@ -65,6 +92,11 @@ defaults
   http-reuse always
 frontend fe
   bind 127.0.0.1:$HAPROXY_PORT
+  unique-id-format %[uuid()]
+  unique-id-header X-Request-ID
+  http-request set-header X-Real-IP %[src]
+  http-request set-header X-Forwarded-Host %[req.hdr(host)]
+  http-request set-header X-Forwarded-Proto http
   default_backend be
 backend be
   server b1 127.0.0.1:$BACKEND_PORT
@@ -75,12 +107,14 @@ write_bench_manifest "$WORK/manifests/bench.yaml" "$BACKEND_PORT"
 "${LOAD_CPU[@]}" nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" nginx -c "$WORK/nginx.conf" -p "$WORK" & PIDS+=($!)
 "${PROXY_CPU[@]}" haproxy -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.log" 2>&1 & PIDS+=($!)
-# Access logs off, as for the peers. "tidegate" records per-request metrics (the default);
-# "tidegate-bare" runs with --metrics off, to show what metrics cost (issue: within 5%).
+# Access logs as nginx's (off, or JSON lines to a file with ACCESS_LOG=1). "tidegate" records
+# per-request metrics (the default); "tidegate-bare" runs with --metrics off, to show what
+# metrics cost (issue: within 5%).
 start_tidegate() {  # name http_port admin_port metrics
   "${PROXY_CPU[@]}" "$BIN/tidegate-dataplane" --control-socket "$WORK/$1.sock" \
     --http-listen "127.0.0.1:$2" --https-listen 127.0.0.1:0 --admin-listen "127.0.0.1:$3" \
-    --workers 1 --access-log off --metrics "$4" --log-level warn >"$WORK/$1-dataplane.log" 2>&1 &
+    --workers 1 --access-log "$TIDEGATE_LOG" --metrics "$4" --log-level warn \
+    >"$WORK/$1-dataplane.log" 2>&1 &
   PIDS+=($!)
   "$BIN/tidegate-controller" --dataplane-socket "$WORK/$1.sock" --manifests "$WORK/manifests" \
     --log-level warn >"$WORK/$1-controller.log" 2>&1 & PIDS+=($!)
@@ -120,14 +154,22 @@ measure() {  # name port
     /^ +99%/ { v = $2; unit = v; gsub(/[0-9.]/, "", unit); gsub(/[a-z]/, "", v);
                p99 = (unit == "us") ? v / 1000 : (unit == "s") ? v * 1000 : v }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s %s %.1f %.1f\n", rps, p99, (errors == "" ? "none" : "yes"),
+    END { printf "%s %s %s %.2f %.2f\n", rps, p99, (errors == "" ? "none" : "yes"),
           du * 1e6 / hz / total, ds * 1e6 / hz / total }'
 }
 
-declare -A RPS P99
+# peer_over_tidegate PEER: the peer's CPU per request over tidegate's in this round, which is
+# tidegate's requests per CPU-second over the peer's.
+peer_over_tidegate() {
+  awk -v a="${CPU[$1]}" -v b="${CPU[tidegate]}" 'BEGIN { printf "%.3f", a / b }'
+}
+
+declare -A RPS P99 CPU RATIO
 PEERS=(tidegate tidegate-bare nginx haproxy)
-for name in "${PEERS[@]}"; do RPS[$name]="" P99[$name]=""; done
-echo "bench: $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections, 1 KiB responses" >&2
+[ "$ACCESS_LOG" = 1 ] && PEERS=(tidegate tidegate-bare nginx)
+for name in "${PEERS[@]}"; do RPS[$name]="" P99[$name]="" RATIO[$name]=""; done
+echo "bench: $ROUNDS rounds of ${DURATION}s, $CONNECTIONS connections, 1 KiB responses," \
+  "access logs $([ "$ACCESS_LOG" = 1 ] && echo on || echo off)" >&2
 for round in $(seq 1 "$ROUNDS"); do
   for name in "${PEERS[@]}"; do
     case $name in
@@ -141,22 +183,30 @@ for round in $(seq 1 "$ROUNDS"); do
       "CPU per request: user ${user_us} us, system ${sys_us} us" >&2
     RPS[$name]+="$rps "
     P99[$name]+="$p99 "
+    CPU[$name]=$(awk -v u="$user_us" -v s="$sys_us" 'BEGIN { print u + s }')
   done
+  line="bench: round $round: tidegate's requests per CPU-second over"
+  for name in "${PEERS[@]}"; do
+    [ "$name" = tidegate ] && continue
+    RATIO[$name]+="$(peer_over_tidegate "$name") "
+    line+=" $name's $(peer_over_tidegate "$name")"
+  done
+  echo "$line" >&2
 done
 
-printf '\n%-14s %12s %10s\n' proxy "requests/s" "p99 (ms)"
+printf '\n%-14s %12s %10s %26s\n' proxy "requests/s" "p99 (ms)" "requests per CPU-second"
 for name in "${PEERS[@]}"; do
-  printf '%-14s %12.0f %10.2f\n' "$name" "$(echo "${RPS[$name]}" | median)" \
-    "$(echo "${P99[$name]}" | median)"
+  printf '%-14s %12.0f %10.2f %26s\n' "$name" "$(echo "${RPS[$name]}" | median)" \
+    "$(echo "${P99[$name]}" | median)" \
+    "$([ "$name" = tidegate ] && echo "1 (reference)" || echo "tidegate x$(echo "${RATIO[$name]}" | median)")"
 done
-t_rps=$(echo "${RPS[tidegate]}" | median) n_rps=$(echo "${RPS[nginx]}" | median)
-h_rps=$(echo "${RPS[haproxy]}" | median) b_rps=$(echo "${RPS[tidegate-bare]}" | median)
-t_p99=$(echo "${P99[tidegate]}" | median) n_p99=$(echo "${P99[nginx]}" | median)
-h_p99=$(echo "${P99[haproxy]}" | median)
 echo
-awk -v t="$t_rps" -v n="$n_rps" -v h="$h_rps" -v b="$b_rps" -v tp="$t_p99" -v np="$n_p99" \
-  -v hp="$h_p99" 'BEGIN {
-  printf "ratio tidegate/nginx:   requests/s %.2f, p99 %.2f\n", t / n, tp / np
-  printf "ratio tidegate/haproxy: requests/s %.2f, p99 %.2f\n", t / h, tp / hp
-  printf "metrics on/off:         requests/s %.2f\n", t / b
-}'
+t_rps=$(echo "${RPS[tidegate]}" | median) t_p99=$(echo "${P99[tidegate]}" | median)
+for name in "${PEERS[@]}"; do
+  [ "$name" = tidegate ] && continue
+  awk -v peer="$name" -v c="$(echo "${RATIO[$name]}" | median)" -v t="$t_rps" \
+    -v p="$(echo "${RPS[$name]}" | median)" -v tp="$t_p99" -v pp="$(echo "${P99[$name]}" | median)" \
+    'BEGIN { printf "ratio tidegate/%-14s requests per CPU-second %.2f (median of rounds), requests/s %.2f, p99 %.2f\n", peer ":", c, t / p, tp / pp }'
+done
+echo "(tidegate-bare: --metrics off; its ratio is what metrics cost. Targets, issue 18: nginx" \
+  ">= 1.25, haproxy >= 1.10 in requests per CPU-second.)"
