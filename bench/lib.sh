@@ -49,6 +49,46 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
   echo "$u $s"
 }
 
+# With SYSCALLS=1, counts the system calls of processes over a wrk run (perf stat on the
+# syscalls:sys_enter_* tracepoints; needs perf and root); PERF_EVENTS=list counts those perf
+# events (for example cycles:u,cycles:k,instructions:u,context-switches).
+# perf_counts_start "PID ..." SECONDS; then perf_counts_finish TOTAL_REQUESTS prints
+# "total/request(name:count,...)" and/or "events/request(...)", or "-" when neither is asked for.
+perf_counts_start() {
+  local pids
+  pids=$(echo "$1" | tr ' ' ',')
+  PERF_SYSCALLS_PID="" PERF_EVENTS_PID=""
+  if [ "${SYSCALLS:-0}" = 1 ]; then
+    perf stat -x, -e 'syscalls:sys_enter_*' -p "$pids" -o "$WORK/syscalls.txt" \
+      -- sleep "$(($2 + 1))" 2>/dev/null &
+    PERF_SYSCALLS_PID=$!
+  fi
+  if [ -n "${PERF_EVENTS:-}" ]; then
+    perf stat -x, -e "$PERF_EVENTS" -p "$pids" -o "$WORK/events.txt" \
+      -- sleep "$(($2 + 1))" 2>/dev/null &
+    PERF_EVENTS_PID=$!
+  fi
+  if [ -n "$PERF_SYSCALLS_PID$PERF_EVENTS_PID" ]; then sleep 0.5; fi
+}
+
+perf_counts_finish() {  # total requests of the run
+  local out=""
+  if [ -n "$PERF_SYSCALLS_PID" ]; then
+    wait "$PERF_SYSCALLS_PID" || true
+    out=$(awk -F, -v t="$1" '$1 + 0 > 0 {
+        sub("syscalls:sys_enter_", "", $3); n[$3] = $1; sum += $1 }
+      END { line = sprintf("%.2f/request(", sum / t)
+            for (k in n) if (n[k] / t >= 0.05) line = line sprintf("%s:%.2f,", k, n[k] / t)
+            print line ")" }' "$WORK/syscalls.txt")
+  fi
+  if [ -n "$PERF_EVENTS_PID" ]; then
+    wait "$PERF_EVENTS_PID" || true
+    out+=$(awk -F, -v t="$1" '$1 + 0 > 0 { line = line sprintf("%s:%.1f,", $3, $1 / t) }
+      END { print "events/request(" line ")" }' "$WORK/events.txt")
+  fi
+  echo "${out:--}"
+}
+
 write_backend_conf() {  # [http-lines]: $WORK/backend.conf, nginx serving $WORK/www on $BACKEND_PORT
   cat >"$WORK/backend.conf" <<CONF
 worker_processes 1;

@@ -14,7 +14,9 @@
 # once per round, interleaved, and the median round is reported), CONNECTIONS (50),
 # PIN=1 (default) pins the proxy under test to CPU 0 and wrk + the backend to CPU 1,
 # ACCESS_LOG=1 turns the access logs on: tidegate's JSON lines and nginx's ingress-nginx
-# `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out).
+# `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out),
+# SYSCALLS=1 / PERF_EVENTS=list count each proxy's system calls / perf events per request
+# (bench/lib.sh, perf_counts_start).
 # Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -141,21 +143,25 @@ proxy_pids() {  # name
 # wrk run. CPU time per request comes from /proc (clock ticks), so it stays meaningful when other
 # work shares the machine, unlike requests/s.
 measure() {  # name port
-  local out pids u0 s0 u1 s1 hz
+  local out pids u0 s0 u1 s1 hz total
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(proxy_pids "$1")
+  perf_counts_start "${pids[*]}" "$DURATION"
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
     "http://127.0.0.1:$2/1k.html")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
+  total=$(echo "$out" | awk '/requests in/ { print $1 }')
+  perf_counts_finish "$total" >"$WORK/counts.txt"
   echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" '
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
     /^ +99%/ { v = $2; unit = v; gsub(/[0-9.]/, "", unit); gsub(/[a-z]/, "", v);
                p99 = (unit == "us") ? v / 1000 : (unit == "s") ? v * 1000 : v }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%s %s %s %.2f %.2f\n", rps, p99, (errors == "" ? "none" : "yes"),
+    END { printf "%s %s %s %.2f %.2f ", rps, p99, (errors == "" ? "none" : "yes"),
           du * 1e6 / hz / total, ds * 1e6 / hz / total }'
+  cat "$WORK/counts.txt"
 }
 
 # peer_over_tidegate PEER: the peer's CPU per request over tidegate's in this round, which is
@@ -178,9 +184,10 @@ for round in $(seq 1 "$ROUNDS"); do
       nginx) port=$NGINX_PORT ;;
       haproxy) port=$HAPROXY_PORT ;;
     esac
-    read -r rps p99 errors user_us sys_us < <(measure "$name" "$port")
+    read -r rps p99 errors user_us sys_us counts < <(measure "$name" "$port")
     echo "bench: round $round $name: $rps req/s, p99 ${p99} ms, errors: $errors," \
-      "CPU per request: user ${user_us} us, system ${sys_us} us" >&2
+      "CPU per request: user ${user_us} us, system ${sys_us} us" \
+      "$([ "$counts" != - ] && echo ", syscalls/events $counts")" >&2
     RPS[$name]+="$rps "
     P99[$name]+="$p99 "
     CPU[$name]=$(awk -v u="$user_us" -v s="$sys_us" 'BEGIN { print u + s }')

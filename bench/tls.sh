@@ -149,40 +149,16 @@ server_pids() {  # tidegate-instance-name | nginx
 # Prints "requests_per_second errors user_us_per_request system_us_per_request syscalls" for one
 # wrk run; syscalls is "-" unless SYSCALLS=1, else "total/request(name:count,...)".
 measure() {  # server url [wrk args...]
-  local pids url=$2 out u0 s0 u1 s1 hz perf_pid="" events_pid="" total
+  local pids url=$2 out u0 s0 u1 s1 hz total syscalls
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(server_pids "$1")
   shift 2
-  if [ "${SYSCALLS:-0}" = 1 ]; then
-    perf stat -x, -e 'syscalls:sys_enter_*' -p "$(IFS=,; echo "${pids[*]}")" \
-      -o "$WORK/syscalls.txt" -- sleep "$((DURATION + 1))" 2>/dev/null &
-    perf_pid=$!
-  fi
-  if [ -n "${PERF_EVENTS:-}" ]; then
-    perf stat -x, -e "$PERF_EVENTS" -p "$(IFS=,; echo "${pids[*]}")" \
-      -o "$WORK/events.txt" -- sleep "$((DURATION + 1))" 2>/dev/null &
-    events_pid=$!
-  fi
-  [ -n "$perf_pid$events_pid" ] && sleep 0.5
+  perf_counts_start "${pids[*]}" "$DURATION"
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
   total=$(echo "$out" | awk '/requests in/ { print $1 }')
-  local syscalls=""
-  if [ -n "$perf_pid" ]; then
-    wait "$perf_pid" || true
-    syscalls=$(awk -F, -v t="$total" '$1 + 0 > 0 {
-        sub("syscalls:sys_enter_", "", $3); n[$3] = $1; sum += $1 }
-      END { line = sprintf("%.2f/request(", sum / t)
-            for (k in n) if (n[k] / t >= 0.05) line = line sprintf("%s:%.2f,", k, n[k] / t)
-            print line ")" }' "$WORK/syscalls.txt")
-  fi
-  if [ -n "$events_pid" ]; then
-    wait "$events_pid" || true
-    syscalls+=$(awk -F, -v t="$total" '$1 + 0 > 0 { line = line sprintf("%s:%.1f,", $3, $1 / t) }
-      END { print "events/request(" line ")" }' "$WORK/events.txt")
-  fi
-  [ -z "$syscalls" ] && syscalls="-"
+  syscalls=$(perf_counts_finish "$total")
   echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" -v sc="$syscalls" '
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
