@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import (RawConnection, header_values, ingress, path, pattern_bytes, rule,
+from harness import (RawConnection, header_values, ingress, path, pattern_bytes, request, rule,
                      service_with_backend, sha256)
 
 HOST = "proxy.example.com"
@@ -286,6 +286,32 @@ def test_forwarded_headers(px):
     assert header_values(got, "X-Forwarded-For") == ["203.0.113.7, 10.0.0.1, 127.0.0.1"]
     # The proxy speaks for the scheme it received, not for what the client claims.
     assert header_values(got, "X-Forwarded-Proto") == ["http"]
+
+
+def test_x_real_ip_is_the_peer_and_never_the_clients_claim(px):
+    got = px.get("/rip", HOST).json()
+    assert header_values(got, "X-Real-IP") == ["127.0.0.1"]
+    got = px.get("/rip", HOST, headers={"X-Real-IP": "203.0.113.7",
+                                        "X-Forwarded-For": "203.0.113.7"}).json()
+    assert header_values(got, "X-Real-IP") == ["127.0.0.1"]
+
+
+def test_x_real_ip_behind_a_trusted_proxy_is_the_forwarded_client(stack_factory):
+    s = stack_factory(dataplane_args=["--trusted-proxies", "127.0.0.1"])
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    echo = s.backend("echo")
+    s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
+                      ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
+    s.wait_backend("/", HOST, "echo")
+    xff = {"X-Forwarded-For": "198.51.100.9, 10.0.0.1", "X-Real-IP": "192.0.2.1"}
+    # From the trusted proxy: the rightmost address that is not a trusted proxy.
+    got = request(s.port, "GET", "/rip", HOST, headers=xff, source="127.0.0.1").json()
+    assert header_values(got, "X-Real-IP") == ["10.0.0.1"]
+    # From another peer the header names that peer.
+    got = request(s.port, "GET", "/rip", HOST, headers=xff, source="127.0.0.2").json()
+    assert header_values(got, "X-Real-IP") == ["127.0.0.2"]
 
 
 def test_request_id_generated_when_absent_and_kept_when_present(px):

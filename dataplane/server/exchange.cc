@@ -557,6 +557,14 @@ void Exchange::prepare_upstream_request() {
   // sub_filter setups clear it the same way).
   if (substitution_.configured()) req.erase(http::field::accept_encoding);
   add_forwarded_headers(req, downstream_.peer_address(), client_https_ ? "https" : "http");
+  // X-Real-IP: the client's address, as ingress-nginx sets it ($remote_addr after its real-ip
+  // module): the peer, or the client a --trusted-proxies peer named. A client's own is replaced.
+  if (const auto& peer_ip = downstream_.peer_ip();
+      client_ip_ && peer_ip && !(*client_ip_ == *peer_ip)) {
+    req.set("X-Real-IP", client_ip_->to_string());
+  } else {
+    req.set("X-Real-IP", downstream_.peer_address());
+  }
   if (client_auth_ != nullptr) add_client_certificate_fields(req);
   ensure_request_id(req, worker_);
   if (sendfile_) {
