@@ -54,6 +54,7 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
 # events (for example cycles:u,cycles:k,instructions:u,context-switches).
 # perf_counts_start "PID ..." SECONDS; then perf_counts_finish TOTAL_REQUESTS prints
 # "total/request(name:count,...)" and/or "events/request(...)", or "-" when neither is asked for.
+# Both in the same shell (perf_counts_finish waits for perf, its child): not in $(...).
 perf_counts_start() {
   local pids
   pids=$(echo "$1" | tr ' ' ',')

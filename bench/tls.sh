@@ -158,7 +158,9 @@ measure() {  # server url [wrk args...]
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "$@" "$url")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
   total=$(echo "$out" | awk '/requests in/ { print $1 }')
-  syscalls=$(perf_counts_finish "$total")
+  # Not in a $(...) subshell: perf_counts_finish waits for perf, a child of this shell.
+  perf_counts_finish "$total" >"$WORK/counts.txt"
+  syscalls=$(cat "$WORK/counts.txt")
   echo "$out" | awk -v du=$((u1 - u0)) -v ds=$((s1 - s0)) -v hz="$hz" -v sc="$syscalls" '
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
