@@ -267,12 +267,26 @@ std::string join(const std::vector<std::string>& problems) {
   return joined;
 }
 
-void collect_endpoints(Snapshot& snap) {
-  size_t n = 0;
-  for (const auto& [_, state] : snap.upstreams) n += state->endpoints.size();
-  snap.all_endpoints.reserve(n);
-  for (const auto& [_, state] : snap.upstreams) {
-    snap.all_endpoints.insert(state->endpoints.begin(), state->endpoints.end());
+// Snapshot::all_endpoints counts, for each endpoint, how many times the upstreams list it, so that
+// an update adds the endpoints of the states it puts in and takes out those of the states it
+// replaces or removes, and gets the set that a pass over every upstream would give without making
+// that pass.
+void add_endpoints(EndpointSet::Transient& all, const UpstreamState& state) {
+  for (const auto& e : state.endpoints) {
+    const uint32_t* n = all.get(e);
+    all.insert_or_assign(e, n == nullptr ? 1 : *n + 1);
+  }
+}
+
+void remove_endpoints(EndpointSet::Transient& all, const UpstreamState& state) {
+  for (const auto& e : state.endpoints) {
+    const uint32_t* n = all.get(e);
+    if (n == nullptr) continue;  // not reached: the state's endpoints were added
+    if (*n <= 1) {
+      all.erase(e);
+    } else {
+      all.insert_or_assign(e, *n - 1);
+    }
   }
 }
 
@@ -315,20 +329,21 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
     *error = join(problems);
     return nullptr;
   }
-  std::unordered_map<std::string, std::shared_ptr<const UpstreamState>> upstreams;
-  upstreams.reserve(config.upstreams.size());
+  UpstreamMap::Transient upstreams;
+  EndpointSet::Transient all_endpoints;
   for (auto& [name, up] : config.upstreams) {
     const UpstreamState* reuse = nullptr;
     std::shared_ptr<const UpstreamState> owner;
     if (previous != nullptr) {
-      if (auto it = previous->upstreams.find(name); it != previous->upstreams.end()) {
-        owner = it->second;
+      if (const auto* state = previous->upstreams.get(name); state != nullptr) {
+        owner = *state;
         reuse = owner.get();
       }
     }
     auto state = build_upstream(up, workers, reuse, owner, error);
     if (!state) return nullptr;
-    upstreams.emplace(name, std::move(state));
+    add_endpoints(all_endpoints, *state);
+    upstreams.insert_or_assign(name, std::move(state));
   }
   config.upstreams.clear();
 
@@ -404,8 +419,8 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   }
   auto snap = std::make_shared<Snapshot>(std::move(routing));
   snap->version = version;
-  snap->upstreams = std::move(upstreams);
-  collect_endpoints(*snap);
+  snap->upstreams = std::move(upstreams).persistent();
+  snap->all_endpoints = std::move(all_endpoints).persistent();
   return snap;
 }
 
@@ -416,12 +431,16 @@ std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapsho
   error->clear();
   auto snap = std::make_shared<Snapshot>(previous.routing);
   snap->version = version;
-  snap->upstreams = previous.upstreams;
+  // Copies of the previous tables that copy only what is written (runtime/persistent_map.h).
+  UpstreamMap::Transient upstreams(previous.upstreams);
+  EndpointSet::Transient all_endpoints(previous.all_endpoints);
   for (const auto& name : remove) {
-    if (snap->upstreams.erase(name) == 0) {
+    auto removed = upstreams.erase(name);
+    if (!removed) {
       *error = "remove of unknown upstream \"" + name + "\"";
       return nullptr;
     }
+    remove_endpoints(all_endpoints, **removed);
   }
   for (const auto& name : remove) {
     // Unless the delta puts it back, the full build names the route that lost it.
@@ -446,15 +465,22 @@ std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapsho
     }
     const UpstreamState* reuse = nullptr;
     std::shared_ptr<const UpstreamState> owner;
-    if (auto it = previous.upstreams.find(up.name); it != previous.upstreams.end()) {
-      owner = it->second;
+    if (const auto* state = previous.upstreams.get(up.name); state != nullptr) {
+      owner = *state;
       reuse = owner.get();
     }
     auto state = build_upstream(up, workers, reuse, owner, error);
     if (!state) return nullptr;
-    snap->upstreams.insert_or_assign(up.name, std::move(state));
+    if (const auto* now = upstreams.get(up.name); now != nullptr && *now == state) {
+      continue;  // unchanged (and not removed above): the tables stay shared
+    }
+    add_endpoints(all_endpoints, *state);
+    if (auto replaced = upstreams.insert_or_assign(up.name, std::move(state))) {
+      remove_endpoints(all_endpoints, **replaced);
+    }
   }
-  collect_endpoints(*snap);
+  snap->upstreams = std::move(upstreams).persistent();
+  snap->all_endpoints = std::move(all_endpoints).persistent();
   return snap;
 }
 

@@ -22,6 +22,7 @@
 #include "filters/substitution/stream.h"
 #include "model/model.h"
 #include "router/router.h"
+#include "runtime/persistent_map.h"
 #include "tls/client_auth.h"
 
 namespace tidegate::dataplane::runtime {
@@ -31,6 +32,10 @@ using Endpoint = boost::asio::ip::tcp::endpoint;
 struct EndpointHash {
   size_t operator()(const Endpoint& e) const noexcept;
 };
+
+// Every endpoint of every upstream of a snapshot, each with the number of upstreams that list it
+// (so that an update can take one upstream's endpoints out without looking at the others).
+using EndpointSet = PersistentMap<Endpoint, uint32_t, EndpointHash>;
 
 struct UpstreamState {
   std::string name;
@@ -79,6 +84,10 @@ struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
+
+// Upstream name -> state. Persistent (runtime/persistent_map.h): a snapshot that changes k
+// upstreams shares all but about k leaves of 4,096 with the one before it.
+using UpstreamMap = PersistentMap<std::string, std::shared_ptr<const UpstreamState>, StringHash>;
 
 struct TlsEntry {
   // Points into Routing::config; null: the default certificate (a host with client
@@ -166,9 +175,10 @@ struct Snapshot {
       substitutions;
   const std::unordered_map<std::string, std::shared_ptr<const filters::RuleSet>>& rule_sets;
 
-  // Each state is shared with the previous snapshot when that upstream did not change.
-  std::unordered_map<std::string, std::shared_ptr<const UpstreamState>> upstreams;
-  std::unordered_set<Endpoint, EndpointHash> all_endpoints;  // every endpoint of every upstream
+  // Each state is shared with the previous snapshot when that upstream did not change, and so
+  // is most of the table itself (update_upstreams copies the leaves it changes).
+  UpstreamMap upstreams;
+  EndpointSet all_endpoints;  // every endpoint of every upstream, with the number of upstreams
 
   // The whole model, reassembled from `routing` and the upstreams (a copy: for tests and dumps,
   // not for the request path).
@@ -198,9 +208,9 @@ struct Snapshot {
     return it == routing->listener_routers.end() ? router::Router::empty() : *it->second;
   }
 
-  const UpstreamState* upstream(const std::string& name) const {
-    auto it = upstreams.find(name);
-    return it == upstreams.end() ? nullptr : it->second.get();
+  const UpstreamState* upstream(std::string_view name) const {
+    const auto* state = upstreams.get(name);
+    return state == nullptr ? nullptr : state->get();
   }
 };
 
@@ -213,8 +223,10 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
                                                const Snapshot* previous = nullptr);
 
 // The snapshot `previous` with `remove` removed and then `upsert` inserted or replaced (the order
-// of model::apply), sharing previous's Routing and its unchanged upstream states: the cost is the
-// changed upstreams plus one pass over the upstream table, not a compilation of the routes.
+// of model::apply), sharing previous's Routing, its unchanged upstream states and the untouched
+// parts of its upstream and endpoint tables: the cost is the changed upstreams (and their
+// endpoints), whatever the number of upstreams, not a compilation of the routes nor a pass over
+// the tables.
 // Validates what changed exactly as build_snapshot validates it. Returns null with *error set on
 // a problem; returns null with an empty *error when it cannot tell without a full build (a removed
 // upstream that a route names), in which case the caller builds the whole configuration.

@@ -494,7 +494,7 @@ void Http2Pool::remove(Http2Client* client) {
   if (list.empty()) clients_.erase(it);
 }
 
-void Http2Pool::retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep) {
+void Http2Pool::retain_only(const runtime::EndpointSet& keep) {
   std::vector<std::shared_ptr<Http2Client>> leaving;
   for (auto& [key, list] : clients_) {
     if (keep.contains(key.endpoint)) continue;

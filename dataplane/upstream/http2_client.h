@@ -167,7 +167,7 @@ class Http2Pool {
   // Called by a connection once it closed.
   void remove(Http2Client* client);
   // Connections to endpoints not in `keep` take no new streams and close once idle.
-  void retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep);
+  void retain_only(const runtime::EndpointSet& keep);
 
  private:
   std::unordered_map<PoolKey, std::vector<std::shared_ptr<Http2Client>>, PoolKeyHash> clients_;

@@ -48,7 +48,7 @@ void Pool::put(std::unique_ptr<Connection> c) {
   list.push_back(std::move(c));
 }
 
-void Pool::retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep) {
+void Pool::retain_only(const runtime::EndpointSet& keep) {
   for (auto it = idle_.begin(); it != idle_.end();) {
     if (!keep.contains(it->first.endpoint)) {
       it = idle_.erase(it);

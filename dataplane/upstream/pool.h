@@ -72,7 +72,7 @@ class Pool {
   // Keeps `c` for reuse (the caller has checked that the endpoint is still configured).
   void put(std::unique_ptr<Connection> c);
   // Closes idle connections to endpoints not in `keep` (an endpoint left the configuration).
-  void retain_only(const std::unordered_set<Endpoint, runtime::EndpointHash>& keep);
+  void retain_only(const runtime::EndpointSet& keep);
   // Closes connections idle for longer than kIdleTimeout.
   void expire(std::chrono::steady_clock::time_point now);
   size_t idle_count() const;

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -181,8 +183,10 @@ TEST(SnapshotIncrementalTest, UpstreamOnlyDeltaSharesRoutingAndOtherDeltasDoNot)
   EXPECT_EQ(resolve(*second, "h1.example", "/api"), "ns/u1:80");
   EXPECT_EQ(second->upstream("ns/u1:80")->endpoints,
             (std::vector<Endpoint>{{boost::asio::ip::make_address("10.0.9.9"), 8080}}));
-  EXPECT_TRUE(second->all_endpoints.contains({boost::asio::ip::make_address("10.0.9.9"), 8080}));
-  EXPECT_FALSE(second->all_endpoints.contains({boost::asio::ip::make_address("10.0.0.2"), 8080}));
+  EXPECT_TRUE(
+      second->all_endpoints.contains(Endpoint{boost::asio::ip::make_address("10.0.9.9"), 8080}));
+  EXPECT_FALSE(
+      second->all_endpoints.contains(Endpoint{boost::asio::ip::make_address("10.0.0.2"), 8080}));
   ASSERT_EQ(h.published.size(), 2u);
   EXPECT_EQ(h.published[1], second);
 
@@ -221,7 +225,7 @@ TEST(SnapshotIncrementalTest, RemovingAnUpstreamARouteNamesIsRefusedLikeAFullBui
   ASSERT_EQ(h.publisher.apply_delta(delta(3, 2, unused)), "");
   EXPECT_EQ(h.publisher.current()->upstream("ns/x1:80"), nullptr);
   EXPECT_FALSE(h.publisher.current()->all_endpoints.contains(
-      {boost::asio::ip::make_address("10.0.1.2"), 80}));
+      Endpoint{boost::asio::ip::make_address("10.0.1.2"), 80}));
 }
 
 TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForChanged) {
@@ -363,6 +367,140 @@ TEST(SnapshotIncrementalTest, BadUpstreamIsRefusedAndNothingChanges) {
   EXPECT_EQ(h.publisher.apply_delta(delta(2, 1, unknown)),
             "remove of unknown upstream \"ns/nope:80\"");
   EXPECT_EQ(h.publisher.current(), before);
+}
+
+// The tables of a snapshot that many upstreams share endpoints in: random deltas (upserts of new
+// and known names, removes, removes of unknown names, a remove and an upsert of one name) applied
+// one after the other must give the upstreams and the endpoint counts a build from scratch of the
+// same configuration gives, and leave every earlier snapshot as it was.
+TEST(SnapshotIncrementalTest, RandomDeltasOnManyUpstreamsEqualAFullBuild) {
+  std::mt19937 rng(77);
+  auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  auto name_of = [](int i) { return "ns/app-" + std::to_string(i) + ":80"; };
+  auto random_upstream = [&](const std::string& name) {
+    std::set<model::Endpoint> eps;  // the model's endpoints are sorted and unique
+    for (int e = below(4); e > 0; --e) {
+      // 48 addresses among hundreds of upstreams: most endpoints are in several upstreams.
+      eps.insert({"10.1." + std::to_string(below(6)) + "." + std::to_string(below(8) + 1), 80});
+    }
+    return upstream(name, std::vector<model::Endpoint>(eps.begin(), eps.end()));
+  };
+  auto endpoint_counts = [](const Snapshot& s) {
+    std::map<std::string, uint32_t> out;
+    for (const auto& [e, n] : s.all_endpoints) out[endpoint_key(e)] = n;
+    return out;
+  };
+  model::Config config;
+  for (int i = 0; i < 500; ++i) config.upstreams[name_of(i)] = random_upstream(name_of(i));
+  std::string error;
+  std::shared_ptr<const Snapshot> cur = build_snapshot(1, config, kWorkers, &error);
+  ASSERT_NE(cur, nullptr) << error;
+  struct Kept {
+    std::shared_ptr<const Snapshot> snap;
+    model::Config config;
+    std::map<std::string, uint32_t> endpoints;
+  };
+  std::vector<Kept> kept;
+  int refused = 0;
+  for (int step = 0; step < 300; ++step) {
+    const std::string where = "step " + std::to_string(step);
+    model::Delta d;
+    for (int k = below(5); k >= 0; --k) {
+      const std::string name = name_of(below(560));  // some names are new
+      switch (below(6)) {
+        case 0:
+          d.remove_upstreams.push_back(name);  // may be unknown
+          break;
+        case 1:
+          d.remove_upstreams.push_back(name);
+          d.upsert_upstreams.push_back(random_upstream(name));
+          break;
+        default:
+          d.upsert_upstreams.push_back(random_upstream(name));
+      }
+    }
+    auto applied = model::apply(config, d);
+    auto next = update_upstreams(cur->version + 1, *cur, d.upsert_upstreams, d.remove_upstreams,
+                                 kWorkers, &error);
+    if (!applied.error.empty()) {
+      EXPECT_EQ(next, nullptr) << where;
+      EXPECT_EQ(error, applied.error) << where;
+      ++refused;
+      continue;
+    }
+    ASSERT_NE(next, nullptr) << where << ": " << error;
+    auto want = build_snapshot(next->version, applied.config, kWorkers, &error);
+    ASSERT_NE(want, nullptr) << where << ": " << error;
+    EXPECT_EQ(next->config(), want->config()) << where;
+    EXPECT_EQ(next->upstreams.size(), want->upstreams.size()) << where;
+    EXPECT_EQ(next->all_endpoints, want->all_endpoints) << where;  // counts included
+    for (const auto& [name, state] : want->upstreams) {
+      const UpstreamState* g = next->upstream(name);
+      ASSERT_NE(g, nullptr) << where << " " << name;
+      EXPECT_EQ(g->endpoints, state->endpoints) << where << " " << name;
+    }
+    if (step % 25 == 0) kept.push_back({cur, config, endpoint_counts(*cur)});
+    config = std::move(applied.config);
+    cur = std::move(next);
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(refused, 10);
+  // Every snapshot kept is as it was when the next one was made from it.
+  for (const auto& k : kept) {
+    EXPECT_EQ(k.snap->config(), k.config);
+    EXPECT_EQ(endpoint_counts(*k.snap), k.endpoints);
+    for (const auto& [name, up] : k.config.upstreams) {
+      ASSERT_NE(k.snap->upstream(name), nullptr) << name;
+      EXPECT_EQ(k.snap->upstream(name)->model, up);
+    }
+  }
+}
+
+// One changed upstream of thousands: the new snapshot shares all but the changed leaves of both
+// tables with the one before, and a reader of the old snapshot still sees the old endpoints.
+TEST(SnapshotIncrementalTest, AnUpdateSharesTheTablesItDoesNotChange) {
+  model::Config config;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string name = "ns/app-" + std::to_string(i) + ":80";
+    config.upstreams[name] =
+        upstream(name, {{"10.2." + std::to_string(i / 250) + "." + std::to_string(i % 250), 80}});
+  }
+  std::string error;
+  auto old = build_snapshot(1, config, kWorkers, &error);
+  ASSERT_NE(old, nullptr) << error;
+  const size_t upstream_leaves = old->upstreams.shared_leaves_with(old->upstreams);
+  const size_t endpoint_leaves = old->all_endpoints.shared_leaves_with(old->all_endpoints);
+  auto next = update_upstreams(2, *old, {upstream("ns/app-7:80", {{"10.9.9.9", 80}})}, {}, kWorkers,
+                               &error);
+  ASSERT_NE(next, nullptr) << error;
+  EXPECT_EQ(next->upstreams.shared_leaves_with(old->upstreams), upstream_leaves - 1);
+  // The old endpoint's leaf and the new one's (possibly the same leaf).
+  EXPECT_GE(next->all_endpoints.shared_leaves_with(old->all_endpoints), endpoint_leaves - 2);
+  EXPECT_EQ(next->upstreams.size(), 5000u);
+  EXPECT_EQ(next->all_endpoints.size(), 5000u);
+  const Endpoint before{boost::asio::ip::make_address("10.2.0.7"), 80};
+  const Endpoint after{boost::asio::ip::make_address("10.9.9.9"), 80};
+  EXPECT_TRUE(old->all_endpoints.contains(before));
+  EXPECT_FALSE(old->all_endpoints.contains(after));
+  EXPECT_EQ(old->upstream("ns/app-7:80")->endpoints, std::vector<Endpoint>{before});
+  EXPECT_FALSE(next->all_endpoints.contains(before));
+  EXPECT_TRUE(next->all_endpoints.contains(after));
+  EXPECT_EQ(next->upstream("ns/app-7:80")->endpoints, std::vector<Endpoint>{after});
+  // Unchanged states are the same objects.
+  EXPECT_EQ(next->upstreams.at("ns/app-8:80"), old->upstreams.at("ns/app-8:80"));
+
+  // An upsert that changes nothing copies nothing.
+  auto same = update_upstreams(3, *next,
+                               {upstream("ns/app-8:80", config.upstreams["ns/app-8:80"].endpoints)},
+                               {}, kWorkers, &error);
+  ASSERT_NE(same, nullptr) << error;
+  EXPECT_EQ(same->upstreams.shared_leaves_with(next->upstreams), upstream_leaves);
+  EXPECT_EQ(same->all_endpoints.shared_leaves_with(next->all_endpoints),
+            next->all_endpoints.shared_leaves_with(next->all_endpoints));
+
+  // Removing an unknown upstream is refused and names it.
+  EXPECT_EQ(update_upstreams(3, *next, {}, {"ns/nope:80"}, kWorkers, &error), nullptr);
+  EXPECT_EQ(error, "remove of unknown upstream \"ns/nope:80\"");
 }
 
 }  // namespace
