@@ -29,7 +29,7 @@ const model::RoutePolicy kDefaultPolicy{};
 std::string_view request_field(const void* context, std::string_view name) {
   const auto& fields = *static_cast<const Fields*>(context);
   auto it = fields.find(name);
-  return it == fields.end() ? std::string_view() : it->value();
+  return it == fields.end() ? std::string_view() : std::string_view(it->value());
 }
 
 // X-Forwarded-For lines read for the client address; past it only the last ones (the hops

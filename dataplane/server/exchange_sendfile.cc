@@ -33,7 +33,7 @@ constexpr std::string_view kBackendBodyFields[] = {"X-Accel-Redirect",
 
 std::string_view field(const RequestMessage& req, http::field name) {
   auto it = req.find(name);
-  return it == req.end() ? std::string_view() : it->value();
+  return it == req.end() ? std::string_view() : std::string_view(it->value());
 }
 
 }  // namespace
