@@ -54,6 +54,8 @@ TEST(JsonReader, SameTreeAsYamlLoad) {
       R"({"type":"MODIFIED","object":{"kind":"EndpointSlice","metadata":{"name":"app1-1","labels":{"kubernetes.io/service-name":"app1"}},"addressType":"IPv4","endpoints":[{"addresses":["192.0.2.1"],"conditions":{"ready":true,"serving":false,"terminating":null}}],"ports":[{"name":"http","protocol":"TCP","port":8080}]}})",
       R"({"a":null,"b":[],"c":{},"d":[[1,2],[{"e":-3}],[]],"f":"","g":" spaced  ","h":1.5,"i":-0.25,"j":1e3,"k":2.5E-3,"l":18446744073709551615,"m":-9223372036854775808,"n":true,"o":false})",
       R"({"esc":"a\"b\\c\/d\n\t\r\b\f","uni":"caf\u00e9 \u4e2d","key with spaces":"v","":"empty key","null":"null","true":"1","01":"x"})",
+      // The API server escapes <, > and & (and U+2028/9) as Go's encoder does; UTF-8 as is.
+      R"({"metadata":{"annotations":{"a":"x \u003cb\u003e \u0026 y","b":"line\u2028sep","c":"héllo ✓"}}})",
       R"(["x",1,null,{"y":[null]}])",
       R"("just a string")",
       "42",
