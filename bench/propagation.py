@@ -33,9 +33,12 @@ BURST = int(os.environ.get("BURST", "50"))
 BURST_WINDOW_MS = float(os.environ.get("BURST_WINDOW_MS", "100"))
 BURSTS = int(os.environ.get("BURSTS", "5"))
 WRITERS = int(os.environ.get("WRITERS", "8"))
-# Another build's bin folder: its controller and data plane are measured too, against the same
-# API server and objects, right after the first (a before/after comparison under the same load).
+# Other builds' bin folders (separated by ':'): their controllers and data planes are measured
+# too, against the same API server and objects, right after the first (a before/after comparison
+# under the same load).
 COMPARE_BIN_DIR = os.environ.get("COMPARE_BIN_DIR", "")
+# Starts of each build (and of nginx) timed; the changes are measured after the last one.
+STARTS = int(os.environ.get("STARTS", "1"))
 NS = "bench"
 
 
@@ -168,24 +171,179 @@ def controller_timings(log: str) -> tuple[dict[str, tuple[float, float]], list[t
     return events, acks
 
 
-def measure(cluster: kubecluster.Cluster, stack: harness.Stack, log_path: Path, bin_dir: Path,
-            on: dict[int, str], backends: dict[str, harness.Backend], run_label: str) -> None:
-    """Starts the stack's data plane and a controller from `bin_dir`, then times isolated
-    changes, back-to-back changes and bursts."""
-    a = backends["A"]
+def vm_kb(pid: int, field: str) -> int:
+    """A /proc/PID/status field in kB (0 once the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Samples the RSS of some processes every 10 ms on a thread: the peak of each and of their
+    sum (VmHWM is read at the end too: the kernel's own peak, between samples as well)."""
+
+    def __init__(self, pids: dict[str, int]):
+        self.pids = pids
+        self.peak = {name: 0 for name in pids}
+        self.peak_sum = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            total = 0
+            for name, pid in self.pids.items():
+                kb = vm_kb(pid, "VmRSS")
+                self.peak[name] = max(self.peak[name], kb)
+                total += kb
+            self.peak_sum = max(self.peak_sum, total)
+            time.sleep(0.01)
+
+    def stop(self) -> dict[str, float]:
+        self.stopping.set()
+        self.thread.join()
+        return {name: vm_kb(pid, "VmHWM") / 1024 for name, pid in self.pids.items()}
+
+
+# The controller's and data plane's log lines about a start (controller/kube/reflector.cc,
+# controller/main.cc, controller/push/transport.cc, controller/sync/sync_loop.cc,
+# dataplane/control/control_server.cc); the timing lines are debug-level, and a build from before
+# they existed prints fewer of them.
+STAMP = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\S*"
+LISTED_RE = re.compile(STAMP + r".*listed (\d+) (\S+)(?: in \S+)? at resourceVersion", re.M)
+LIST_TIMING_RE = re.compile(r"list (\S+)(?: in \S+)? timing: (\d+) pages, (\d+) bytes in (\d+) "
+                            r"ms: waiting for pages (\d+) ms, decoding (\d+) ms \(CPU (\d+) ms\), "
+                            r"storing (\d+) ms")
+LISTS_DONE_RE = re.compile(STAMP + r".*initial lists complete in (\d+) ms", re.M)
+TRANSLATION_RE = re.compile(r"translation \(full, \d+ upstreams updated\) in (\d+) us")
+ENCODE_RE = re.compile(r"snapshot of (\d+) bytes: encoded in (\d+) ms, sent and answered in "
+                       r"(\d+) ms")
+FIRST_ACK_RE = re.compile(STAMP + r".*version \d+ acked at t=\d+ us: batch waited \d+ us, build "
+                          r"(\d+) us, push (\d+) us", re.M)
+DP_SNAPSHOT_RE = re.compile(r"snapshot version \d+ \((\d+) bytes, (\d+) hosts\): decoded in (\d+) "
+                            r"ms, built and published in (\d+) ms")
+
+
+def stamp_s(text: str) -> float:
+    """A log line's timestamp (UTC) as seconds since the epoch."""
+    import datetime
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def start_phases(ctl_log: str, dp_log: str, started_wall: float) -> list[str]:
+    """The phases of one start, as lines to print (times from the controller's start)."""
+    out = []
+    for m in LISTED_RE.finditer(ctl_log):
+        if int(m.group(2)) > 0:
+            out.append(f"listed {m.group(2)} {m.group(3)} at "
+                       f"+{(stamp_s(m.group(1)) - started_wall) * 1000:.0f} ms")
+    for m in LIST_TIMING_RE.finditer(ctl_log):
+        if int(m.group(3)) > 1000:
+            out.append(f"  {m.group(1)}: {m.group(2)} pages, {int(m.group(3)) / 1e6:.1f} MB in "
+                       f"{m.group(4)} ms: waiting for pages {m.group(5)} ms, decoding "
+                       f"{m.group(6)} ms (CPU {m.group(7)} ms), storing {m.group(8)} ms")
+    if m := LISTS_DONE_RE.search(ctl_log):
+        out.append(f"initial lists complete at +{(stamp_s(m.group(1)) - started_wall) * 1000:.0f}"
+                   f" ms ({m.group(2)} ms after the reflectors started)")
+    if m := TRANSLATION_RE.search(ctl_log):
+        out.append(f"first translation {int(m.group(1)) / 1000:.0f} ms")
+    if m := ENCODE_RE.search(ctl_log):
+        out.append(f"first snapshot: {int(m.group(1)) / 1e6:.1f} MB encoded in {m.group(2)} ms, "
+                   f"sent and answered in {m.group(3)} ms")
+    if m := DP_SNAPSHOT_RE.search(dp_log):
+        out.append(f"  data plane: decoded in {m.group(3)} ms, built and published in "
+                   f"{m.group(4)} ms")
+    if m := FIRST_ACK_RE.search(ctl_log):
+        out.append(f"first push acknowledged at +{(stamp_s(m.group(1)) - started_wall) * 1000:.0f}"
+                   f" ms (build {int(m.group(2)) / 1000:.0f} ms, push to ACK "
+                   f"{int(m.group(3)) / 1000:.0f} ms)")
+    return out
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, in seconds (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serving(port: int, host: str, backend: str) -> bool:
+    """One request on a new connection: `host` answers 200 from `backend`."""
+    try:
+        r = harness.request(port, "GET", "/", host, timeout=5.0)
+    except OSError:
+        return False
+    return r.status == 200 and r.header("X-Backend") == backend
+
+
+def wait_serving(port: int, host: str, backend: str, timeout: float) -> float:
+    """Polls every 10 ms until `host` is served from `backend`; the monotonic time it was. (Each
+    probe is a new connection: a few % of a core, taken from what it measures.)"""
+    deadline = time.monotonic() + timeout
+    while not serving(port, host, backend):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{host} not served from {backend} after {timeout} s")
+        time.sleep(0.01)
+    return time.monotonic()
+
+
+def start_stack(cluster: kubecluster.Cluster, stack: harness.Stack, log_path: Path, bin_dir: Path,
+                on: dict[int, str], label: str) -> tuple[float, float, float]:
+    """Starts the data plane and a controller from `bin_dir` together (as a new replica's pod
+    would), and times them until the last host is served: (seconds, peak RSS of the two
+    together, RSS 2 s after) in MB; prints the phases."""
     # The controller starts after the objects exist: its first push holds all of them. Its
-    # debug log times each watch event and each push (read below).
+    # debug log times the start's phases and each watch event and push (read below).
     stack.controller = kubecluster.KubeController(
         log_path, stack.dataplane.socket_path, cluster.kubeconfig,
         ["--watch-namespace", NS, "--log-level", "debug"])
     stack.controller.argv[0] = str(bin_dir / "tidegate-controller")
-    stack.start_dataplane()
+    load = os.getloadavg()[0]
+    api_cpu = cpu_s(cluster.apiserver.pid) + cpu_s(cluster.etcd.pid)
+    own_cpu = time.process_time()
     t0 = time.monotonic()
-    stack.start_controller()
-    stack.dataplane.wait_ready(timeout=600)
-    stack.wait_backend("/", f"h{N - 1}.example", on[N - 1], timeout=60)
-    print(f"\n{bin_dir}: controller start to data plane serving all {N} hosts: "
-          f"{time.monotonic() - t0:.1f} s")
+    t0_wall = time.time()
+    stack.dataplane.start()
+    stack.controller.start()
+    rss = RssSampler({"controller": stack.controller.pid, "data plane": stack.dataplane.pid})
+    served = wait_serving(stack.port, f"h{N - 1}.example", on[N - 1], 600)
+    seconds = served - t0
+    # Who used the two cores meanwhile (the rest: other processes of the machine).
+    cpu = (f"controller {cpu_s(stack.controller.pid):.2f} s, data plane "
+           f"{cpu_s(stack.dataplane.pid):.2f} s, API server + etcd "
+           f"{cpu_s(cluster.apiserver.pid) + cpu_s(cluster.etcd.pid) - api_cpu:.2f} s, this "
+           f"script's probes {time.process_time() - own_cpu:.2f} s")
+    # Every host, not only the last one (a sample: one request each would take long).
+    for i in range(0, N, max(1, N // 50)):
+        assert serving(stack.port, f"h{i}.example", on[i]), f"h{i}.example not served"
+    time.sleep(2)  # after the start: what it settles to
+    hwm = rss.stop()
+    after = {"controller": rss_mb(stack.controller.pid), "data plane": rss_mb(stack.dataplane.pid)}
+    print(f"\n{label}: data plane and controller started -> serving all {N} hosts: "
+          f"{seconds:.2f} s (load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)")
+    print(f"  CPU used until then: {cpu}")
+    for line in start_phases(stack.controller.log(), stack.dataplane.log(), t0_wall):
+        print(f"  {line}")
+    peak = rss.peak_sum / 1024
+    print(f"  RSS during the start: peak {peak:.0f} MB together (controller "
+          f"{hwm['controller']:.0f} MB, data plane {hwm['data plane']:.0f} MB at their own peaks); "
+          f"2 s after: controller {after['controller']:.0f} MB, data plane "
+          f"{after['data plane']:.0f} MB")
+    return seconds, peak, sum(after.values())
+
+
+def measure(cluster: kubecluster.Cluster, stack: harness.Stack, on: dict[int, str],
+            backends: dict[str, harness.Backend], run_label: str) -> None:
+    """With the stack serving, times isolated changes, back-to-back changes and bursts."""
+    a = backends["A"]
     writer = Api(cluster)
     probe = Probe(stack.port)
 
@@ -352,17 +510,12 @@ def main() -> int:
 
         on = {i: "A" for i in range(N)}  # where each host's slice points
         runs = [("", harness.binary("tidegate-controller").parent)]
-        if COMPARE_BIN_DIR:
-            runs.append((f" [{COMPARE_BIN_DIR}]", Path(COMPARE_BIN_DIR)))
-        for n_run, (label, bin_dir) in enumerate(runs):
-            stack = harness.make_stack(work / f"stack{n_run}")
-            stack.dataplane.argv[0] = str(bin_dir / "tidegate-dataplane")
-            measure(cluster, stack, work / f"controller{n_run}.log", bin_dir, on, backends,
-                    label)
-            stack.shutdown()
+        for other in filter(None, COMPARE_BIN_DIR.split(":")):
+            runs.append((f" [{other}]", Path(other)))
 
-        # nginx with the same N hosts: time from `nginx -s reload` to the new config serving
-        # (a new connection per probe: a keep-alive connection would stay with an old worker).
+        # nginx with the same N hosts, cold starts and then `nginx -s reload` to a new
+        # configuration (a new connection per probe: a keep-alive connection would stay with an
+        # old worker).
         ndir = work / "nginx"
         ndir.mkdir()
         nport = harness.free_port()
@@ -376,10 +529,53 @@ def main() -> int:
                 f"worker_processes 1; pid {ndir}/nginx.pid; error_log {ndir}/error.log;\n"
                 f"events {{}}\nhttp {{ access_log off; server_names_hash_max_size 65536;\n"
                 f"server_names_hash_bucket_size 128;\n{servers}}}\n")
+
+        def nginx_start() -> float:
+            """Cold start: the master reads the configuration (N server blocks), daemonizes and
+            forks its worker, which serves. Seconds until the last host is served."""
+            t = time.monotonic()
+            subprocess.run(["nginx", "-p", str(ndir), "-c", str(ndir / "nginx.conf")],
+                           check=True)
+            return wait_serving(nport, f"h{N - 1}.example", a.name, 60) - t
+
+        def nginx_quit() -> None:
+            pid = int((ndir / "nginx.pid").read_text())
+            subprocess.run(["nginx", "-p", str(ndir), "-c", str(ndir / "nginx.conf"), "-s",
+                            "quit"])
+            harness.wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, "nginx quit")
+
         write_conf(a)
-        subprocess.run(["nginx", "-p", str(ndir), "-c", str(ndir / "nginx.conf")], check=True)
-        harness.wait_until(lambda: harness.request(nport, "GET", "/", f"h{N - 1}.example")
-                           .header("X-Backend") == "A", 30, "nginx up")
+        starts: dict[str, list[tuple[float, float, float]]] = {}
+        nginx_starts = []
+        # The builds' starts and nginx's alternate (each one's k-th start under much the same
+        # load).
+        for k in range(STARTS):
+            for n_run, (label, bin_dir) in enumerate(runs):
+                stack = harness.make_stack(work / f"stack{n_run}-{k}")
+                stack.dataplane.argv[0] = str(bin_dir / "tidegate-dataplane")
+                starts.setdefault(str(bin_dir), []).append(start_stack(
+                    cluster, stack, work / f"stack{n_run}-{k}" / "kube-controller.log", bin_dir,
+                    on, f"{bin_dir} (start {k + 1} of {STARTS})"))
+                if k == STARTS - 1 and CHANGES > 0:
+                    measure(cluster, stack, on, backends, label)
+                stack.shutdown()
+                stack = None
+            load = os.getloadavg()[0]
+            nginx_starts.append(nginx_start())
+            print(f"\nnginx ({N} server blocks) started -> serving all hosts: "
+                  f"{nginx_starts[-1]:.2f} s (load average {load:.1f} before)")
+            if k < STARTS - 1 or RELOADS == 0:
+                nginx_quit()
+
+        print(f"\nstart at N={N}, medians of {STARTS} (same run):")
+        for bin_dir, values in starts.items():
+            print(f"  {bin_dir}: started -> serving all hosts "
+                  f"{statistics.median(v[0] for v in values):.2f} s "
+                  f"({', '.join(f'{v[0]:.2f}' for v in values)}); peak RSS of both "
+                  f"{statistics.median(v[1] for v in values):.0f} MB, after "
+                  f"{statistics.median(v[2] for v in values):.0f} MB")
+        print(f"  nginx: started -> serving all hosts {statistics.median(nginx_starts):.2f} s "
+              f"({', '.join(f'{v:.2f}' for v in nginx_starts)})")
         reloads = []
         for k in range(RELOADS):
             target = b if k % 2 == 0 else a
@@ -391,10 +587,12 @@ def main() -> int:
                                .header("X-Backend") == target.name, 60, "nginx reload",
                                interval=0.002)
             reloads.append((time.monotonic() - t) * 1000)
-        subprocess.run(["nginx", "-p", str(ndir), "-c", str(ndir / "nginx.conf"), "-s", "quit"])
-        print(f"nginx ({N} server blocks): `nginx -s reload` -> new configuration serving: "
-              f"p50 {statistics.median(reloads):.0f} ms, max {max(reloads):.0f} ms "
-              f"({RELOADS} reloads)")
+        if RELOADS > 0:
+            nginx_quit()
+        if reloads:
+            print(f"nginx ({N} server blocks): `nginx -s reload` -> new configuration serving: "
+                  f"p50 {statistics.median(reloads):.0f} ms, max {max(reloads):.0f} ms "
+                  f"({RELOADS} reloads)")
     finally:
         if stack is not None:
             stack.shutdown()

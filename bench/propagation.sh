@@ -17,8 +17,19 @@
 # serving. etcd runs with --unsafe-no-fsync (e2e/kube/kubecluster.py), its data under /tmp.
 # Runs in a private network namespace (see e2e/kube/kubecluster.py); needs root.
 #
-# Environment: N (10000), CHANGES (200), RELOADS (5), GAP_MS (50), BURST (50),
-# BURST_WINDOW_MS (100), BURSTS (5), WRITERS (8), TIDEGATE_BIN_DIR (build/bin).
+# Start-up (before the changes): the data plane and the controller are started together, as a new
+# replica's pod starts, and timed until the last of the N hosts is served (polled every 10 ms on
+# new connections), with the CPU time each process used until then, the phases of the start from
+# both logs (lists and their decoding per kind, the first translation, encoding the first
+# snapshot, the data plane's decoding and build)
+# and the peak RSS of the two processes during the start (sampled every 10 ms, and VmHWM); then
+# nginx is started cold with the same N server blocks and timed the same way. STARTS of each.
+#
+# Environment: N (10000), CHANGES (200; 0 skips the changes and bursts: start-up only),
+# RELOADS (5; 0 skips them), STARTS (1), GAP_MS (50), BURST (50), BURST_WINDOW_MS (100),
+# BURSTS (5), WRITERS (8), TIDEGATE_BIN_DIR (build/bin), COMPARE_BIN_DIR (other builds' bin
+# folders, ':' between them, measured after the first against the same API server: a
+# before/after in one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TIDEGATE_BIN_DIR:-$PWD/build/bin}

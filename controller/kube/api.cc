@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kube/json_reader.h"
+
 namespace tidegate::controller::kube {
 
 using objects::Kind;
@@ -127,7 +129,13 @@ Status status_from_body(int http_status, std::string_view body) {
 
 std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
   try {
-    YAML::Node root = YAML::Load(std::string(body));
+    std::string json_error;
+    std::optional<YAML::Node> read = read_json(body, &json_error);
+    if (!read) {
+      *error = "invalid JSON: " + json_error;
+      return std::nullopt;
+    }
+    const YAML::Node& root = *read;
     if (!root.IsMap() || !root["items"] ||
         !(root["items"].IsSequence() || root["items"].IsNull())) {
       *error = "not a list";
@@ -153,7 +161,13 @@ std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
 
 std::optional<WatchEvent> parse_watch_event(std::string_view line, std::string* error) {
   try {
-    YAML::Node root = YAML::Load(std::string(line));
+    std::string json_error;
+    std::optional<YAML::Node> read = read_json(line, &json_error);
+    if (!read) {
+      *error = "invalid JSON: " + json_error;
+      return std::nullopt;
+    }
+    const YAML::Node& root = *read;
     if (!root.IsMap()) {
       *error = "watch event is not an object";
       return std::nullopt;

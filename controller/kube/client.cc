@@ -65,8 +65,12 @@ class RestLineStream : public LineStream {
 }  // namespace
 
 struct RestClient::Impl {
+  Impl(ClusterConfig c, RestClientOptions o) : config(std::move(c)), options(o) {}
+
   ClusterConfig config;
   RestClientOptions options;
+  std::mutex client_mu;
+  std::unique_ptr<client::http_client> shared_client;  // see http_client()
 
   client::http_client_config client_config() const {
     client::http_client_config cfg;
@@ -99,13 +103,25 @@ struct RestClient::Impl {
     return req;
   }
 
-  // One http_client per request: a pooled connection to an API server that restarted is dead,
-  // and a watch holds its connection for minutes anyway, so pooling buys little.
+  // One http_client for every request, so that its pool of keep-alive connections is reused: a
+  // new TLS connection costs cpprestsdk a new SSL context loaded with the system's CA bundle (and
+  // ours with our CA and client certificate), 10-20 ms of CPU with OpenSSL 3; at 10,000 objects
+  // per kind a start lists 60 pages, and that was about half of the controller's CPU
+  // (docs/benchmarks.md, "Start-up at scale"). A pooled connection that the server closed meanwhile
+  // (an API server restart) is retried by cpprestsdk on a new one; idle ones are dropped after 30
+  // to 60 s. http_client is safe to share between threads.
+  client::http_client& http_client() {
+    std::lock_guard lock(client_mu);
+    if (!shared_client) {
+      shared_client = std::make_unique<client::http_client>(config.server, client_config());
+    }
+    return *shared_client;
+  }
+
   Response run(http::http_request req) {
     Response out;
     try {
-      client::http_client http_client(config.server, client_config());
-      http::http_response resp = http_client.request(std::move(req)).get();
+      http::http_response resp = http_client().request(std::move(req)).get();
       out.status = resp.status_code();
       out.body = resp.extract_utf8string(true).get();
     } catch (const std::exception& e) {
@@ -117,7 +133,7 @@ struct RestClient::Impl {
 };
 
 RestClient::RestClient(ClusterConfig config, RestClientOptions options)
-    : impl_(std::make_unique<Impl>(Impl{std::move(config), options})) {
+    : impl_(std::make_unique<Impl>(std::move(config), options)) {
   init_thread_pool();
 }
 
@@ -138,9 +154,8 @@ std::unique_ptr<LineStream> RestClient::stream(const std::string& path_and_query
                                                Response* failed) {
   try {
     pplx::cancellation_token_source cts;
-    client::http_client http_client(impl_->config.server, impl_->client_config());
     http::http_response resp =
-        http_client
+        impl_->http_client()
             .request(impl_->make_request(http::methods::GET, path_and_query), cts.get_token())
             .get();
     if (resp.status_code() != http::status_codes::OK) {
@@ -148,7 +163,8 @@ std::unique_ptr<LineStream> RestClient::stream(const std::string& path_and_query
       failed->body = resp.extract_utf8string(true).get();
       return nullptr;
     }
-    // The response keeps the connection (and the client's internals) alive while we read.
+    // The response keeps the connection (and the client's internals) alive while we read; the
+    // connection goes back to the pool when the watch ends, unless it was cancelled.
     return std::make_unique<RestLineStream>(std::move(resp), std::move(cts));
   } catch (const std::exception& e) {
     failed->status = 0;

@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+
+#include "log/log.h"
 
 namespace tidegate::controller::push {
 
@@ -63,7 +66,9 @@ std::optional<protocol::Message> UnixTransport::call(const protocol::Message& m,
     *error = "not connected";
     return std::nullopt;
   }
+  const auto started = std::chrono::steady_clock::now();
   std::string frame = protocol::encode_frame(m);
+  const auto encoded = std::chrono::steady_clock::now();
   size_t off = 0;
   while (off < frame.size()) {
     ssize_t n = ::send(fd_, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
@@ -79,6 +84,15 @@ std::optional<protocol::Message> UnixTransport::call(const protocol::Message& m,
   char buf[64 * 1024];
   for (;;) {
     if (auto payload = reader_.next()) {
+      if (std::holds_alternative<protocol::Snapshot>(m)) {
+        // For bench/propagation.py (a start at scale): encoding vs. the data plane's part.
+        auto ms = [](std::chrono::steady_clock::duration d) {
+          return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+        };
+        TG_DEBUG("push", "snapshot of " << frame.size() << " bytes: encoded in "
+                                        << ms(encoded - started) << " ms, sent and answered in "
+                                        << ms(std::chrono::steady_clock::now() - encoded) << " ms");
+      }
       auto decoded = protocol::decode_json(*payload);
       if (!decoded.message) {
         *error = "bad answer from data plane: " + decoded.error;

@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <deque>
 
@@ -56,7 +57,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   }
 
   void handle(const std::string& payload) {
+    const auto received = std::chrono::steady_clock::now();
     auto decoded = protocol::decode_json(payload);
+    const auto decoded_at = std::chrono::steady_clock::now();
     if (!decoded.message) {
       TG_WARN("control", "rejected message: " << decoded.error);
       send(protocol::Nack{0, decoded.error});
@@ -72,7 +75,18 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
       }
       send(protocol::HelloReply{protocol::kProtocolVersion, publisher_.version()});
     } else if (auto* snap = std::get_if<protocol::Snapshot>(&msg)) {
-      answer(snap->version, publisher_.apply_snapshot(*snap));
+      const std::string error = publisher_.apply_snapshot(*snap);
+      // Once per connection (and per NACK): where a full configuration's time goes (a start at
+      // scale, docs/benchmarks.md).
+      auto ms = [](std::chrono::steady_clock::duration d) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+      };
+      TG_INFO("control", "snapshot version "
+                             << snap->version << " (" << payload.size() << " bytes, "
+                             << snap->config.virtual_hosts.size() << " hosts): decoded in "
+                             << ms(decoded_at - received) << " ms, built and published in "
+                             << ms(std::chrono::steady_clock::now() - decoded_at) << " ms");
+      answer(snap->version, error);
     } else if (auto* delta = std::get_if<protocol::DeltaMsg>(&msg)) {
       answer(delta->version, publisher_.apply_delta(*delta));
     } else {

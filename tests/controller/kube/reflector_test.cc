@@ -170,6 +170,33 @@ TEST(Reflector, ListsInPagesThenWatchesFromTheListVersion) {
       << client.requests[3];
 }
 
+// The next page is asked for once this one's continue token is read, before this one is decoded
+// (the API server prepares it meanwhile): a page whose items turn out broken has already asked
+// for the next, which is dropped with the failed list.
+TEST(Reflector, AsksForTheNextPageBeforeDecodingThisOne) {
+  FakeClient client;
+  client.lists.push_back(
+      {200, R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[{"broken":)", ""});
+  client.lists.push_back({200, list_json("10", {class_json("c", "7")}), ""});
+  client.lists.push_back(
+      {200, list_json("12", {class_json("a", "5"), class_json("b", "6")}, "tok2"), ""});
+  client.lists.push_back({200, list_json("12", {class_json("c", "7")}), ""});
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return !sink.snapshot().empty(); }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot(), (std::vector<std::string>{"replace a b c"}));
+  EXPECT_EQ(r.lists(), 1u);
+  std::lock_guard lock(client.mu);
+  ASSERT_GE(client.requests.size(), 4u);
+  EXPECT_EQ(client.requests[0], "/apis/networking.k8s.io/v1/ingressclasses?limit=2");
+  EXPECT_EQ(client.requests[1], "/apis/networking.k8s.io/v1/ingressclasses?limit=2&continue=tok");
+  // The broken page failed the list: it starts over.
+  EXPECT_EQ(client.requests[2], "/apis/networking.k8s.io/v1/ingressclasses?limit=2");
+  EXPECT_EQ(client.requests[3], "/apis/networking.k8s.io/v1/ingressclasses?limit=2&continue=tok2");
+}
+
 TEST(Reflector, GoneMeansRelist) {
   FakeClient client;
   client.lists.push_back({200, list_json("10", {class_json("a", "5")}), ""});
