@@ -1,5 +1,8 @@
 #include "kube/client.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 #include <pplx/threadpool.h>
@@ -81,7 +84,15 @@ struct RestClient::Impl {
     cfg.set_ssl_context_callback([ca = config.ca_pem, cert = config.client_cert_pem,
                                   key = config.client_key_pem](boost::asio::ssl::context& ctx) {
       // Throws on bad PEM; cpprestsdk turns that into a failed request, which we report.
-      if (!ca.empty()) ctx.add_certificate_authority(boost::asio::buffer(ca.data(), ca.size()));
+      if (!ca.empty()) {
+        // The cluster's CA alone, as client-go trusts a kubeconfig's or the service account's
+        // CA: cpprestsdk has already loaded the system's bundle into this context, and with it
+        // any public CA could vouch for the API server. An empty store replaces that one.
+        if (X509_STORE* only_ours = X509_STORE_new()) {
+          SSL_CTX_set_cert_store(ctx.native_handle(), only_ours);
+        }
+        ctx.add_certificate_authority(boost::asio::buffer(ca.data(), ca.size()));
+      }
       if (!cert.empty()) {
         ctx.use_certificate_chain(boost::asio::buffer(cert.data(), cert.size()));
         ctx.use_private_key(boost::asio::buffer(key.data(), key.size()),

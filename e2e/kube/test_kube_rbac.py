@@ -5,6 +5,7 @@ routes, warns once, and has no rule sets (a 403 is "not there for us", as a miss
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import harness
@@ -95,3 +96,39 @@ def test_role_without_rule_sets_routes_and_warns_once(cluster, namespace, site,
                               timeout=5)
     time.sleep(2.5)  # a few rechecks
     assert s.controller.log().count("forbidden (403") == 1, s.controller.log()[-3000:]
+
+
+def test_only_the_kubeconfig_ca_vouches_for_the_api_server(cluster, kube_stack_factory, tmp_path,
+                                                             monkeypatch):
+    """A kubeconfig that names a CA makes it the only one trusted for the API server, as client-go
+    does: the system's CA bundle (here SSL_CERT_FILE, which OpenSSL reads as the bundle) may hold
+    the server's real CA and still not be believed. Then, with the kubeconfig's CA right and the
+    bundle wrong, the controller connects."""
+    other = tmp_path / "other-ca"
+    other.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=not-the-cluster-ca"],
+                   cwd=other, check=True, capture_output=True)
+    config = json.loads(cluster.write_kubeconfig(tmp_path / "kubeconfig").read_text())
+    config["clusters"][0]["cluster"]["certificate-authority"] = str(other / "ca.crt")
+    wrong = tmp_path / "wrong-ca.kubeconfig"
+    wrong.write_text(json.dumps(config))
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(cluster.pki / "ca.crt"))
+    s = kube_stack_factory(cluster, kubeconfig=wrong)
+    s.start_dataplane()
+    s.start_controller()
+    harness.wait_until(lambda: "failed" in s.controller.log(), 15,
+                       "the controller to report that it cannot list")
+    time.sleep(1)
+    log = s.controller.log()
+    assert "list " in log and "failed" in log, log[-2000:]
+    assert "certificate" in log.lower() or "handshake" in log.lower() or "ssl" in log.lower(), \
+        log[-2000:]
+    assert not s.dataplane.ready(), "configured through an API server it must not trust"
+
+    monkeypatch.setenv("SSL_CERT_FILE", str(other / "ca.crt"))
+    good = kube_stack_factory(cluster)
+    good.start_dataplane()
+    good.start_controller()
+    good.dataplane.wait_ready(timeout=30)
