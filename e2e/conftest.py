@@ -95,11 +95,7 @@ def stack_factory(request, tmp_path):
 @pytest.fixture
 def stack(stack_factory) -> harness.Stack:
     """A running data plane and controller with an empty manifest folder, configured (ready)."""
-    s = stack_factory()
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
-    return s
+    return stack_factory().start_ready()
 
 
 @pytest.fixture(params=["http1", "http2"])

@@ -1250,6 +1250,14 @@ class Stack:
         self.controller.start()
         return self.controller
 
+    def start_ready(self) -> "Stack":
+        """Starts the data plane, then the controller, and waits until the data plane is
+        configured."""
+        self.start_dataplane()
+        self.start_controller()
+        self.dataplane.wait_ready()
+        return self
+
     def crashed(self) -> list[str]:
         """Processes that exited although no test asked them to."""
         out = []

@@ -29,10 +29,7 @@ def h2spec() -> Path:
 
 def start_h2stack(stack_factory, dataplane_args: list[str]):
     """h2spec asks for / with :authority 127.0.0.1:port: a default backend answers it."""
-    s = stack_factory(dataplane_args=dataplane_args)
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(dataplane_args=dataplane_args).start_ready()
     echo = s.backend("echo")
     s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
                       ingress("echo", default_backend={"service": {

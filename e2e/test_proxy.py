@@ -297,10 +297,7 @@ def test_x_real_ip_is_the_peer_and_never_the_clients_claim(px):
 
 
 def test_x_real_ip_behind_a_trusted_proxy_is_the_forwarded_client(stack_factory):
-    s = stack_factory(dataplane_args=["--trusted-proxies", "127.0.0.1"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(dataplane_args=["--trusted-proxies", "127.0.0.1"]).start_ready()
     echo = s.backend("echo")
     s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
                       ingress("echo", [rule(HOST, path("/", "svc-echo"))]))

@@ -167,10 +167,7 @@ def test_two_endpoints_share_the_load(stack):
 
 
 def test_ingress_class_flag_selects_the_class(stack_factory):
-    s = stack_factory(controller_args=["--ingress-class", "custom"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(controller_args=["--ingress-class", "custom"]).start_ready()
     b = s.backend("b")
     s.manifests.write("app.yaml", *service_with_backend("svc-b", b),
                       ingress("mine", [rule("mine.example.com", path("/", "svc-b"))],
