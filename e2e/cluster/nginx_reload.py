@@ -195,9 +195,34 @@ http {{
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                return
+                break
             time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        # A master still parsing a reload's configuration may have had to be killed, and nginx
+        # workers do not exit with their master: they would keep the port for the next run.
+        for worker in self.leftover_pids():
+            try:
+                os.kill(worker, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def leftover_pids(self) -> list[int]:
+        """nginx processes that still hold a file of our folder open (its logs): after stop(),
+        workers whose master is gone."""
+        out = []
+        prefix = str(self.workdir)
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                if (d / "comm").read_text().strip() != "nginx":
+                    continue
+                if any(os.readlink(fd).startswith(prefix) for fd in (d / "fd").iterdir()):
+                    out.append(int(d.name))
+            except OSError:
+                continue
+        return out
 
     def worker_pids(self) -> list[int]:
         """Every nginx process under the master (old workers still draining included)."""
