@@ -98,6 +98,14 @@ std::string scalar(const YAML::Node& node) {
   return node.Scalar();
 }
 
+// An API answer's JSON as the object parsers' tree; nullopt and *error when it is not JSON.
+std::optional<YAML::Node> read_api_json(std::string_view text, std::string* error) {
+  std::string json_error;
+  std::optional<YAML::Node> read = read_json(text, &json_error);
+  if (!read) *error = "invalid JSON: " + json_error;
+  return read;
+}
+
 }  // namespace
 
 std::optional<Status> status_of(const YAML::Node& node) {
@@ -129,12 +137,8 @@ Status status_from_body(int http_status, std::string_view body) {
 
 std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
   try {
-    std::string json_error;
-    std::optional<YAML::Node> read = read_json(body, &json_error);
-    if (!read) {
-      *error = "invalid JSON: " + json_error;
-      return std::nullopt;
-    }
+    std::optional<YAML::Node> read = read_api_json(body, error);
+    if (!read) return std::nullopt;
     const YAML::Node& root = *read;
     if (!root.IsMap() || !root["items"] ||
         !(root["items"].IsSequence() || root["items"].IsNull())) {
@@ -161,12 +165,8 @@ std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
 
 std::optional<WatchEvent> parse_watch_event(std::string_view line, std::string* error) {
   try {
-    std::string json_error;
-    std::optional<YAML::Node> read = read_json(line, &json_error);
-    if (!read) {
-      *error = "invalid JSON: " + json_error;
-      return std::nullopt;
-    }
+    std::optional<YAML::Node> read = read_api_json(line, error);
+    if (!read) return std::nullopt;
     const YAML::Node& root = *read;
     if (!root.IsMap()) {
       *error = "watch event is not an object";

@@ -59,18 +59,31 @@ class PersistentMap {
   static size_t branch_of(size_t hash) { return hash >> 58; }
   static size_t leaf_of(size_t hash) { return (hash >> 52) & (kFanout - 1); }
 
+  // Where `key` is: its hash, its leaf and its slot, or a null slot.
+  struct Location {
+    size_t hash = 0;
+    const Leaf* leaf = nullptr;
+    const Slot* slot = nullptr;
+  };
+
   template <class K>
-  static const Value* lookup(const Root* root, const K& key) {
-    if (root == nullptr) return nullptr;
+  static Location locate(const Root* root, const K& key) {
+    if (root == nullptr) return {};
     const size_t h = Hash{}(key);
     const Branch* b = root->branches[branch_of(h)].get();
-    if (b == nullptr) return nullptr;
+    if (b == nullptr) return {};
     const Leaf* l = b->leaves[leaf_of(h)].get();
-    if (l == nullptr) return nullptr;
+    if (l == nullptr) return {};
     for (auto it = first_of(*l, h); it != l->slots.end() && it->hash == h; ++it) {
-      if (KeyEqual{}(it->kv.first, key)) return &it->kv.second;
+      if (KeyEqual{}(it->kv.first, key)) return {h, l, &*it};
     }
-    return nullptr;
+    return {};
+  }
+
+  template <class K>
+  static const Value* lookup(const Root* root, const K& key) {
+    const Slot* slot = locate(root, key).slot;
+    return slot == nullptr ? nullptr : &slot->kv.second;
   }
 
   static typename std::vector<Slot>::const_iterator first_of(const Leaf& leaf, size_t hash) {
@@ -168,19 +181,10 @@ class PersistentMap {
   }
   template <class K>
   const_iterator find(const K& key) const {
-    if (root_ == nullptr) return end();
-    const size_t h = Hash{}(key);
-    const Branch* b = root_->branches[branch_of(h)].get();
-    if (b == nullptr) return end();
-    const Leaf* l = b->leaves[leaf_of(h)].get();
-    if (l == nullptr) return end();
-    for (auto it = first_of(*l, h); it != l->slots.end() && it->hash == h; ++it) {
-      if (KeyEqual{}(it->kv.first, key)) {
-        return const_iterator(root_.get(), branch_of(h), leaf_of(h), l,
-                              static_cast<size_t>(it - l->slots.begin()));
-      }
-    }
-    return end();
+    const Location at = locate(root_.get(), key);
+    if (at.slot == nullptr) return end();
+    return const_iterator(root_.get(), branch_of(at.hash), leaf_of(at.hash), at.leaf,
+                          static_cast<size_t>(at.slot - at.leaf->slots.data()));
   }
 
   // The same keys with equal values (order of insertion does not matter).
