@@ -118,6 +118,8 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
     std::cerr << "tidegate-controller: " << error << "\n";
     return 2;
   }
+  // Start-up: no thread runs yet (docs/kubernetes.md, "Decisions").
+  kube::skip_system_ca_bundle(*config);
   int idle_s = std::atoi(flags.get("watch-idle-timeout").c_str());
   if (idle_s <= 0) {
     std::cerr << "tidegate-controller: --watch-idle-timeout: a positive number of seconds\n";

@@ -3,6 +3,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include <cstdlib>
+
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 #include <pplx/threadpool.h>
@@ -66,6 +68,12 @@ class RestLineStream : public LineStream {
 };
 
 }  // namespace
+
+bool skip_system_ca_bundle(const ClusterConfig& config) {
+  if (config.ca_pem.empty() || config.insecure_skip_tls_verify) return false;
+  if (std::getenv("SSL_CERT_FILE") != nullptr) return false;  // the operator's choice stands
+  return ::setenv("SSL_CERT_FILE", "/dev/null", 1) == 0;
+}
 
 struct RestClient::Impl {
   Impl(ClusterConfig c, RestClientOptions o) : config(std::move(c)), options(o) {}
