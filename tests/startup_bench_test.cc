@@ -8,6 +8,7 @@
 // (STARTUP_BENCH_N overrides N). Figures are in docs/benchmarks.md, "Start-up at scale".
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,8 @@
 #include "kube/api.h"
 
 #include <algorithm>
+#include <charconv>
+#include <exception>
 
 #include "kube/json_reader.h"
 
@@ -93,41 +95,37 @@ std::string watch_url(Kind kind, std::string_view namespace_, std::string_view r
 
 namespace {
 
-std::string scalar(const YAML::Node& node) {
-  if (!node || !node.IsScalar()) return "";
-  return node.Scalar();
-}
+std::string scalar(const objects::Node& node) { return node.Scalar(); }
 
 // An API answer's JSON as the object parsers' tree; nullopt and *error when it is not JSON.
-std::optional<YAML::Node> read_api_json(std::string_view text, std::string* error) {
+std::optional<objects::Node> read_api_json(std::string_view text, std::string* error) {
   std::string json_error;
-  std::optional<YAML::Node> read = read_json(text, &json_error);
+  std::optional<objects::Node> read = read_json(text, &json_error);
   if (!read) *error = "invalid JSON: " + json_error;
   return read;
 }
 
 }  // namespace
 
-std::optional<Status> status_of(const YAML::Node& node) {
+std::optional<Status> status_of(const objects::Node& node) {
   if (!node.IsMap() || scalar(node["kind"]) != "Status") return std::nullopt;
   Status s;
-  try {
-    s.code = node["code"] ? node["code"].as<int>() : 0;
-  } catch (const YAML::Exception&) {
-    s.code = 0;
-  }
+  const std::string code = scalar(node["code"]);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(code.data(), code.data() + code.size(), value);
+  s.code = ec == std::errc() && end == code.data() + code.size() ? value : 0;
   s.reason = scalar(node["reason"]);
   s.message = scalar(node["message"]);
   return s;
 }
 
 Status status_from_body(int http_status, std::string_view body) {
-  try {
-    if (auto s = status_of(YAML::Load(std::string(body)))) {
+  std::string not_json;
+  if (std::optional<objects::Node> read = read_json(body, &not_json)) {
+    if (auto s = status_of(*read)) {
       if (s->code == 0) s->code = http_status;
       return *s;
     }
-  } catch (const YAML::Exception&) {
   }
   Status s;
   s.code = http_status;
@@ -137,10 +135,10 @@ Status status_from_body(int http_status, std::string_view body) {
 
 std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
   try {
-    std::optional<YAML::Node> read = read_api_json(body, error);
+    std::optional<objects::Node> read = read_api_json(body, error);
     if (!read) return std::nullopt;
-    const YAML::Node& root = *read;
-    if (!root.IsMap() || !root["items"] ||
+    const objects::Node& root = *read;
+    if (!root.IsMap() || !root["items"].IsDefined() ||
         !(root["items"].IsSequence() || root["items"].IsNull())) {
       *error = "not a list";
       return std::nullopt;
@@ -157,7 +155,7 @@ std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
       return std::nullopt;
     }
     return page;
-  } catch (const YAML::Exception& e) {
+  } catch (const std::exception& e) {
     *error = std::string("invalid JSON: ") + e.what();
     return std::nullopt;
   }
@@ -165,9 +163,9 @@ std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
 
 std::optional<WatchEvent> parse_watch_event(std::string_view line, std::string* error) {
   try {
-    std::optional<YAML::Node> read = read_api_json(line, error);
+    std::optional<objects::Node> read = read_api_json(line, error);
     if (!read) return std::nullopt;
-    const YAML::Node& root = *read;
+    const objects::Node& root = *read;
     if (!root.IsMap()) {
       *error = "watch event is not an object";
       return std::nullopt;
@@ -200,7 +198,7 @@ std::optional<WatchEvent> parse_watch_event(std::string_view line, std::string* 
       ev.resource_version = scalar(ev.object["metadata"]["resourceVersion"]);
     }
     return ev;
-  } catch (const YAML::Exception& e) {
+  } catch (const std::exception& e) {
     *error = std::string("invalid JSON: ") + e.what();
     return std::nullopt;
   }

@@ -2,8 +2,6 @@
 // The pure half of the Kubernetes API client: where each kind lives, the list and watch URLs, and
 // reading list pages and watch events. No I/O here, so the rules are unit-tested without a server.
 
-#include <yaml-cpp/yaml.h>
-
 #include <chrono>
 #include <optional>
 #include <random>
@@ -47,12 +45,12 @@ struct Status {
   std::string message;
 };
 // nullopt when `node` is not a Status object.
-std::optional<Status> status_of(const YAML::Node& node);
+std::optional<Status> status_of(const objects::Node& node);
 // From a response body; falls back to the first 200 bytes of the body as the message.
 Status status_from_body(int http_status, std::string_view body);
 
 struct ListPage {
-  std::vector<YAML::Node> items;
+  std::vector<objects::Node> items;
   std::string resource_version;
   std::string continue_token;
 };
@@ -63,7 +61,7 @@ enum class EventType { kAdded, kModified, kDeleted, kBookmark, kError };
 
 struct WatchEvent {
   EventType type = EventType::kError;
-  YAML::Node object;
+  objects::Node object;
   std::string resource_version;  // the object's metadata.resourceVersion
   Status status;                 // kError only
 };

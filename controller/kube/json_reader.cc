@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace tidegate::controller::kube {
@@ -15,26 +17,22 @@ enum class Role { kOther, kObject, kMetadata, kItems };
 
 class Builder : public nlohmann::json_sax<json> {
  public:
-  explicit Builder(bool skip_managed_fields) : skip_managed_fields_(skip_managed_fields) {}
+  explicit Builder(bool skip_managed_fields)
+      : skip_managed_fields_(skip_managed_fields), doc_(std::make_shared<objects::Document>()) {}
 
   bool null() override {
     if (skipped_scalar()) return true;
-    if (stack_.empty()) {
-      root_ = YAML::Node(YAML::NodeType::Null);
-    } else {
-      YAML::Node n = next();
-      n = YAML::Node(YAML::NodeType::Null);
-    }
+    place(doc_->add(objects::NodeType::kNull), nullptr);
     return true;
   }
   bool boolean(bool val) override { return scalar(val ? "true" : "false"); }
   bool number_integer(number_integer_t val) override { return scalar(std::to_string(val)); }
   bool number_unsigned(number_unsigned_t val) override { return scalar(std::to_string(val)); }
   bool number_float(number_float_t, const string_t& text) override { return scalar(text); }
-  bool string(string_t& val) override { return scalar(val); }
+  bool string(string_t& val) override { return scalar(std::move(val)); }
   bool binary(binary_t&) override { return false; }  // not in JSON text
 
-  bool start_object(std::size_t) override { return start(YAML::NodeType::Map); }
+  bool start_object(std::size_t) override { return start(objects::NodeType::kMap); }
   bool key(string_t& val) override {
     if (skipping_ > 0) return true;
     Frame& f = stack_.back();
@@ -42,11 +40,13 @@ class Builder : public nlohmann::json_sax<json> {
       skip_next_ = true;
       return true;
     }
-    f.key = std::move(val);
+    objects::Document::Data* k = doc_->add(objects::NodeType::kScalar);
+    k->scalar = std::move(val);
+    f.key = k;
     return true;
   }
   bool end_object() override { return end(); }
-  bool start_array(std::size_t) override { return start(YAML::NodeType::Sequence); }
+  bool start_array(std::size_t) override { return start(objects::NodeType::kSequence); }
   bool end_array() override { return end(); }
 
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
@@ -54,15 +54,14 @@ class Builder : public nlohmann::json_sax<json> {
     return false;
   }
 
-  YAML::Node root() const { return root_; }
+  objects::Node root() const { return objects::Node(doc_, root_); }
   const std::string& error() const { return error_; }
 
  private:
   struct Frame {
-    YAML::Node node;
+    objects::Document::Data* node;
     Role role;
-    std::string key;   // a mapping's pending key
-    size_t index = 0;  // a sequence's next index
+    const objects::Document::Data* key = nullptr;  // a mapping's pending key
   };
 
   // A scalar that is the skipped value itself.
@@ -75,51 +74,49 @@ class Builder : public nlohmann::json_sax<json> {
     return false;
   }
 
-  bool scalar(const std::string& text) {
+  bool scalar(std::string text) {
     if (skipped_scalar()) return true;
-    if (stack_.empty()) {
-      root_ = YAML::Node(text);
-    } else {
-      YAML::Node n = next();
-      n = text;
-    }
+    objects::Document::Data* d = doc_->add(objects::NodeType::kScalar);
+    d->scalar = std::move(text);
+    place(d, nullptr);
     return true;
   }
 
-  // The node the next value goes to, created in its parent (sharing its memory, not merged into
-  // it later), and the role that value has if it is a container. Not for the root.
-  YAML::Node next(Role* role = nullptr) {
+  // Puts a new value into its parent (or makes it the root), and tells the role it has if it is
+  // a container.
+  void place(const objects::Document::Data* value, Role* role) {
+    if (stack_.empty()) {
+      root_ = value;
+      if (role) *role = Role::kObject;  // the root: a single object, a list or a watch event
+      return;
+    }
     Frame& f = stack_.back();
-    if (f.node.IsSequence()) {
+    if (f.node->type == objects::NodeType::kSequence) {
       if (role) *role = f.role == Role::kItems ? Role::kObject : Role::kOther;
-      return f.node[f.index++];
+      f.node->items.push_back(value);
+      return;
     }
     if (role) {
+      const std::string& key = f.key->scalar;
       *role = Role::kOther;
-      if (f.role == Role::kObject && f.key == "metadata") *role = Role::kMetadata;
+      if (f.role == Role::kObject && key == "metadata") *role = Role::kMetadata;
       // The root is a list (its "items") or a watch event (its "object").
-      if (stack_.size() == 1 && f.key == "items") *role = Role::kItems;
-      if (stack_.size() == 1 && f.key == "object") *role = Role::kObject;
+      if (stack_.size() == 1 && key == "items") *role = Role::kItems;
+      if (stack_.size() == 1 && key == "object") *role = Role::kObject;
     }
-    return f.node[f.key];
+    f.node->entries.emplace_back(f.key, value);
   }
 
-  bool start(YAML::NodeType::value type) {
+  bool start(objects::NodeType type) {
     if (skipping_ > 0 || skip_next_) {
       skip_next_ = false;
       ++skipping_;
       return true;
     }
-    if (stack_.empty()) {
-      // The root: a single object, a list or a watch event.
-      root_ = YAML::Node(type);
-      stack_.push_back(Frame{root_, Role::kObject, {}, 0});
-      return true;
-    }
+    objects::Document::Data* n = doc_->add(type);
     Role role = Role::kOther;
-    YAML::Node n = next(&role);
-    n = YAML::Node(type);
-    stack_.push_back(Frame{n, role, {}, 0});
+    place(n, &role);
+    stack_.push_back(Frame{n, role});
     return true;
   }
 
@@ -133,7 +130,8 @@ class Builder : public nlohmann::json_sax<json> {
   }
 
   bool skip_managed_fields_;
-  YAML::Node root_;
+  std::shared_ptr<objects::Document> doc_;
+  const objects::Document::Data* root_ = nullptr;
   std::vector<Frame> stack_;
   bool skip_next_ = false;  // the next value is managedFields: leave it out
   int skipping_ = 0;        // depth inside a value being left out
@@ -216,8 +214,8 @@ std::optional<std::string> peek_continue_token(std::string_view list_body) {
   return peek.result();
 }
 
-std::optional<YAML::Node> read_json(std::string_view text, std::string* error,
-                                    bool skip_managed_fields) {
+std::optional<objects::Node> read_json(std::string_view text, std::string* error,
+                                       bool skip_managed_fields) {
   Builder builder(skip_managed_fields);
   bool ok = false;
   try {

@@ -1,31 +1,31 @@
 #pragma once
-// The API server's JSON read into the YAML::Node tree the object parsers take (controller/objects
-// reads YAML::Node, for manifests and API answers alike). YAML::Load reads JSON too, but its
-// scanner is slow: at 10,000 objects per kind, decoding list pages with it was most of the
-// controller's start (docs/benchmarks.md, "Start-up at scale"). This reader parses with nlohmann's
-// SAX parser and builds the same tree: objects are mappings, arrays sequences, strings, numbers
-// and booleans scalars holding their JSON text (strings unescaped), null a Null node.
+// The API server's JSON read into the document tree the object parsers take (objects/node.h).
+// YAML::Load reads JSON too, but its scanner is slow and its trees costly to build: at 10,000
+// objects per kind, decoding list pages with it was most of the controller's start
+// (docs/benchmarks.md, "Start-up at scale"). This reader parses with nlohmann's SAX parser and
+// builds the nodes straight from its events, all in one objects::Document: objects are mappings,
+// arrays sequences, strings, numbers and booleans scalars holding their JSON text (strings
+// unescaped), null a null node.
 //
-// Differences from YAML::Load, none of which the parsers see: scalars carry no tag ("!" for a
-// quoted one); a key given twice keeps its last value (YAML::Load keeps both, lookups find the
-// first; the API server never repeats a key); "-0" reads as "0"; text that is YAML but not JSON
-// is refused.
+// Differences from YAML::Load followed by a copy into objects::Node, none of which the parsers
+// see: "-0" reads as "0"; text that is YAML but not JSON is refused. A key given twice is kept
+// twice, and lookups find the first, as with YAML::Load (the API server never repeats a key).
 //
 // `skip_managed_fields`: metadata.managedFields of the objects (the root, the root's "object"
 // (a watch event) and the elements of the root's "items" (a list)) is left out: server-side apply
 // bookkeeping, often half an object's bytes, which nothing here reads.
 
-#include <yaml-cpp/yaml.h>
-
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "objects/node.h"
+
 namespace tidegate::controller::kube {
 
 // nullopt and *error on text that is not one JSON value.
-std::optional<YAML::Node> read_json(std::string_view text, std::string* error,
-                                    bool skip_managed_fields = true);
+std::optional<objects::Node> read_json(std::string_view text, std::string* error,
+                                       bool skip_managed_fields = true);
 
 // A list page's metadata.continue ("" on the last page), read from the text before "items" (the
 // API server writes metadata first), so that the next page can be asked for while this one is

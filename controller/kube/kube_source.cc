@@ -1,7 +1,9 @@
 #include "kube/kube_source.h"
 
+#include <optional>
 #include <set>
 
+#include "kube/json_reader.h"
 #include "log/log.h"
 
 namespace tidegate::controller::kube {
@@ -118,11 +120,10 @@ void KubeSource::fetch_secrets(const std::vector<std::pair<std::string, std::str
   for (const auto& [ns, name] : wanted) {
     Response r = client_->get(resource_path(Kind::kSecret, ns, name));
     if (r.status != 200) continue;
-    try {
-      auto parsed = objects::parse_secret(YAML::Load(r.body));
+    std::string not_json;  // not logged: the body is a Secret
+    if (std::optional<objects::Node> read = read_json(r.body, &not_json)) {
+      auto parsed = objects::parse_secret(*read);
       if (parsed.ok()) upsert(std::move(*parsed.value));
-    } catch (const YAML::Exception&) {
-      // Not logged: the body is a Secret.
     }
   }
 }
@@ -152,12 +153,14 @@ void KubeSource::fetch_config_maps(const std::vector<std::pair<std::string, std:
   for (const auto& [ns, name] : wanted) {
     Response r = client_->get(resource_path(Kind::kConfigMap, ns, name));
     if (r.status != 200) continue;  // missing: the translator reports it
-    try {
-      auto parsed = objects::parse_config_map(YAML::Load(r.body));
-      if (parsed.ok()) upsert(std::move(*parsed.value));
-    } catch (const YAML::Exception&) {
-      TG_WARN("kube", "ConfigMap " << ns << "/" << name << ": unreadable answer");
+    std::string not_json;
+    std::optional<objects::Node> read = read_json(r.body, &not_json);
+    if (!read) {
+      TG_WARN("kube", "ConfigMap " << ns << "/" << name << ": unreadable answer: " << not_json);
+      continue;
     }
+    auto parsed = objects::parse_config_map(*read);
+    if (parsed.ok()) upsert(std::move(*parsed.value));
   }
 }
 

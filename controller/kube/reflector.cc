@@ -47,7 +47,7 @@ bool Reflector::sleep_for(std::chrono::milliseconds d) {
   return !cv_.wait_for(lock, d, [this] { return stopping_; });
 }
 
-std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
+std::optional<objects::Object> Reflector::convert(const objects::Node& node) {
   objects::ParseResult<objects::Object> result;
   switch (kind_) {
     case Kind::kIngress: {
@@ -136,12 +136,8 @@ std::optional<objects::Object> Reflector::convert(const YAML::Node& node) {
     }
   }
   // The message names the field, never a value, so this is safe for Secrets too.
-  std::string ns, name;
-  try {
-    if (node["metadata"]["namespace"]) ns = node["metadata"]["namespace"].Scalar();
-    if (node["metadata"]["name"]) name = node["metadata"]["name"].Scalar();
-  } catch (const YAML::Exception&) {
-  }
+  const std::string& ns = node["metadata"]["namespace"].Scalar();
+  const std::string& name = node["metadata"]["name"].Scalar();
   TG_WARN("kube", objects::to_string(kind_) << " " << ns << (ns.empty() ? "" : "/") << name
                                             << " ignored: " << result.error);
   return std::nullopt;
@@ -330,7 +326,7 @@ Reflector::WatchEnd Reflector::watch() {
         }
         break;
       case EventType::kDeleted: {
-        const YAML::Node meta = ev->object["metadata"];
+        const objects::Node meta = ev->object["metadata"];
         std::string ns = meta["namespace"] ? meta["namespace"].Scalar() : std::string();
         std::string nm = meta["name"] ? meta["name"].Scalar() : std::string();
         sink_.remove(kind_, ns, nm);

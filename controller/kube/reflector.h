@@ -68,7 +68,7 @@ class Reflector {
   void note_absent(const Response& r);
   WatchEnd watch();
   // Converts one object; logs and returns nullopt when it cannot be read.
-  std::optional<objects::Object> convert(const YAML::Node& node);
+  std::optional<objects::Object> convert(const objects::Node& node);
   bool sleep_for(std::chrono::milliseconds d);  // false when stopping
 
   ApiClient& client_;

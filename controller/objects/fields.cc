@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <charconv>
 
-#include <yaml-cpp/yaml.h>
-
 #include "objects/objects.h"
 
 namespace tidegate::controller::objects::detail {
@@ -19,47 +17,46 @@ std::string field(const std::string& path, std::string_view key) {
 
 std::string item(const std::string& path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
-const char* type_name(const YAML::Node& n) {
+const char* type_name(const Node& n) {
   if (!n.IsDefined()) return "nothing";
   switch (n.Type()) {
-    case YAML::NodeType::Null:
+    case NodeType::kNull:
       return "null";
-    case YAML::NodeType::Scalar:
+    case NodeType::kScalar:
       return "a scalar";
-    case YAML::NodeType::Sequence:
+    case NodeType::kSequence:
       return "a sequence";
-    case YAML::NodeType::Map:
+    case NodeType::kMap:
       return "a mapping";
-    case YAML::NodeType::Undefined:
+    case NodeType::kUndefined:
       return "nothing";
   }
   return "?";
 }
 
 // Absent and explicit null are the same thing for Kubernetes objects.
-bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+bool present(const Node& n) { return n.IsDefined() && !n.IsNull(); }
 
-// parent[key] when parent is a mapping; otherwise (null, or an absent field, which yaml-cpp
-// represents by a node whose every accessor but IsDefined throws) an absent node.
-YAML::Node child(const YAML::Node& parent, const char* key) {
-  if (!parent.IsDefined() || !parent.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+// parent[key] when parent is a mapping; otherwise (null, or an absent field) an absent node.
+Node child(const Node& parent, const char* key) {
+  if (!parent.IsDefined() || !parent.IsMap()) return Node();
   return parent[key];
 }
 
-void expect_map(const YAML::Node& n, const std::string& path) {
+void expect_map(const Node& n, const std::string& path) {
   if (!n.IsDefined() || !n.IsMap())
     fail(path, std::string("expected a mapping, got ") + type_name(n));
 }
 
-std::optional<std::string> opt_string(const YAML::Node& parent, const char* key,
+std::optional<std::string> opt_string(const Node& parent, const char* key,
                                       const std::string& path) {
-  YAML::Node n = child(parent, key);
+  Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   if (!n.IsScalar()) fail(field(path, key), std::string("expected a string, got ") + type_name(n));
   return n.Scalar();
 }
 
-std::string req_string(const YAML::Node& parent, const char* key, const std::string& path) {
+std::string req_string(const Node& parent, const char* key, const std::string& path) {
   auto s = opt_string(parent, key, path);
   if (!s || s->empty()) fail(field(path, key), "required field missing");
   return *s;
@@ -74,9 +71,9 @@ std::optional<int64_t> to_integer(const std::string& s) {
   return out;
 }
 
-std::optional<int32_t> opt_port_number(const YAML::Node& parent, const char* key,
+std::optional<int32_t> opt_port_number(const Node& parent, const char* key,
                                        const std::string& path) {
-  YAML::Node n = child(parent, key);
+  Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected an integer, got ") + type_name(n));
@@ -86,8 +83,8 @@ std::optional<int32_t> opt_port_number(const YAML::Node& parent, const char* key
   return static_cast<int32_t>(*v);
 }
 
-std::optional<bool> opt_bool(const YAML::Node& parent, const char* key, const std::string& path) {
-  YAML::Node n = child(parent, key);
+std::optional<bool> opt_bool(const Node& parent, const char* key, const std::string& path) {
+  Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (n.IsScalar()) {
@@ -102,9 +99,9 @@ std::optional<bool> opt_bool(const YAML::Node& parent, const char* key, const st
 
 // Kubernetes' IntOrString for ports: a scalar made only of digits is a number (quoted or not;
 // Kubernetes would take a quoted "8080" as a port name and then reject it), anything else a name.
-std::optional<PortRef> opt_int_or_string(const YAML::Node& parent, const char* key,
+std::optional<PortRef> opt_int_or_string(const Node& parent, const char* key,
                                          const std::string& path) {
-  YAML::Node n = child(parent, key);
+  Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected a number or a name, got ") + type_name(n));
@@ -117,9 +114,8 @@ std::optional<PortRef> opt_int_or_string(const YAML::Node& parent, const char* k
   return PortRef{std::nullopt, s};
 }
 
-std::optional<int64_t> opt_integer(const YAML::Node& parent, const char* key,
-                                   const std::string& path) {
-  YAML::Node n = child(parent, key);
+std::optional<int64_t> opt_integer(const Node& parent, const char* key, const std::string& path) {
+  Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected an integer, got ") + type_name(n));
@@ -128,10 +124,9 @@ std::optional<int64_t> opt_integer(const YAML::Node& parent, const char* key,
   return v;
 }
 
-std::vector<std::string> string_list(const YAML::Node& parent, const char* key,
-                                     const std::string& path) {
+std::vector<std::string> string_list(const Node& parent, const char* key, const std::string& path) {
   std::vector<std::string> out;
-  for_each_item(parent, key, path, [&](const YAML::Node& n, const std::string& where) {
+  for_each_item(parent, key, path, [&](const Node& n, const std::string& where) {
     if (!n.IsScalar()) fail(where, std::string("expected a string, got ") + type_name(n));
     out.push_back(n.Scalar());
   });
@@ -139,10 +134,10 @@ std::vector<std::string> string_list(const YAML::Node& parent, const char* key,
 }
 
 // A mapping of string to string (labels, annotations, Secret data). A null value reads as "".
-std::map<std::string, std::string> string_map(const YAML::Node& parent, const char* key,
+std::map<std::string, std::string> string_map(const Node& parent, const char* key,
                                               const std::string& path) {
   std::map<std::string, std::string> out;
-  YAML::Node n = child(parent, key);
+  Node n = child(parent, key);
   if (!present(n)) return out;
   std::string where = field(path, key);
   expect_map(n, where);
@@ -180,9 +175,9 @@ void check_port_name(const std::string& name, const std::string& path) {
   if (!ok) fail(path + ".name", "\"" + name.substr(0, 64) + "\" is not a valid port name");
 }
 
-ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
+ObjectMeta parse_meta(const Node& obj, bool namespaced) {
   ObjectMeta m;
-  YAML::Node n = child(obj, "metadata");
+  Node n = child(obj, "metadata");
   const std::string path = "metadata";
   if (present(n)) expect_map(n, path);
   m.name = req_string(n, "name", path);
@@ -212,8 +207,8 @@ ObjectMeta parse_meta(const YAML::Node& obj, bool namespaced) {
   return m;
 }
 
-YAML::Node spec_of(const YAML::Node& obj) {
-  YAML::Node spec = child(obj, "spec");
+Node spec_of(const Node& obj) {
+  Node spec = child(obj, "spec");
   if (present(spec)) expect_map(spec, "spec");
   return spec;
 }

@@ -12,16 +12,16 @@ using namespace detail;
 
 // Gateway API names (sectionName, listener name) and hostnames are validated by the API server;
 // here they are only required to be strings. A required field may not be empty.
-std::string opt_text(const YAML::Node& parent, const char* key, const std::string& path,
+std::string opt_text(const Node& parent, const char* key, const std::string& path,
                      std::string fallback = {}) {
   return opt_string(parent, key, path).value_or(std::move(fallback));
 }
 
-LabelSelector parse_selector(const YAML::Node& n, const std::string& path) {
+LabelSelector parse_selector(const Node& n, const std::string& path) {
   expect_map(n, path);
   LabelSelector s;
   s.match_labels = string_map(n, "matchLabels", path);
-  for_each_item(n, "matchExpressions", path, [&](const YAML::Node& e, const std::string& epath) {
+  for_each_item(n, "matchExpressions", path, [&](const Node& e, const std::string& epath) {
     expect_map(e, epath);
     LabelSelectorRequirement r;
     r.key = req_string(e, "key", epath);
@@ -32,9 +32,9 @@ LabelSelector parse_selector(const YAML::Node& n, const std::string& path) {
   return s;
 }
 
-std::vector<ParentReference> parse_parent_refs(const YAML::Node& spec, const std::string& sp) {
+std::vector<ParentReference> parse_parent_refs(const Node& spec, const std::string& sp) {
   std::vector<ParentReference> out;
-  for_each_item(spec, "parentRefs", sp, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(spec, "parentRefs", sp, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     ParentReference p;
     p.group = opt_text(n, "group", path, std::string(kGatewayGroup));
@@ -48,10 +48,10 @@ std::vector<ParentReference> parse_parent_refs(const YAML::Node& spec, const std
   return out;
 }
 
-std::vector<HTTPHeaderMatch> parse_header_matches(const YAML::Node& parent, const char* key,
+std::vector<HTTPHeaderMatch> parse_header_matches(const Node& parent, const char* key,
                                                   const std::string& path) {
   std::vector<HTTPHeaderMatch> out;
-  for_each_item(parent, key, path, [&](const YAML::Node& n, const std::string& hpath) {
+  for_each_item(parent, key, path, [&](const Node& n, const std::string& hpath) {
     expect_map(n, hpath);
     HTTPHeaderMatch h;
     h.type = opt_text(n, "type", hpath, "Exact");
@@ -63,11 +63,11 @@ std::vector<HTTPHeaderMatch> parse_header_matches(const YAML::Node& parent, cons
   return out;
 }
 
-HTTPHeaderFilter parse_header_filter(const YAML::Node& n, const std::string& path) {
+HTTPHeaderFilter parse_header_filter(const Node& n, const std::string& path) {
   expect_map(n, path);
   HTTPHeaderFilter f;
   auto headers = [&](const char* key, std::vector<HTTPHeader>& into) {
-    for_each_item(n, key, path, [&](const YAML::Node& h, const std::string& hpath) {
+    for_each_item(n, key, path, [&](const Node& h, const std::string& hpath) {
       expect_map(h, hpath);
       into.push_back(HTTPHeader{req_string(h, "name", hpath), opt_text(h, "value", hpath)});
     });
@@ -78,9 +78,8 @@ HTTPHeaderFilter parse_header_filter(const YAML::Node& n, const std::string& pat
   return f;
 }
 
-std::optional<HTTPPathModifier> parse_path_modifier(const YAML::Node& parent,
-                                                    const std::string& path) {
-  YAML::Node n = child(parent, "path");
+std::optional<HTTPPathModifier> parse_path_modifier(const Node& parent, const std::string& path) {
+  Node n = child(parent, "path");
   if (!present(n)) return std::nullopt;
   const std::string ppath = field(path, "path");
   expect_map(n, ppath);
@@ -91,16 +90,16 @@ std::optional<HTTPPathModifier> parse_path_modifier(const YAML::Node& parent,
   return m;
 }
 
-std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::string& path) {
+std::vector<HTTPRouteFilter> parse_filters(const Node& parent, const std::string& path) {
   std::vector<HTTPRouteFilter> out;
-  for_each_item(parent, "filters", path, [&](const YAML::Node& n, const std::string& fpath) {
+  for_each_item(parent, "filters", path, [&](const Node& n, const std::string& fpath) {
     expect_map(n, fpath);
     HTTPRouteFilter f;
     f.type = req_string(n, "type", fpath);
     // The field named after the type must be there for the types we read (the API server's
     // validation says so too); the fields of other types are not read.
     auto required = [&](const char* key) {
-      YAML::Node v = child(n, key);
+      Node v = child(n, key);
       if (!present(v)) fail(field(fpath, key), "required field missing for type " + f.type);
       return v;
     };
@@ -112,7 +111,7 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
                                                        field(fpath, "responseHeaderModifier"));
     } else if (f.type == "RequestRedirect") {
       const std::string rpath = field(fpath, "requestRedirect");
-      YAML::Node r = required("requestRedirect");
+      Node r = required("requestRedirect");
       expect_map(r, rpath);
       HTTPRequestRedirectFilter redirect;
       redirect.scheme = opt_string(r, "scheme", rpath);
@@ -123,7 +122,7 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       f.request_redirect = std::move(redirect);
     } else if (f.type == "URLRewrite") {
       const std::string upath = field(fpath, "urlRewrite");
-      YAML::Node u = required("urlRewrite");
+      Node u = required("urlRewrite");
       expect_map(u, upath);
       HTTPURLRewriteFilter rewrite;
       rewrite.hostname = opt_string(u, "hostname", upath);
@@ -131,7 +130,7 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       f.url_rewrite = std::move(rewrite);
     } else if (f.type == "CORS") {
       const std::string cpath = field(fpath, "cors");
-      YAML::Node c = required("cors");
+      Node c = required("cors");
       expect_map(c, cpath);
       HTTPCORSFilter cors;
       cors.allow_origins = string_list(c, "allowOrigins", cpath);
@@ -143,11 +142,11 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       f.cors = std::move(cors);
     } else if (f.type == "RequestMirror") {
       const std::string mpath = field(fpath, "requestMirror");
-      YAML::Node m = required("requestMirror");
+      Node m = required("requestMirror");
       expect_map(m, mpath);
       HTTPRequestMirrorFilter mirror;
       const std::string bpath = field(mpath, "backendRef");
-      YAML::Node b = child(m, "backendRef");
+      Node b = child(m, "backendRef");
       if (!present(b)) fail(bpath, "required field missing");
       expect_map(b, bpath);
       mirror.group = opt_text(b, "group", bpath);
@@ -156,7 +155,7 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
       mirror.namespace_ = opt_string(b, "namespace", bpath);
       mirror.port = opt_port_number(b, "port", bpath);
       mirror.percent = opt_integer(m, "percent", mpath);
-      if (YAML::Node fr = child(m, "fraction"); present(fr)) {
+      if (Node fr = child(m, "fraction"); present(fr)) {
         const std::string frpath = field(mpath, "fraction");
         expect_map(fr, frpath);
         mirror.numerator = opt_integer(fr, "numerator", frpath);
@@ -170,9 +169,9 @@ std::vector<HTTPRouteFilter> parse_filters(const YAML::Node& parent, const std::
   return out;
 }
 
-std::vector<BackendRef> parse_backend_refs(const YAML::Node& rule, const std::string& rpath) {
+std::vector<BackendRef> parse_backend_refs(const Node& rule, const std::string& rpath) {
   std::vector<BackendRef> out;
-  for_each_item(rule, "backendRefs", rpath, [&](const YAML::Node& n, const std::string& bpath) {
+  for_each_item(rule, "backendRefs", rpath, [&](const Node& n, const std::string& bpath) {
     expect_map(n, bpath);
     BackendRef b;
     b.group = opt_text(n, "group", bpath);
@@ -192,31 +191,31 @@ std::vector<BackendRef> parse_backend_refs(const YAML::Node& rule, const std::st
   return out;
 }
 
-std::vector<std::string> parse_hostnames(const YAML::Node& spec, const std::string& sp) {
+std::vector<std::string> parse_hostnames(const Node& spec, const std::string& sp) {
   return string_list(spec, "hostnames", sp);
 }
 
-GatewayClass convert_gateway_class(const YAML::Node& obj) {
+GatewayClass convert_gateway_class(const Node& obj) {
   GatewayClass gc;
   gc.metadata = parse_meta(obj, /*namespaced=*/false);
   gc.controller_name = req_string(spec_of(obj), "controllerName", "spec");
   return gc;
 }
 
-Namespace convert_namespace(const YAML::Node& obj) {
+Namespace convert_namespace(const Node& obj) {
   Namespace ns;
   ns.metadata = parse_meta(obj, /*namespaced=*/false);
   return ns;
 }
 
-Gateway convert_gateway(const YAML::Node& obj) {
+Gateway convert_gateway(const Node& obj) {
   Gateway gw;
   gw.metadata = parse_meta(obj, true);
-  const YAML::Node spec = spec_of(obj);
+  const Node spec = spec_of(obj);
   const std::string sp = "spec";
   gw.gateway_class_name = req_string(spec, "gatewayClassName", sp);
   gw.has_addresses = present(child(spec, "addresses")) && child(spec, "addresses").size() > 0;
-  for_each_item(spec, "listeners", sp, [&](const YAML::Node& n, const std::string& lpath) {
+  for_each_item(spec, "listeners", sp, [&](const Node& n, const std::string& lpath) {
     expect_map(n, lpath);
     Listener l;
     l.name = req_string(n, "name", lpath);
@@ -225,37 +224,36 @@ Gateway convert_gateway(const YAML::Node& obj) {
     if (!port) fail(field(lpath, "port"), "required field missing");
     l.port = *port;
     l.protocol = req_string(n, "protocol", lpath);
-    YAML::Node tls = child(n, "tls");
+    Node tls = child(n, "tls");
     if (present(tls)) {
       const std::string tpath = field(lpath, "tls");
       expect_map(tls, tpath);
       l.tls_mode = opt_text(tls, "mode", tpath, "Terminate");
-      for_each_item(tls, "certificateRefs", tpath,
-                    [&](const YAML::Node& c, const std::string& cpath) {
-                      expect_map(c, cpath);
-                      SecretObjectReference ref;
-                      ref.group = opt_text(c, "group", cpath);
-                      ref.kind = opt_text(c, "kind", cpath, "Secret");
-                      ref.name = req_string(c, "name", cpath);
-                      ref.namespace_ = opt_string(c, "namespace", cpath);
-                      l.certificate_refs.push_back(std::move(ref));
-                    });
+      for_each_item(tls, "certificateRefs", tpath, [&](const Node& c, const std::string& cpath) {
+        expect_map(c, cpath);
+        SecretObjectReference ref;
+        ref.group = opt_text(c, "group", cpath);
+        ref.kind = opt_text(c, "kind", cpath, "Secret");
+        ref.name = req_string(c, "name", cpath);
+        ref.namespace_ = opt_string(c, "namespace", cpath);
+        l.certificate_refs.push_back(std::move(ref));
+      });
     }
-    YAML::Node allowed = child(n, "allowedRoutes");
+    Node allowed = child(n, "allowedRoutes");
     if (present(allowed)) {
       const std::string apath = field(lpath, "allowedRoutes");
       expect_map(allowed, apath);
-      YAML::Node namespaces = child(allowed, "namespaces");
+      Node namespaces = child(allowed, "namespaces");
       if (present(namespaces)) {
         const std::string npath = field(apath, "namespaces");
         expect_map(namespaces, npath);
         l.namespaces_from = opt_text(namespaces, "from", npath, "Same");
-        YAML::Node selector = child(namespaces, "selector");
+        Node selector = child(namespaces, "selector");
         if (present(selector)) {
           l.namespace_selector = parse_selector(selector, field(npath, "selector"));
         }
       }
-      for_each_item(allowed, "kinds", apath, [&](const YAML::Node& k, const std::string& kpath) {
+      for_each_item(allowed, "kinds", apath, [&](const Node& k, const std::string& kpath) {
         expect_map(k, kpath);
         RouteGroupKind rgk;
         rgk.group = opt_text(k, "group", kpath, std::string(kGatewayGroup));
@@ -268,12 +266,12 @@ Gateway convert_gateway(const YAML::Node& obj) {
   return gw;
 }
 
-std::vector<HTTPRouteMatch> parse_http_matches(const YAML::Node& rule, const std::string& rpath) {
+std::vector<HTTPRouteMatch> parse_http_matches(const Node& rule, const std::string& rpath) {
   std::vector<HTTPRouteMatch> out;
-  for_each_item(rule, "matches", rpath, [&](const YAML::Node& n, const std::string& mpath) {
+  for_each_item(rule, "matches", rpath, [&](const Node& n, const std::string& mpath) {
     expect_map(n, mpath);
     HTTPRouteMatch m;
-    YAML::Node path = child(n, "path");
+    Node path = child(n, "path");
     if (present(path)) {
       const std::string ppath = field(mpath, "path");
       expect_map(path, ppath);
@@ -290,20 +288,20 @@ std::vector<HTTPRouteMatch> parse_http_matches(const YAML::Node& rule, const std
   return out;
 }
 
-HTTPRoute convert_http_route(const YAML::Node& obj) {
+HTTPRoute convert_http_route(const Node& obj) {
   HTTPRoute route;
   route.metadata = parse_meta(obj, true);
-  const YAML::Node spec = spec_of(obj);
+  const Node spec = spec_of(obj);
   const std::string sp = "spec";
   route.parent_refs = parse_parent_refs(spec, sp);
   route.hostnames = parse_hostnames(spec, sp);
-  for_each_item(spec, "rules", sp, [&](const YAML::Node& r, const std::string& rpath) {
+  for_each_item(spec, "rules", sp, [&](const Node& r, const std::string& rpath) {
     expect_map(r, rpath);
     HTTPRouteRule rule;
     rule.matches = parse_http_matches(r, rpath);
     rule.filters = parse_filters(r, rpath);
     rule.backend_refs = parse_backend_refs(r, rpath);
-    YAML::Node timeouts = child(r, "timeouts");
+    Node timeouts = child(r, "timeouts");
     if (present(timeouts)) {
       const std::string tpath = field(rpath, "timeouts");
       expect_map(timeouts, tpath);
@@ -317,20 +315,20 @@ HTTPRoute convert_http_route(const YAML::Node& obj) {
   return route;
 }
 
-GRPCRoute convert_grpc_route(const YAML::Node& obj) {
+GRPCRoute convert_grpc_route(const Node& obj) {
   GRPCRoute route;
   route.metadata = parse_meta(obj, true);
-  const YAML::Node spec = spec_of(obj);
+  const Node spec = spec_of(obj);
   const std::string sp = "spec";
   route.parent_refs = parse_parent_refs(spec, sp);
   route.hostnames = parse_hostnames(spec, sp);
-  for_each_item(spec, "rules", sp, [&](const YAML::Node& r, const std::string& rpath) {
+  for_each_item(spec, "rules", sp, [&](const Node& r, const std::string& rpath) {
     expect_map(r, rpath);
     GRPCRouteRule rule;
-    for_each_item(r, "matches", rpath, [&](const YAML::Node& n, const std::string& mpath) {
+    for_each_item(r, "matches", rpath, [&](const Node& n, const std::string& mpath) {
       expect_map(n, mpath);
       GRPCRouteMatch m;
-      YAML::Node method = child(n, "method");
+      Node method = child(n, "method");
       if (present(method)) {
         const std::string ppath = field(mpath, "method");
         expect_map(method, ppath);
@@ -351,18 +349,18 @@ GRPCRoute convert_grpc_route(const YAML::Node& obj) {
   return route;
 }
 
-ReferenceGrant convert_reference_grant(const YAML::Node& obj) {
+ReferenceGrant convert_reference_grant(const Node& obj) {
   ReferenceGrant grant;
   grant.metadata = parse_meta(obj, true);
-  const YAML::Node spec = spec_of(obj);
+  const Node spec = spec_of(obj);
   const std::string sp = "spec";
-  for_each_item(spec, "from", sp, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(spec, "from", sp, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     // group is required but "" (core) is a valid value, so only its presence as a string counts.
     grant.from.push_back(ReferenceGrantFrom{opt_text(n, "group", path), req_string(n, "kind", path),
                                             req_string(n, "namespace", path)});
   });
-  for_each_item(spec, "to", sp, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(spec, "to", sp, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     grant.to.push_back(ReferenceGrantTo{opt_text(n, "group", path), req_string(n, "kind", path),
                                         opt_string(n, "name", path)});
@@ -370,22 +368,22 @@ ReferenceGrant convert_reference_grant(const YAML::Node& obj) {
   return grant;
 }
 
-BackendTLSPolicy convert_backend_tls_policy(const YAML::Node& obj) {
+BackendTLSPolicy convert_backend_tls_policy(const Node& obj) {
   BackendTLSPolicy p;
   p.metadata = parse_meta(obj, true);
-  const YAML::Node spec = spec_of(obj);
+  const Node spec = spec_of(obj);
   const std::string sp = "spec";
-  for_each_item(spec, "targetRefs", sp, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(spec, "targetRefs", sp, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     p.target_refs.push_back(
         PolicyTargetReference{opt_text(n, "group", path), req_string(n, "kind", path),
                               req_string(n, "name", path), opt_string(n, "sectionName", path)});
   });
   const std::string vpath = field(sp, "validation");
-  const YAML::Node v = child(spec, "validation");
+  const Node v = child(spec, "validation");
   if (!present(v)) fail(vpath, "required field missing");
   expect_map(v, vpath);
-  for_each_item(v, "caCertificateRefs", vpath, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(v, "caCertificateRefs", vpath, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     p.ca_certificate_refs.push_back(LocalObjectReference{
         opt_text(n, "group", path), req_string(n, "kind", path), req_string(n, "name", path)});
@@ -395,7 +393,7 @@ BackendTLSPolicy convert_backend_tls_policy(const YAML::Node& obj) {
     p.well_known_ca_certificates.reset();
   }
   p.hostname = req_string(v, "hostname", vpath);
-  for_each_item(v, "subjectAltNames", vpath, [&](const YAML::Node& n, const std::string& path) {
+  for_each_item(v, "subjectAltNames", vpath, [&](const Node& n, const std::string& path) {
     expect_map(n, path);
     p.subject_alt_names.push_back(SubjectAltName{
         req_string(n, "type", path), opt_text(n, "hostname", path), opt_text(n, "uri", path)});
@@ -404,7 +402,7 @@ BackendTLSPolicy convert_backend_tls_policy(const YAML::Node& obj) {
   return p;
 }
 
-ConfigMap convert_config_map(const YAML::Node& obj) {
+ConfigMap convert_config_map(const Node& obj) {
   ConfigMap c;
   c.metadata = parse_meta(obj, true);
   c.data = string_map(obj, "data", "");
@@ -413,35 +411,35 @@ ConfigMap convert_config_map(const YAML::Node& obj) {
 
 }  // namespace
 
-ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const YAML::Node& node) {
+ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const Node& node) {
   return guarded<BackendTLSPolicy>(node, convert_backend_tls_policy);
 }
 
-ParseResult<ConfigMap> parse_config_map(const YAML::Node& node) {
+ParseResult<ConfigMap> parse_config_map(const Node& node) {
   return guarded<ConfigMap>(node, convert_config_map);
 }
 
-ParseResult<GatewayClass> parse_gateway_class(const YAML::Node& node) {
+ParseResult<GatewayClass> parse_gateway_class(const Node& node) {
   return guarded<GatewayClass>(node, convert_gateway_class);
 }
 
-ParseResult<Gateway> parse_gateway(const YAML::Node& node) {
+ParseResult<Gateway> parse_gateway(const Node& node) {
   return guarded<Gateway>(node, convert_gateway);
 }
 
-ParseResult<HTTPRoute> parse_http_route(const YAML::Node& node) {
+ParseResult<HTTPRoute> parse_http_route(const Node& node) {
   return guarded<HTTPRoute>(node, convert_http_route);
 }
 
-ParseResult<GRPCRoute> parse_grpc_route(const YAML::Node& node) {
+ParseResult<GRPCRoute> parse_grpc_route(const Node& node) {
   return guarded<GRPCRoute>(node, convert_grpc_route);
 }
 
-ParseResult<ReferenceGrant> parse_reference_grant(const YAML::Node& node) {
+ParseResult<ReferenceGrant> parse_reference_grant(const Node& node) {
   return guarded<ReferenceGrant>(node, convert_reference_grant);
 }
 
-ParseResult<Namespace> parse_namespace(const YAML::Node& node) {
+ParseResult<Namespace> parse_namespace(const Node& node) {
   return guarded<Namespace>(node, convert_namespace);
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "objects/meta.h"
+#include "objects/node.h"
 
 namespace tidegate::controller::objects {
 
@@ -325,13 +326,13 @@ struct ConfigMap {
 };
 
 // Conversions (never throw; see objects.h).
-ParseResult<GatewayClass> parse_gateway_class(const YAML::Node& node);
-ParseResult<Gateway> parse_gateway(const YAML::Node& node);
-ParseResult<HTTPRoute> parse_http_route(const YAML::Node& node);
-ParseResult<GRPCRoute> parse_grpc_route(const YAML::Node& node);
-ParseResult<ReferenceGrant> parse_reference_grant(const YAML::Node& node);
-ParseResult<Namespace> parse_namespace(const YAML::Node& node);
-ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const YAML::Node& node);
-ParseResult<ConfigMap> parse_config_map(const YAML::Node& node);
+ParseResult<GatewayClass> parse_gateway_class(const Node& node);
+ParseResult<Gateway> parse_gateway(const Node& node);
+ParseResult<HTTPRoute> parse_http_route(const Node& node);
+ParseResult<GRPCRoute> parse_grpc_route(const Node& node);
+ParseResult<ReferenceGrant> parse_reference_grant(const Node& node);
+ParseResult<Namespace> parse_namespace(const Node& node);
+ParseResult<BackendTLSPolicy> parse_backend_tls_policy(const Node& node);
+ParseResult<ConfigMap> parse_config_map(const Node& node);
 
 }  // namespace tidegate::controller::objects

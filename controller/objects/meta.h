@@ -1,5 +1,5 @@
 #pragma once
-// What every typed object shares: its metadata, and the result of converting one from YAML.
+// What every typed object shares: its metadata, and the result of converting one from a document.
 // Kept apart from objects.h so that the Gateway API's kinds (gateway.h) can use them while
 // objects.h lists every kind in one variant.
 
@@ -7,10 +7,6 @@
 #include <map>
 #include <optional>
 #include <string>
-
-namespace YAML {
-class Node;
-}
 
 namespace tidegate::controller::objects {
 

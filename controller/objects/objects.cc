@@ -6,8 +6,6 @@
 #include <iterator>
 #include <utility>
 
-#include <yaml-cpp/yaml.h>
-
 #include "objects/fields.h"
 
 namespace tidegate::controller::objects {
@@ -175,11 +173,11 @@ namespace {
 
 using namespace detail;
 
-IngressBackend parse_backend(const YAML::Node& n, const std::string& path) {
+IngressBackend parse_backend(const Node& n, const std::string& path) {
   expect_map(n, path);
   IngressBackend b;
-  YAML::Node service = child(n, "service");
-  YAML::Node resource = child(n, "resource");
+  Node service = child(n, "service");
+  Node resource = child(n, "resource");
   if (present(service) && present(resource)) {
     fail(path, "service and resource are mutually exclusive");
   }
@@ -188,7 +186,7 @@ IngressBackend parse_backend(const YAML::Node& n, const std::string& path) {
     expect_map(service, spath);
     IngressServiceBackend s;
     s.name = req_string(service, "name", spath);
-    YAML::Node port = child(service, "port");
+    Node port = child(service, "port");
     const std::string ppath = field(spath, "port");
     if (!present(port)) fail(ppath, "required field missing");
     expect_map(port, ppath);
@@ -209,7 +207,7 @@ IngressBackend parse_backend(const YAML::Node& n, const std::string& path) {
   return b;
 }
 
-PathType parse_path_type(const YAML::Node& parent, const std::string& path) {
+PathType parse_path_type(const Node& parent, const std::string& path) {
   auto s = opt_string(parent, "pathType", path);
   // Required since networking.k8s.io/v1: the API server rejects an Ingress without it, so a
   // manifest without it would not apply either.
@@ -220,28 +218,28 @@ PathType parse_path_type(const YAML::Node& parent, const std::string& path) {
   fail(field(path, "pathType"), "unknown value \"" + *s + "\"");
 }
 
-Ingress convert_ingress(const YAML::Node& obj) {
+Ingress convert_ingress(const Node& obj) {
   Ingress ing;
   ing.metadata = parse_meta(obj, true);
-  YAML::Node spec = spec_of(obj);
+  Node spec = spec_of(obj);
   const std::string sp = "spec";
   ing.spec.ingress_class_name = opt_string(spec, "ingressClassName", sp);
-  YAML::Node def = child(spec, "defaultBackend");
+  Node def = child(spec, "defaultBackend");
   if (present(def)) ing.spec.default_backend = parse_backend(def, field(sp, "defaultBackend"));
-  for_each_item(spec, "rules", sp, [&](const YAML::Node& r, const std::string& rpath) {
+  for_each_item(spec, "rules", sp, [&](const Node& r, const std::string& rpath) {
     expect_map(r, rpath);
     IngressRule rule;
     rule.host = opt_string(r, "host", rpath).value_or("");
-    YAML::Node http = child(r, "http");
+    Node http = child(r, "http");
     if (present(http)) {
       const std::string hpath = field(rpath, "http");
       expect_map(http, hpath);
-      for_each_item(http, "paths", hpath, [&](const YAML::Node& p, const std::string& ppath) {
+      for_each_item(http, "paths", hpath, [&](const Node& p, const std::string& ppath) {
         expect_map(p, ppath);
         HTTPIngressPath hp;
         hp.path = opt_string(p, "path", ppath).value_or("");
         hp.path_type = parse_path_type(p, ppath);
-        YAML::Node backend = child(p, "backend");
+        Node backend = child(p, "backend");
         if (!present(backend)) fail(field(ppath, "backend"), "required field missing");
         hp.backend = parse_backend(backend, field(ppath, "backend"));
         rule.paths.push_back(std::move(hp));
@@ -249,7 +247,7 @@ Ingress convert_ingress(const YAML::Node& obj) {
     }
     ing.spec.rules.push_back(std::move(rule));
   });
-  for_each_item(spec, "tls", sp, [&](const YAML::Node& t, const std::string& tpath) {
+  for_each_item(spec, "tls", sp, [&](const Node& t, const std::string& tpath) {
     expect_map(t, tpath);
     IngressTLS tls;
     tls.hosts = string_list(t, "hosts", tpath);
@@ -259,22 +257,22 @@ Ingress convert_ingress(const YAML::Node& obj) {
   return ing;
 }
 
-IngressClass convert_ingress_class(const YAML::Node& obj) {
+IngressClass convert_ingress_class(const Node& obj) {
   IngressClass ic;
   ic.metadata = parse_meta(obj, false);
-  YAML::Node spec = spec_of(obj);
+  Node spec = spec_of(obj);
   ic.spec.controller = opt_string(spec, "controller", "spec").value_or("");
   return ic;
 }
 
-Service convert_service(const YAML::Node& obj) {
+Service convert_service(const Node& obj) {
   Service svc;
   svc.metadata = parse_meta(obj, true);
-  YAML::Node spec = spec_of(obj);
+  Node spec = spec_of(obj);
   const std::string sp = "spec";
   svc.spec.type = opt_string(spec, "type", sp).value_or("ClusterIP");
   svc.spec.cluster_ip = opt_string(spec, "clusterIP", sp).value_or("");
-  for_each_item(spec, "ports", sp, [&](const YAML::Node& p, const std::string& ppath) {
+  for_each_item(spec, "ports", sp, [&](const Node& p, const std::string& ppath) {
     expect_map(p, ppath);
     ServicePort port;
     port.name = opt_string(p, "name", ppath).value_or("");
@@ -290,15 +288,15 @@ Service convert_service(const YAML::Node& obj) {
   return svc;
 }
 
-EndpointSlice convert_endpoint_slice(const YAML::Node& obj) {
+EndpointSlice convert_endpoint_slice(const Node& obj) {
   EndpointSlice slice;
   slice.metadata = parse_meta(obj, true);
   slice.address_type = req_string(obj, "addressType", "");
-  for_each_item(obj, "endpoints", "", [&](const YAML::Node& e, const std::string& epath) {
+  for_each_item(obj, "endpoints", "", [&](const Node& e, const std::string& epath) {
     expect_map(e, epath);
     SliceEndpoint ep;
     ep.addresses = string_list(e, "addresses", epath);
-    YAML::Node cond = child(e, "conditions");
+    Node cond = child(e, "conditions");
     if (present(cond)) {
       const std::string cpath = field(epath, "conditions");
       expect_map(cond, cpath);
@@ -308,7 +306,7 @@ EndpointSlice convert_endpoint_slice(const YAML::Node& obj) {
     }
     slice.endpoints.push_back(std::move(ep));
   });
-  for_each_item(obj, "ports", "", [&](const YAML::Node& p, const std::string& ppath) {
+  for_each_item(obj, "ports", "", [&](const Node& p, const std::string& ppath) {
     expect_map(p, ppath);
     EndpointPort port;
     port.name = opt_string(p, "name", ppath).value_or("");
@@ -320,7 +318,7 @@ EndpointSlice convert_endpoint_slice(const YAML::Node& obj) {
   return slice;
 }
 
-Secret convert_secret(const YAML::Node& obj) {
+Secret convert_secret(const Node& obj) {
   Secret secret;
   secret.metadata = parse_meta(obj, true);
   secret.type = opt_string(obj, "type", "").value_or("Opaque");
@@ -340,11 +338,11 @@ T rethrow(ParseResult<T> result) {
   return std::move(*result.value);
 }
 
-SubstitutionRuleSet convert_substitution_rule_set(const YAML::Node& obj) {
+SubstitutionRuleSet convert_substitution_rule_set(const Node& obj) {
   SubstitutionRuleSet set;
   set.metadata = parse_meta(obj, /*namespaced=*/true);
-  const YAML::Node spec = spec_of(obj);
-  for_each_item(spec, "rules", "spec", [&](const YAML::Node& n, const std::string& where) {
+  const Node spec = spec_of(obj);
+  for_each_item(spec, "rules", "spec", [&](const Node& n, const std::string& where) {
     expect_map(n, where);
     SubstitutionRuleSetRule rule;
     rule.match = req_string(n, "match", where);
@@ -366,32 +364,30 @@ SubstitutionRuleSet convert_substitution_rule_set(const YAML::Node& obj) {
 
 }  // namespace
 
-ParseResult<Ingress> parse_ingress(const YAML::Node& node) {
+ParseResult<Ingress> parse_ingress(const Node& node) {
   return guarded<Ingress>(node, convert_ingress);
 }
 
-ParseResult<IngressClass> parse_ingress_class(const YAML::Node& node) {
+ParseResult<IngressClass> parse_ingress_class(const Node& node) {
   return guarded<IngressClass>(node, convert_ingress_class);
 }
 
-ParseResult<Service> parse_service(const YAML::Node& node) {
+ParseResult<Service> parse_service(const Node& node) {
   return guarded<Service>(node, convert_service);
 }
 
-ParseResult<EndpointSlice> parse_endpoint_slice(const YAML::Node& node) {
+ParseResult<EndpointSlice> parse_endpoint_slice(const Node& node) {
   return guarded<EndpointSlice>(node, convert_endpoint_slice);
 }
 
-ParseResult<Secret> parse_secret(const YAML::Node& node) {
-  return guarded<Secret>(node, convert_secret);
-}
+ParseResult<Secret> parse_secret(const Node& node) { return guarded<Secret>(node, convert_secret); }
 
-ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const YAML::Node& node) {
+ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const Node& node) {
   return guarded<SubstitutionRuleSet>(node, convert_substitution_rule_set);
 }
 
-ParseResult<Object> parse_object(const YAML::Node& node) {
-  return guarded<Object>(node, [](const YAML::Node& obj) -> Object {
+ParseResult<Object> parse_object(const Node& node) {
+  return guarded<Object>(node, [](const Node& obj) -> Object {
     std::string api_version = req_string(obj, "apiVersion", "");
     std::string kind_name = req_string(obj, "kind", "");
     auto kind = kind_from_string(kind_name);

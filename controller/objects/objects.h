@@ -1,7 +1,7 @@
 #pragma once
 // Typed views of the Kubernetes objects the controller reads, holding only the fields it uses, and
-// their conversion from a YAML::Node. yaml-cpp also parses JSON, so the same functions serve a
-// folder of manifests and the API server's responses.
+// their conversion from a document tree (objects/node.h): the same functions serve a folder of
+// manifests (yaml-cpp's trees, copied) and the API server's responses (kube/json_reader).
 //
 // Conversion is strict about shape (a sequence where a mapping is expected, an unknown enum value,
 // a missing required field is an error naming the field, e.g.
@@ -19,6 +19,7 @@
 
 #include "objects/gateway.h"
 #include "objects/meta.h"
+#include "objects/node.h"
 
 namespace tidegate::controller::objects {
 
@@ -241,19 +242,19 @@ bool accepts_api_version(Kind k, std::string_view api_version);
 
 // Converts one object. `node` is the whole object (apiVersion and kind are not checked here;
 // parse_object does that). Never throws.
-ParseResult<Ingress> parse_ingress(const YAML::Node& node);
-ParseResult<IngressClass> parse_ingress_class(const YAML::Node& node);
-ParseResult<Service> parse_service(const YAML::Node& node);
-ParseResult<EndpointSlice> parse_endpoint_slice(const YAML::Node& node);
-ParseResult<Secret> parse_secret(const YAML::Node& node);
+ParseResult<Ingress> parse_ingress(const Node& node);
+ParseResult<IngressClass> parse_ingress_class(const Node& node);
+ParseResult<Service> parse_service(const Node& node);
+ParseResult<EndpointSlice> parse_endpoint_slice(const Node& node);
+ParseResult<Secret> parse_secret(const Node& node);
 // Shape is strict (spec.rules a sequence of mappings with string match and replace); whether a
 // pattern or a flag is valid is left to the translator, which drops one rule and keeps the rest.
-ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const YAML::Node& node);
+ParseResult<SubstitutionRuleSet> parse_substitution_rule_set(const Node& node);
 
 // Dispatches on apiVersion and kind. An unknown kind, or a known kind with an apiVersion we do not
 // read (e.g. networking.k8s.io/v1beta1 Ingress), is an error here; callers that want to treat
 // unknown kinds as harmless check kind_from_string first. Never throws.
-ParseResult<Object> parse_object(const YAML::Node& node);
+ParseResult<Object> parse_object(const Node& node);
 
 // Standard base64 (RFC 4648 section 4) with '=' padding; line breaks are skipped, as Kubernetes
 // tolerates them. nullopt on any other invalid input.

@@ -1,6 +1,7 @@
 #include "kube/json_reader.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <functional>
 #include <random>
@@ -13,9 +14,12 @@ namespace tidegate::controller::kube {
 namespace {
 
 // The same tree as far as the object parsers can tell: types, scalars, keys in order.
-::testing::AssertionResult same(const YAML::Node& a, const YAML::Node& b, const std::string& at) {
+// `b` is YAML::Load's tree, copied (objects::Node's implicit constructor).
+::testing::AssertionResult same(const objects::Node& a, const objects::Node& b,
+                                const std::string& at) {
   if (a.Type() != b.Type()) {
-    return ::testing::AssertionFailure() << at << ": type " << a.Type() << " vs " << b.Type();
+    return ::testing::AssertionFailure()
+           << at << ": type " << static_cast<int>(a.Type()) << " vs " << static_cast<int>(b.Type());
   }
   if (a.IsScalar() && a.Scalar() != b.Scalar()) {
     return ::testing::AssertionFailure()
@@ -33,11 +37,12 @@ namespace {
   if (a.IsMap()) {
     auto ib = b.begin();
     for (auto ia = a.begin(); ia != a.end(); ++ia, ++ib) {
-      if (ia->first.Scalar() != ib->first.Scalar()) {
+      const objects::NodeEntry ea = *ia, eb = *ib;
+      if (ea.first.Scalar() != eb.first.Scalar()) {
         return ::testing::AssertionFailure()
-               << at << ": key " << ia->first.Scalar() << " vs " << ib->first.Scalar();
+               << at << ": key " << ea.first.Scalar() << " vs " << eb.first.Scalar();
       }
-      auto r = same(ia->second, ib->second, at + "." + ia->first.Scalar());
+      auto r = same(ea.second, eb.second, at + "." + ea.first.Scalar());
       if (!r) return r;
     }
   }
@@ -120,7 +125,7 @@ TEST(JsonReader, LeavesOutManagedFieldsOfObjectsOnly) {
                             managed + R"(,"uid":"u"},"spec":{"metadata":{)" + managed + R"(}}}]})",
                         &error);
   ASSERT_TRUE(list) << error;
-  const YAML::Node item = (*list)["items"][0];
+  const objects::Node item = (*list)["items"][0];
   EXPECT_FALSE(item["metadata"]["managedFields"]);
   EXPECT_EQ(item["metadata"]["name"].Scalar(), "a");
   EXPECT_EQ(item["metadata"]["uid"].Scalar(), "u");                     // after the left-out value

@@ -1,0 +1,90 @@
+#include "objects/node.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "kube/json_reader.h"
+
+namespace tidegate::controller::objects {
+namespace {
+
+Node json(const std::string& text) {
+  std::string error;
+  auto read = kube::read_json(text, &error);
+  EXPECT_TRUE(read) << error;
+  return read ? *read : Node();
+}
+
+TEST(Node, MissingThingsAreUndefinedAndAnswerEmpty) {
+  const Node n = json(R"({"a":{"b":[1,"x",null]},"s":"text"})");
+  EXPECT_FALSE(n["nope"].IsDefined());
+  EXPECT_FALSE(n["nope"]["deeper"][3].IsDefined());
+  EXPECT_FALSE(static_cast<bool>(n["nope"]));
+  EXPECT_EQ(n["nope"].Scalar(), "");
+  EXPECT_EQ(n["nope"].size(), 0u);
+  EXPECT_FALSE(n["a"]["b"][3].IsDefined());   // past the end
+  EXPECT_FALSE(n["a"]["b"][-1].IsDefined());  // negative
+  EXPECT_FALSE(n["s"]["x"].IsDefined());      // a key of a scalar
+  EXPECT_FALSE(n["a"][0].IsDefined());        // an index of a mapping
+  EXPECT_EQ(n["a"].Scalar(), "");             // a mapping has no text
+  EXPECT_TRUE(n["a"]["b"][2].IsNull());
+  EXPECT_TRUE(n["a"]["b"][2].IsDefined());
+  EXPECT_EQ(n["a"]["b"][0].Scalar(), "1");
+  EXPECT_EQ(n["a"]["b"].size(), 3u);
+  EXPECT_EQ(n.size(), 2u);
+}
+
+TEST(Node, IteratesSequencesAndMappingsInOrder) {
+  const Node n = json(R"({"z":1,"a":2,"m":[3,4]})");
+  std::vector<std::string> keys, values;
+  for (const auto& kv : n) {
+    keys.push_back(kv.first.Scalar());
+    values.push_back(kv.second.Scalar());
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"z", "a", "m"}));
+  EXPECT_EQ(values, (std::vector<std::string>{"1", "2", ""}));
+  std::vector<std::string> items;
+  for (const auto& item : n["m"]) items.push_back(item.Scalar());
+  EXPECT_EQ(items, (std::vector<std::string>{"3", "4"}));
+  int none = 0;
+  for (const auto& item : n["z"]) none += static_cast<int>(item.size()) + 1;  // a scalar: nothing
+  EXPECT_EQ(none, 0);
+}
+
+TEST(Node, ARepeatedKeyFindsTheFirstAsYamlCppDoes) {
+  const Node from_json = json(R"({"k":"first","k":"second"})");
+  EXPECT_EQ(from_json["k"].Scalar(), "first");
+  EXPECT_EQ(from_json.size(), 2u);
+  const YAML::Node yaml = YAML::Load("k: first\nk: second\n");
+  EXPECT_EQ(yaml["k"].Scalar(), "first");
+  EXPECT_EQ(Node(yaml)["k"].Scalar(), "first");
+}
+
+TEST(Node, CopiesYamlTreesWithTheirTypes) {
+  const Node n(YAML::Load("a: ~\nb: \"\"\nc: [1, {d: e}]\nf: {}\ng:\n"));
+  EXPECT_TRUE(n.IsMap());
+  EXPECT_TRUE(n["a"].IsNull());
+  EXPECT_TRUE(n["b"].IsScalar());
+  EXPECT_EQ(n["b"].Scalar(), "");
+  EXPECT_TRUE(n["c"].IsSequence());
+  EXPECT_EQ(n["c"][1]["d"].Scalar(), "e");
+  EXPECT_TRUE(n["f"].IsMap());
+  EXPECT_EQ(n["f"].size(), 0u);
+  EXPECT_TRUE(n["g"].IsNull());
+  EXPECT_FALSE(Node(YAML::Node(YAML::NodeType::Undefined)).IsDefined());
+}
+
+TEST(Node, AChildKeepsItsDocumentAlive) {
+  Node child;
+  {
+    const Node root = json(R"({"items":[{"metadata":{"name":"kept"}}]})");
+    child = root["items"][0];
+  }
+  EXPECT_EQ(child["metadata"]["name"].Scalar(), "kept");
+}
+
+}  // namespace
+}  // namespace tidegate::controller::objects
