@@ -24,7 +24,7 @@ RUN --mount=type=cache,id=tidegate-apt-cache,target=/var/cache/apt \
       g++ cmake ninja-build ccache pkg-config binutils \
       libboost-dev libboost-system-dev libssl-dev libcpprest-dev libyaml-cpp-dev libre2-dev \
       libmimalloc-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev prometheus-cpp-dev \
-      nlohmann-json3-dev >/dev/null
+      nlohmann-json3-dev libsimdjson-dev >/dev/null
 
 WORKDIR /src
 # Only what the build reads (.dockerignore keeps the rest out of the context as well).

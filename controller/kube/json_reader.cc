@@ -1,7 +1,10 @@
 #include "kube/json_reader.h"
 
+#include <simdjson.h>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -15,127 +18,72 @@ using json = nlohmann::json;
 // What a container is, for the managedFields rule.
 enum class Role { kOther, kObject, kMetadata, kItems };
 
-class Builder : public nlohmann::json_sax<json> {
+// Builds the nodes of one document from simdjson's parsed tree (its DOM: the whole text
+// validated first, by the library's fastest code for this CPU), depth first.
+class Builder {
  public:
-  explicit Builder(bool skip_managed_fields)
-      : skip_managed_fields_(skip_managed_fields), doc_(std::make_shared<objects::Document>()) {}
+  Builder(objects::Document* doc, bool skip_managed_fields)
+      : doc_(doc), skip_managed_fields_(skip_managed_fields) {}
 
-  bool null() override {
-    if (skipped_scalar()) return true;
-    place(doc_->add(objects::NodeType::kNull), nullptr);
-    return true;
-  }
-  bool boolean(bool val) override { return scalar(val ? "true" : "false"); }
-  bool number_integer(number_integer_t val) override { return scalar(std::to_string(val)); }
-  bool number_unsigned(number_unsigned_t val) override { return scalar(std::to_string(val)); }
-  bool number_float(number_float_t, const string_t& text) override { return scalar(text); }
-  bool string(string_t& val) override { return scalar(std::move(val)); }
-  bool binary(binary_t&) override { return false; }  // not in JSON text
-
-  bool start_object(std::size_t) override { return start(objects::NodeType::kMap); }
-  bool key(string_t& val) override {
-    if (skipping_ > 0) return true;
-    Frame& f = stack_.back();
-    if (skip_managed_fields_ && f.role == Role::kMetadata && val == "managedFields") {
-      skip_next_ = true;
-      return true;
+  const objects::Document::Data* build(simdjson::dom::element v, Role role, size_t depth) {
+    using simdjson::dom::element_type;
+    switch (v.type()) {
+      case element_type::OBJECT: {
+        objects::Document::Data* d = doc_->add(objects::NodeType::kMap);
+        const simdjson::dom::object object(v);
+        d->entries.reserve(object.size());
+        for (const auto field : object) {
+          const std::string_view key = field.key;
+          if (skip_managed_fields_ && role == Role::kMetadata && key == "managedFields") continue;
+          Role child = Role::kOther;
+          if (role == Role::kObject && key == "metadata") child = Role::kMetadata;
+          // The root is a list (its "items") or a watch event (its "object").
+          if (depth == 0 && key == "items") child = Role::kItems;
+          if (depth == 0 && key == "object") child = Role::kObject;
+          d->entries.emplace_back(scalar(key), build(field.value, child, depth + 1));
+        }
+        return d;
+      }
+      case element_type::ARRAY: {
+        objects::Document::Data* d = doc_->add(objects::NodeType::kSequence);
+        const simdjson::dom::array array(v);
+        d->items.reserve(array.size());
+        const Role child = role == Role::kItems ? Role::kObject : Role::kOther;
+        for (const simdjson::dom::element item : array) {
+          d->items.push_back(build(item, child, depth + 1));
+        }
+        return d;
+      }
+      case element_type::STRING:
+        return scalar(std::string_view(v));
+      case element_type::INT64:
+        return scalar(std::to_string(int64_t(v)));
+      case element_type::UINT64:
+        return scalar(std::to_string(uint64_t(v)));
+      case element_type::DOUBLE: {
+        // The shortest text that reads back as the same number (1.5, 0.0025, 1000): the JSON
+        // text itself is not kept. No field the object parsers read is a fraction.
+        char buf[32];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, double(v));
+        return scalar(ec == std::errc() ? std::string_view(buf, end - buf) : std::string_view());
+      }
+      case element_type::BOOL:
+        return scalar(bool(v) ? "true" : "false");
+      case element_type::NULL_VALUE:
+        return doc_->add(objects::NodeType::kNull);
     }
-    objects::Document::Data* k = doc_->add(objects::NodeType::kScalar);
-    k->scalar = std::move(val);
-    f.key = k;
-    return true;
+    return doc_->add(objects::NodeType::kNull);
   }
-  bool end_object() override { return end(); }
-  bool start_array(std::size_t) override { return start(objects::NodeType::kSequence); }
-  bool end_array() override { return end(); }
-
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    error_ = e.what();
-    return false;
-  }
-
-  objects::Node root() const { return objects::Node(doc_, root_); }
-  const std::string& error() const { return error_; }
 
  private:
-  struct Frame {
-    objects::Document::Data* node;
-    Role role;
-    const objects::Document::Data* key = nullptr;  // a mapping's pending key
-  };
-
-  // A scalar that is the skipped value itself.
-  bool skipped_scalar() {
-    if (skipping_ > 0) return true;
-    if (skip_next_) {
-      skip_next_ = false;
-      return true;
-    }
-    return false;
-  }
-
-  bool scalar(std::string text) {
-    if (skipped_scalar()) return true;
+  const objects::Document::Data* scalar(std::string_view text) {
     objects::Document::Data* d = doc_->add(objects::NodeType::kScalar);
-    d->scalar = std::move(text);
-    place(d, nullptr);
-    return true;
+    d->scalar = text;
+    return d;
   }
 
-  // Puts a new value into its parent (or makes it the root), and tells the role it has if it is
-  // a container.
-  void place(const objects::Document::Data* value, Role* role) {
-    if (stack_.empty()) {
-      root_ = value;
-      if (role) *role = Role::kObject;  // the root: a single object, a list or a watch event
-      return;
-    }
-    Frame& f = stack_.back();
-    if (f.node->type == objects::NodeType::kSequence) {
-      if (role) *role = f.role == Role::kItems ? Role::kObject : Role::kOther;
-      f.node->items.push_back(value);
-      return;
-    }
-    if (role) {
-      const std::string& key = f.key->scalar;
-      *role = Role::kOther;
-      if (f.role == Role::kObject && key == "metadata") *role = Role::kMetadata;
-      // The root is a list (its "items") or a watch event (its "object").
-      if (stack_.size() == 1 && key == "items") *role = Role::kItems;
-      if (stack_.size() == 1 && key == "object") *role = Role::kObject;
-    }
-    f.node->entries.emplace_back(f.key, value);
-  }
-
-  bool start(objects::NodeType type) {
-    if (skipping_ > 0 || skip_next_) {
-      skip_next_ = false;
-      ++skipping_;
-      return true;
-    }
-    objects::Document::Data* n = doc_->add(type);
-    Role role = Role::kOther;
-    place(n, &role);
-    stack_.push_back(Frame{n, role});
-    return true;
-  }
-
-  bool end() {
-    if (skipping_ > 0) {
-      --skipping_;
-      return true;
-    }
-    stack_.pop_back();
-    return true;
-  }
-
+  objects::Document* doc_;
   bool skip_managed_fields_;
-  std::shared_ptr<objects::Document> doc_;
-  const objects::Document::Data* root_ = nullptr;
-  std::vector<Frame> stack_;
-  bool skip_next_ = false;  // the next value is managedFields: leave it out
-  int skipping_ = 0;        // depth inside a value being left out
-  std::string error_;
 };
 
 // Reads the root object's keys up to "items", and metadata.continue on the way.
@@ -216,19 +164,18 @@ std::optional<std::string> peek_continue_token(std::string_view list_body) {
 
 std::optional<objects::Node> read_json(std::string_view text, std::string* error,
                                        bool skip_managed_fields) {
-  Builder builder(skip_managed_fields);
-  bool ok = false;
-  try {
-    ok = json::sax_parse(text.begin(), text.end(), &builder);
-  } catch (const std::exception& e) {
-    *error = e.what();
+  // One parser per thread, reused: its buffers grow to the largest document seen (it copies the
+  // text into its own padded buffer).
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (auto e = parser.parse(text.data(), text.size()).get(root)) {
+    *error = simdjson::error_message(e);
     return std::nullopt;
   }
-  if (!ok) {
-    *error = builder.error().empty() ? "invalid JSON" : builder.error();
-    return std::nullopt;
-  }
-  return builder.root();
+  auto doc = std::make_shared<objects::Document>();
+  Builder builder(doc.get(), skip_managed_fields);
+  const objects::Document::Data* data = builder.build(root, Role::kObject, 0);
+  return objects::Node(std::move(doc), data);
 }
 
 }  // namespace tidegate::controller::kube

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -13,6 +14,16 @@
 namespace tidegate::controller::kube {
 namespace {
 
+// Two spellings of one number: the reader writes a fraction or exponent in its shortest form
+// ("1e3" reads as "1000", "1.50" as "1.5"), YAML::Load keeps the text.
+bool same_number(const std::string& a, const std::string& b) {
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a);
+  const double y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 // The same tree as far as the object parsers can tell: types, scalars, keys in order.
 // `b` is YAML::Load's tree, copied (objects::Node's implicit constructor).
 ::testing::AssertionResult same(const objects::Node& a, const objects::Node& b,
@@ -21,7 +32,7 @@ namespace {
     return ::testing::AssertionFailure()
            << at << ": type " << static_cast<int>(a.Type()) << " vs " << static_cast<int>(b.Type());
   }
-  if (a.IsScalar() && a.Scalar() != b.Scalar()) {
+  if (a.IsScalar() && a.Scalar() != b.Scalar() && !same_number(a.Scalar(), b.Scalar())) {
     return ::testing::AssertionFailure()
            << at << ": \"" << a.Scalar() << "\" vs \"" << b.Scalar() << "\"";
   }
