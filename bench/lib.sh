@@ -51,14 +51,23 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
 
 # With SYSCALLS=1, counts the system calls of processes over a wrk run (perf stat on the
 # syscalls:sys_enter_* tracepoints; needs perf and root); PERF_EVENTS=list counts those perf
-# events (for example cycles:u,cycles:k,instructions:u,context-switches).
-# perf_counts_start "PID ..." SECONDS; then perf_counts_finish TOTAL_REQUESTS prints
+# events (for example cycles:u,cycles:k,instructions:u,context-switches); PERF_RECORD=dir records
+# a call-graph profile of each measured run to dir/NAME-N.data (read it with `perf report -i`).
+# perf_counts_start "PID ..." SECONDS [NAME]; then perf_counts_finish TOTAL_REQUESTS prints
 # "total/request(name:count,...)" and/or "events/request(...)", or "-" when neither is asked for.
 # Both in the same shell (perf_counts_finish waits for perf, its child): not in $(...).
 perf_counts_start() {
   local pids
   pids=$(echo "$1" | tr ' ' ',')
-  PERF_SYSCALLS_PID="" PERF_EVENTS_PID=""
+  PERF_SYSCALLS_PID="" PERF_EVENTS_PID="" PERF_RECORD_PID=""
+  if [ -n "${PERF_RECORD:-}" ]; then
+    mkdir -p "$PERF_RECORD"
+    local n=1
+    while [ -e "$PERF_RECORD/${3:-proxy}-$n.data" ]; do n=$((n + 1)); done
+    perf record -q -g -p "$pids" -o "$PERF_RECORD/${3:-proxy}-$n.data" \
+      -- sleep "$(($2 + 1))" >/dev/null 2>&1 &
+    PERF_RECORD_PID=$!
+  fi
   if [ "${SYSCALLS:-0}" = 1 ]; then
     perf stat -x, -e 'syscalls:sys_enter_*' -p "$pids" -o "$WORK/syscalls.txt" \
       -- sleep "$(($2 + 1))" 2>/dev/null &
@@ -69,11 +78,12 @@ perf_counts_start() {
       -- sleep "$(($2 + 1))" 2>/dev/null &
     PERF_EVENTS_PID=$!
   fi
-  if [ -n "$PERF_SYSCALLS_PID$PERF_EVENTS_PID" ]; then sleep 0.5; fi
+  if [ -n "$PERF_SYSCALLS_PID$PERF_EVENTS_PID$PERF_RECORD_PID" ]; then sleep 0.5; fi
 }
 
 perf_counts_finish() {  # total requests of the run
   local out=""
+  if [ -n "$PERF_RECORD_PID" ]; then wait "$PERF_RECORD_PID" || true; fi
   if [ -n "$PERF_SYSCALLS_PID" ]; then
     wait "$PERF_SYSCALLS_PID" || true
     out=$(awk -F, -v t="$1" '$1 + 0 > 0 {

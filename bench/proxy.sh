@@ -16,7 +16,7 @@
 # ACCESS_LOG=1 turns the access logs on: tidegate's JSON lines and nginx's ingress-nginx
 # `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out),
 # SYSCALLS=1 / PERF_EVENTS=list count each proxy's system calls / perf events per request
-# (bench/lib.sh, perf_counts_start).
+# (bench/lib.sh, perf_counts_start), PERF_RECORD=dir records a profile of each run there.
 # Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,7 +146,7 @@ measure() {  # name port
   local out pids u0 s0 u1 s1 hz total
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(proxy_pids "$1")
-  perf_counts_start "${pids[*]}" "$DURATION"
+  perf_counts_start "${pids[*]}" "$DURATION" "$1"
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
     "http://127.0.0.1:$2/1k.html")

@@ -21,7 +21,9 @@
 # the median round is reported), CONNECTIONS (default 4), PIN=1 (default) pins the proxies to CPU
 # 0 and wrk + the backend to CPU 1, TIDEGATE_BIN_DIR (default build/bin), CALIBRATE=0 skips the
 # in-memory calibration (which needs tidegate-unit-tests), PAGES (default "page.html dense.html":
-# the sparse and the dense page) to measure only one of them.
+# the sparse and the dense page) to measure only one of them, PERF_RECORD=dir records a profile
+# of each measured run there, SYSCALLS=1 / PERF_EVENTS=list count system calls / events per
+# page (bench/lib.sh).
 # Needs: scripts/build done (or it builds), nginx, wrk, python3 (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -237,6 +239,7 @@ measure() {  # name port host page
   local out pids u0 s0 u1 s1 hz
   hz=$(getconf CLK_TCK)
   mapfile -t pids < <(proxy_pids "$1")
+  perf_counts_start "${pids[*]}" "$DURATION" "${1/:/-}"
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -H "Host: $3" \
     "http://127.0.0.1:$2/$4")
@@ -245,8 +248,10 @@ measure() {  # name port host page
     /Requests\/sec:/ { rps = $2 }
     /requests in/ { total = $1 }
     /Non-2xx|Socket errors/ { errors = errors $0 }
-    END { printf "%.0f %.2f %s\n", rps * bytes / 1e6, cpu * 1000 / hz / total,
+    END { printf "%.0f %.2f %s ", rps * bytes / 1e6, cpu * 1000 / hz / total,
           (errors == "" ? "none" : "yes") }'
+  # System calls (SYSCALLS=1) or perf events (PERF_EVENTS) per page, or "-".
+  perf_counts_finish "$(echo "$out" | awk '/requests in/ { print $1 }')"
 }
 
 declare -A MBS CPU
@@ -268,8 +273,9 @@ for round in $(seq 1 "$ROUNDS"); do
       dense:tidegate-plain) port=$TIDEGATE_PORT host=plain.bench page=dense.html ;;
       dense:nginx-sub_filter) port=$NGINX_DENSE_PORT host=localhost page=dense.html ;;
     esac
-    read -r mbs cpu errors < <(measure "$name" "$port" "$host" "$page")
-    echo "bench: round $round $name: $mbs MB/s, proxy CPU $cpu ms per page, errors: $errors" >&2
+    read -r mbs cpu errors counts < <(measure "$name" "$port" "$host" "$page")
+    echo "bench: round $round $name: $mbs MB/s, proxy CPU $cpu ms per page, errors: $errors" \
+      "$([ "$counts" != - ] && echo ", per page: $counts")" >&2
     MBS[$name]+="$mbs " CPU[$name]+="$cpu "
   done
 done
