@@ -54,7 +54,8 @@ struct RestClientOptions {
 // decodes its ~140 certificates: about 25 ms of CPU per context, 14 contexts at start). This
 // points OpenSSL's default file at /dev/null (SSL_CERT_FILE) so that load costs nothing. It
 // changes the process's environment: call it once, before any thread starts. Returns whether it
-// did (not without a CA, nor when SSL_CERT_FILE is already set).
+// did (not without a CA). An SSL_CERT_FILE already set is overridden too: it would only fill the
+// store that the cluster's CA replaces.
 bool skip_system_ca_bundle(const ClusterConfig& config);
 
 class RestClient : public ApiClient {

@@ -71,11 +71,14 @@ TEST(SkipSystemCaBundle, WithoutACaTheSystemBundleStays) {
   EXPECT_EQ(std::getenv("SSL_CERT_FILE"), nullptr);
 }
 
-TEST(SkipSystemCaBundle, AnOperatorsSslCertFileIsKept) {
+// The file an environment names (these machines set SSL_CERT_FILE to the system bundle) would
+// only fill the store that the cluster's CA replaces: it is skipped as well.
+TEST(SkipSystemCaBundle, AnSslCertFileAlreadySetIsSkippedToo) {
   CertFileEnv env;
   ::setenv("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt", 1);
-  EXPECT_FALSE(skip_system_ca_bundle(with_ca()));
-  EXPECT_STREQ(std::getenv("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt");
+  ASSERT_TRUE(skip_system_ca_bundle(with_ca()));
+  EXPECT_STREQ(std::getenv("SSL_CERT_FILE"), "/dev/null");
+  EXPECT_EQ(certificates_loaded_by_default_paths(), 0);
 }
 
 }  // namespace
