@@ -75,18 +75,20 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
       }
       send(protocol::HelloReply{protocol::kProtocolVersion, publisher_.version()});
     } else if (auto* snap = std::get_if<protocol::Snapshot>(&msg)) {
-      const std::string error = publisher_.apply_snapshot(*snap);
+      const uint64_t version = snap->version;
+      const size_t hosts = snap->config.virtual_hosts.size();
+      const std::string error = publisher_.apply_snapshot(std::move(*snap));
       // Once per connection (and per NACK): where a full configuration's time goes (a start at
       // scale, docs/benchmarks.md).
       auto ms = [](std::chrono::steady_clock::duration d) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
       };
       TG_INFO("control", "snapshot version "
-                             << snap->version << " (" << payload.size() << " bytes, "
-                             << snap->config.virtual_hosts.size() << " hosts): decoded in "
-                             << ms(decoded_at - received) << " ms, built and published in "
+                             << version << " (" << payload.size() << " bytes, " << hosts
+                             << " hosts): decoded in " << ms(decoded_at - received)
+                             << " ms, built and published in "
                              << ms(std::chrono::steady_clock::now() - decoded_at) << " ms");
-      answer(snap->version, error);
+      answer(version, error);
     } else if (auto* delta = std::get_if<protocol::DeltaMsg>(&msg)) {
       answer(delta->version, publisher_.apply_delta(*delta));
     } else {

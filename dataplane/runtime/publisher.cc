@@ -50,10 +50,14 @@ std::string Publisher::check_certificates(const std::vector<const model::Certifi
 }
 
 std::string Publisher::apply_snapshot(const protocol::Snapshot& msg) {
+  return apply_snapshot(protocol::Snapshot(msg));
+}
+
+std::string Publisher::apply_snapshot(protocol::Snapshot&& msg) {
   std::vector<const model::Certificate*> certs;
   for (const auto& [_, cert] : msg.config.certificates) certs.push_back(&cert);
   if (auto error = check_certificates(certs); !error.empty()) return error;
-  return publish(msg.version, msg.config);
+  return publish(msg.version, std::move(msg.config));
 }
 
 std::string Publisher::apply_delta(const protocol::DeltaMsg& msg) {
