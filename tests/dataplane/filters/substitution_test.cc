@@ -583,7 +583,9 @@ size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_pre
       std::vector<std::string_view> pieces;
       for (size_t pos = 0; pos < body.size();) {
         const size_t len =
-            std::min<size_t>(body.size() - pos, 1 + rng() % (body.size() > 100 ? 64 : 8));
+            std::min<size_t>(body.size() - pos, 1 + rng() % (body.size() > 1000  ? 2048
+                                                             : body.size() > 100 ? 64
+                                                                                 : 8));
         pieces.push_back(std::string_view(body).substr(pos, len));
         pos += len;
       }
@@ -656,6 +658,40 @@ TEST(SubstitutionPropertyTest, ManyLiteralRulesEqualTheReference) {
        {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
     SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
     EXPECT_GE(differential(4242, 120, literal_rule, false, 24, body), 100u);
+  }
+  RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
+}
+
+// Long bodies (up to 4 KB) in pieces up to 2 KiB, so that one step searches a window of many
+// candidates: prefixes whose fingerprint lies inside them (`aaaaaqz`: 4 bytes in, beside `aa`
+// at the same start), matches that run far past their start (`ab[^!]*!`), candidates at every
+// distance. Every kind of scan.
+TEST(SubstitutionPropertyTest, LongBodiesInLargePiecesEqualTheReference) {
+  auto rule = [](std::mt19937& rng) {
+    static const std::vector<std::string> kRules = {
+        "the",      "\\bthe\\b", "class=\"[a-z-]+\"",
+        "<code>",   "aqz",       "lorem ipsum",
+        "ab[^!]*!", "(?i)QZ",    "[Cc]argo",
+        "x[yz]+",   "aaaaaqz",   "aa"};  // a fingerprint 4 bytes in; a rule at the same start
+    SubstitutionRule r;
+    r.match = kRules[rng() % kRules.size()];
+    r.replace = rng() % 2 ? "<$&>" : "#";
+    return r;
+  };
+  auto body = [](std::mt19937& rng, size_t max_len) {
+    static const std::vector<std::string> kPieces = {
+        "the ",    "class=\"x-y\" ", "<code>", "aqz", "lorem ipsum ", "ab", "!",  "Cargo ",
+        "cargo.",  "xyzzy",          "qZ",     "   ", "\n",           "é",  "th", "e",
+        "aaaaaqz", "aaaaaqz",        "aa"};
+    std::string b;
+    const size_t len = rng() % (max_len * 10 + 1);
+    while (b.size() < len) b += kPieces[rng() % kPieces.size()];
+    return b;
+  };
+  for (auto level :
+       {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
+    SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
+    EXPECT_GE(differential(5150, 120, rule, true, 6, body), 100u);
   }
   RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
 }
