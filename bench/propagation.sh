@@ -29,7 +29,10 @@
 # RELOADS (5; 0 skips them), STARTS (1), GAP_MS (50), BURST (50), BURST_WINDOW_MS (100),
 # BURSTS (5), WRITERS (8), TIDEGATE_BIN_DIR (build/bin), COMPARE_BIN_DIR (other builds' bin
 # folders, ':' between them, measured after the first against the same API server: a
-# before/after in one run).
+# before/after in one run), CACHE (1: etcd's data with the N objects is kept in
+# ~/.cache/tidegate/propagation/ (PROPAGATION_CACHE) after the first run at that N and reused by
+# the next ones; 0: created afresh, nothing kept). The Services are headless (no ClusterIP to
+# allocate): the slices' endpoints are what the data plane sends to either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${TIDEGATE_BIN_DIR:-$PWD/build/bin}
