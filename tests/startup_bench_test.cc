@@ -8,6 +8,8 @@
 // (STARTUP_BENCH_N overrides N; STARTUP_BENCH_YAML=0 leaves out the YAML::Load comparison, for a
 // profile of the rest). Figures are in docs/benchmarks.md, "Start-up at scale".
 
+#include <malloc.h>
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -105,6 +107,13 @@ class NoClient : public kube::ApiClient {
   }
 };
 
+// The heap in use (glibc's malloc: the unit tests are not linked with mimalloc), in MB: what
+// each stage keeps alive.
+double heap_mb() {
+  const struct mallinfo2 mi = mallinfo2();
+  return static_cast<double>(mi.uordblks + mi.hblkhd) / 1e6;
+}
+
 TEST(StartupBench, DISABLED_FirstPushAtScale) {
   const int n = std::getenv("STARTUP_BENCH_N") ? std::atoi(std::getenv("STARTUP_BENCH_N")) : 10'000;
   const bool with_yaml = std::getenv("STARTUP_BENCH_YAML") == nullptr ||
@@ -118,6 +127,7 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
       {objects::Kind::kService, pages("ServiceList", n, 500, service_json)},
       {objects::Kind::kEndpointSlice, pages("EndpointSliceList", n, 500, slice_json)},
   };
+  const double heap_pages = heap_mb();
   kube::KubeSource source(std::make_unique<NoClient>(), store::ClassOptions{}, {},
                           [](objects::Kind) {});
   for (auto& k : kinds) {
@@ -158,10 +168,11 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
     const double store_ms = ms_since(start);
     std::printf(
         "%-14s %zu pages, %.1f MB: parse_list %.0f ms (YAML::Load of the same pages: %.0f ms), "
-        "convert %.0f ms, store %.0f ms\n",
+        "convert %.0f ms, store %.0f ms; heap in use beyond the pages: %.0f MB\n",
         objects::to_string(k.kind), k.pages.size(), bytes / 1e6, parse_ms, yaml_ms, convert_ms,
-        store_ms);
+        store_ms, heap_mb() - heap_pages);
   }
+  const double heap_before_translate = heap_mb();
   translate::IncrementalTranslator translator;
   auto start = Clock::now();
   const model::Config* config =
@@ -169,13 +180,16 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
         return &translator.update(s, changes).config;
       });
   const double translate_ms = ms_since(start);
+  const double heap_translated = heap_mb();
   ASSERT_EQ(config->virtual_hosts.size(), static_cast<size_t>(n));
   start = Clock::now();
   std::string frame = protocol::encode_frame(protocol::Snapshot{1, *config});
   const double encode_ms = ms_since(start);
+  const double heap_encoded = heap_mb();
   start = Clock::now();
   auto decoded = protocol::decode_json(std::string_view(frame).substr(4));
   const double decode_ms = ms_since(start);
+  const double heap_decoded = heap_mb();
   ASSERT_TRUE(decoded.message) << decoded.error;
   dataplane::runtime::Publisher publisher(2);
   start = Clock::now();
@@ -187,6 +201,17 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
       "N=%d: translation %.0f ms; snapshot frame %.1f MB: encode %.0f ms; data plane decode %.0f "
       "ms, apply_snapshot %.0f ms\n",
       n, translate_ms, frame.size() / 1e6, encode_ms, decode_ms, publish_ms);
+  const double heap_published = heap_mb();
+  decoded = {};
+  const double heap_decoded_dropped = heap_mb();
+  std::printf(
+      "heap in use (MB, beyond the pages): after the store %.0f; translation +%.0f; the encoded "
+      "frame +%.0f; decoded +%.0f; published %+.0f; the decoded message dropped %+.0f: the data "
+      "plane's snapshot ~%.0f MB (%.0f bytes per host)\n",
+      heap_before_translate - heap_pages, heap_translated - heap_before_translate,
+      heap_encoded - heap_translated, heap_decoded - heap_encoded, heap_published - heap_decoded,
+      heap_decoded_dropped - heap_published, heap_decoded_dropped - heap_encoded,
+      (heap_decoded_dropped - heap_encoded) * 1e6 / n);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ struct Route {
   RoutePolicy policy = {};
   // An alternative backend from a canary Ingress for the same host and path (docs/annotations.md,
   // "Canary"): canary->upstream names an Upstream. Applied by the data plane (server/canary.h).
-  std::optional<Canary> canary = {};
+  Boxed<Canary> canary = {};
   // Serves the route's requests while `upstream` has no endpoints (the default-backend
   // annotation, or the controller's --default-backend-service); empty: none (503).
   std::string fallback_upstream = {};

@@ -38,6 +38,7 @@
 // Each family's type, checks and JSON form (syntax.h: the checks several of them share).
 #include "model/auth.h"
 #include "model/balancing.h"
+#include "model/boxed.h"
 #include "model/canary.h"
 #include "model/compression.h"
 #include "model/cors.h"
@@ -118,18 +119,18 @@ struct RoutePolicy {
   std::string rewrite_target;
   // app-root: requests for "/" are redirected (302) to this path.
   std::string app_root;
-  std::optional<Redirect> redirect;  // permanent-redirect / temporal-redirect
+  Boxed<Redirect> redirect;  // permanent-redirect / temporal-redirect
   // The Gateway API's RequestRedirect filter (built from the request; not with `redirect`).
-  std::optional<RequestRedirect> request_redirect = {};
+  Boxed<RequestRedirect> request_redirect = {};
   // The Gateway API's URLRewrite path (not with rewrite_target); its hostname is upstream_vhost.
-  std::optional<PathModifier> path_rewrite = {};
+  Boxed<PathModifier> path_rewrite = {};
 
   // Headers (lib/model/headers.h).
   std::vector<Header> response_headers;  // custom-headers, in the order written, unique names
   std::string upstream_vhost;            // Host header sent to the backend; empty: the client's
   // The Gateway API's RequestHeaderModifier and ResponseHeaderModifier filters (headers.h).
-  std::optional<HeaderModifier> request_header_modifier = {};
-  std::optional<HeaderModifier> response_header_modifier = {};
+  Boxed<HeaderModifier> request_header_modifier = {};
+  Boxed<HeaderModifier> response_header_modifier = {};
   // x-forwarded-prefix: the X-Forwarded-Prefix request header sent to the backend; empty: none.
   std::string forwarded_prefix;
   // enable-access-log: "false" leaves the route's requests out of the access log (metrics stay).
@@ -137,7 +138,7 @@ struct RoutePolicy {
   // allow-upgrade: Upgrade protocols forwarded as upgrades besides websocket (lower case).
   std::vector<std::string> upgrade_protocols;
 
-  std::optional<Cors> cors;                   // lib/model/cors.h
+  Boxed<Cors> cors;                           // lib/model/cors.h
   std::optional<Hsts> hsts;                   // lib/model/hsts.h
   std::optional<SourceRanges> source_ranges;  // lib/model/source_ranges.h
   // denylist-source-range: clients inside these ranges are refused (403), before
@@ -147,10 +148,10 @@ struct RoutePolicy {
   // custom-http-errors: backend answers with these statuses (400-599, sorted, unique) are
   // replaced by what the route's fallback upstream (Route::fallback_upstream) answers.
   std::vector<uint16_t> error_codes;
-  std::optional<BasicAuth> basic_auth;             // auth-type: basic (lib/model/auth.h)
-  std::optional<Compression> compression;          // enable-compression (lib/model/compression.h)
-  std::optional<ExternalAuth> external_auth = {};  // auth-url (lib/model/external_auth.h)
-  std::optional<Sendfile> sendfile = {};           // x-sendfile-directories (lib/model/sendfile.h)
+  Boxed<BasicAuth> basic_auth;             // auth-type: basic (lib/model/auth.h)
+  Boxed<Compression> compression;          // enable-compression (lib/model/compression.h)
+  Boxed<ExternalAuth> external_auth = {};  // auth-url (lib/model/external_auth.h)
+  Boxed<Sendfile> sendfile = {};           // x-sendfile-directories (lib/model/sendfile.h)
   // enable-cache: the route's GET and HEAD answers are kept in the data plane's response cache
   // as RFC 9111 allows a shared cache (docs/annotations.md, "Response cache").
   bool cache = false;
