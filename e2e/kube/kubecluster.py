@@ -224,19 +224,15 @@ class Cluster:
 
     # -- etcd ---------------------------------------------------------------------------------
 
-    def _etcd(self, method: str, body: dict) -> dict:
+    def _etcd(self, method: str, body: dict, timeout: float = 10) -> dict:
         req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/{method}",
                                      data=json.dumps(body).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"{}")
 
     def defragment_etcd(self) -> None:
         """Gives the space of compacted history back (etcd's file keeps it otherwise)."""
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.etcd_port}/v3/maintenance/defragment", data=b"{}",
-            method="POST")
-        with urllib.request.urlopen(req, timeout=600) as r:
-            r.read()
+        self._etcd("maintenance/defragment", {}, timeout=600)
 
     def compact_etcd(self) -> int:
         """Compacts etcd's history up to its current revision (what the API server does every

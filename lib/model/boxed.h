@@ -79,8 +79,6 @@ class Boxed {
     if (!p_) throw std::bad_optional_access();
     return *p_;
   }
-  // A copy as a std::optional (for code written against std::optional).
-  std::optional<T> optional() const { return p_ ? std::optional<T>(*p_) : std::nullopt; }
 
   friend bool operator==(const Boxed& a, const Boxed& b) {
     if (!a.p_ || !b.p_) return !a.p_ && !b.p_;

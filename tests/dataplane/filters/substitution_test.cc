@@ -610,6 +610,18 @@ size_t differential(uint32_t seed, int rounds, MakeRule make_rule, bool want_pre
   return rule_sets;
 }
 
+// Runs `check` with every kind of scan this CPU has (the process uses the best one; the others
+// run here), then goes back to the best.
+template <typename Check>
+void at_every_scan_level(Check check) {
+  for (auto level :
+       {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
+    SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
+    check();
+  }
+  RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
+}
+
 TEST(SubstitutionPropertyTest, StreamingEqualsTheReference) {
   EXPECT_GE(differential(20240605, 500, random_rule, false), 200u);
 }
@@ -653,13 +665,8 @@ TEST(SubstitutionPropertyTest, ManyLiteralRulesEqualTheReference) {
     while (b.size() < len) b += kPieces[rng() % kPieces.size()];
     return b;
   };
-  // Every kind of scan this CPU has (the process uses the best one; the others run here).
-  for (auto level :
-       {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
-    SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
-    EXPECT_GE(differential(4242, 120, literal_rule, false, 24, body), 100u);
-  }
-  RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
+  at_every_scan_level(
+      [&] { EXPECT_GE(differential(4242, 120, literal_rule, false, 24, body), 100u); });
 }
 
 // Long bodies (up to 4 KB) in pieces up to 2 KiB, so that one step searches a window of many
@@ -688,12 +695,7 @@ TEST(SubstitutionPropertyTest, LongBodiesInLargePiecesEqualTheReference) {
     while (b.size() < len) b += kPieces[rng() % kPieces.size()];
     return b;
   };
-  for (auto level :
-       {RuleSet::ScanLevel::kAvx2, RuleSet::ScanLevel::kSsse3, RuleSet::ScanLevel::kScalar}) {
-    SCOPED_TRACE(static_cast<int>(RuleSet::limit_scan_level_for_testing(level)));
-    EXPECT_GE(differential(5150, 120, rule, true, 6, body), 100u);
-  }
-  RuleSet::limit_scan_level_for_testing(RuleSet::ScanLevel::kAvx2);
+  at_every_scan_level([&] { EXPECT_GE(differential(5150, 120, rule, true, 6, body), 100u); });
 }
 
 // The memo's claim (docs/substitutions.md, "The memo"): with leftmost, then longest, then
