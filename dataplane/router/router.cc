@@ -8,13 +8,14 @@
 namespace tidegate::dataplane::router {
 
 struct Router::CompiledRoute {
-  model::Route route;
-  // kPrefix: length of route.path without its trailing slashes ("/foo/" → 4, "/" → 0).
+  const model::Route* route_ptr = nullptr;  // in the configuration (see Router::owned_)
+  const model::Route& route() const { return *route_ptr; }
+  // kPrefix: length of route().path without its trailing slashes ("/foo/" → 4, "/" → 0).
   std::size_t prefix_length = 0;
   // kRegex: the compiled pattern.
   std::unique_ptr<re2::RE2> regex;
-  // Conditions besides the path: route.method/headers/query set. The RegularExpression ones'
-  // patterns, by index into route.headers and route.query (null for Exact).
+  // Conditions besides the path: route().method/headers/query set. The RegularExpression ones'
+  // patterns, by index into route().headers and route().query (null for Exact).
   bool has_conditions = false;
   std::vector<std::unique_ptr<re2::RE2>> header_regexes;
   std::vector<std::unique_ptr<re2::RE2>> query_regexes;
@@ -22,17 +23,17 @@ struct Router::CompiledRoute {
   bool conditions_hold(const RequestView* request) const {
     if (!has_conditions) return true;
     if (request == nullptr) return false;
-    if (!route.method.empty() && request->method() != route.method) return false;
+    if (!route().method.empty() && request->method() != route().method) return false;
     std::string scratch;
-    for (std::size_t i = 0; i < route.headers.size(); ++i) {
-      const model::HeaderCondition& c = route.headers[i];
+    for (std::size_t i = 0; i < route().headers.size(); ++i) {
+      const model::HeaderCondition& c = route().headers[i];
       auto value = request->header(c.name, scratch);
       if (!value || !value_matches(*value, c.value, header_regexes[i].get())) return false;
     }
-    if (!route.query.empty()) {
+    if (!route().query.empty()) {
       const std::string_view query = request->query();
-      for (std::size_t i = 0; i < route.query.size(); ++i) {
-        const model::QueryCondition& c = route.query[i];
+      for (std::size_t i = 0; i < route().query.size(); ++i) {
+        const model::QueryCondition& c = route().query[i];
         auto value = query_parameter(query, c.name);
         if (!value || !value_matches(*value, c.value, query_regexes[i].get())) return false;
       }
@@ -61,12 +62,12 @@ struct Router::CompiledRoute {
   }
 
   bool matches(std::string_view path) const {
-    switch (route.match) {
+    switch (route().match) {
       case model::PathMatch::kExact:
-        return path == route.path;
+        return path == route().path;
       case model::PathMatch::kPrefix: {
         // Element-wise: the prefix must end at the end of the path or at a '/'.
-        std::string_view prefix(route.path.data(), prefix_length);
+        std::string_view prefix(route().path.data(), prefix_length);
         return path.starts_with(prefix) &&
                (path.size() == prefix.size() || path[prefix.size()] == '/');
       }
@@ -79,7 +80,7 @@ struct Router::CompiledRoute {
 };
 
 struct Router::VirtualHostTable {
-  std::string host;                   // as configured: "foo.com", "*.foo.com" or "*"
+  std::string_view host;              // as configured: "foo.com", "*.foo.com" or "*"
   std::vector<CompiledRoute> routes;  // model::sort_routes order
   bool falls_through = false;         // model::VirtualHost::falls_through
 };
@@ -146,20 +147,49 @@ const Router& Router::empty() {
 
 std::unique_ptr<const Router> Router::build(const model::Config& config, std::string_view listener,
                                             std::string* error) {
+  // A copy of only what this listener's router points into.
+  auto owned = std::make_unique<model::Config>();
+  for (const auto& [key, virtual_host] : config.virtual_hosts) {
+    if (virtual_host.listener == listener) owned->virtual_hosts.emplace(key, virtual_host);
+  }
+  if (listener.empty()) owned->default_route = config.default_route;
+  std::unique_ptr<Router> router = compile(*owned, listener, error);
+  if (router) router->owned_ = std::move(owned);
+  return router;
+}
+
+std::unique_ptr<const Router> Router::build_borrowing(const model::Config& config,
+                                                      std::string_view listener,
+                                                      std::string* error) {
+  return compile(config, listener, error);
+}
+
+std::unique_ptr<Router> Router::compile(const model::Config& config, std::string_view listener,
+                                        std::string* error) {
   std::unique_ptr<Router> router(new Router());
   if (listener.empty()) router->virtual_hosts_.reserve(config.virtual_hosts.size());
   std::optional<std::size_t> catch_all;
 
+  const auto precedes = [](const model::Route* a, const model::Route* b) {
+    return model::route_precedes(*a, *b);
+  };
+  std::vector<const model::Route*> routes;
   for (const auto& [key, virtual_host] : config.virtual_hosts) {
     if (virtual_host.listener != listener) continue;
     VirtualHostTable table;
     table.host = virtual_host.host;
     table.falls_through = virtual_host.falls_through;
-    std::vector<model::Route> routes = virtual_host.routes;
-    model::sort_routes(routes);
+    // In model::sort_routes order (stable: equal routes keep the configuration's order).
+    routes.clear();
+    for (const model::Route& route : virtual_host.routes) routes.push_back(&route);
+    if (!std::is_sorted(routes.begin(), routes.end(), precedes)) {
+      std::stable_sort(routes.begin(), routes.end(), precedes);
+    }
     table.routes.reserve(routes.size());
-    for (model::Route& route : routes) {
+    for (const model::Route* route_ptr : routes) {
+      const model::Route& route = *route_ptr;
       CompiledRoute compiled;
+      compiled.route_ptr = route_ptr;
       switch (route.match) {
         case model::PathMatch::kExact:
           break;
@@ -207,12 +237,11 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
           !compile_values(route.query, compiled.query_regexes)) {
         return nullptr;
       }
-      compiled.route = std::move(route);
       table.routes.push_back(std::move(compiled));
     }
 
     const std::size_t index = router->virtual_hosts_.size();
-    const std::string& host = table.host;
+    const std::string_view host = table.host;
     if (host == "*") {
       catch_all = index;
     } else if (host.starts_with("**.")) {
@@ -227,7 +256,7 @@ std::unique_ptr<const Router> Router::build(const model::Config& config, std::st
 
   // Taken only once virtual_hosts_ no longer grows.
   if (catch_all) router->catch_all_ = &router->virtual_hosts_[*catch_all];
-  if (listener.empty()) router->default_route_ = config.default_route;
+  if (listener.empty() && config.default_route) router->default_route_ = &*config.default_route;
   return router;
 }
 
@@ -282,7 +311,7 @@ Match Router::match(std::string_view raw_host, std::string_view path,
     if (result.virtual_host.empty()) result.virtual_host = virtual_host.host;
     for (const CompiledRoute& route : virtual_host.routes) {
       if (route.matches(path) && route.conditions_hold(request)) {
-        result.route = &route.route;
+        result.route = &route.route();
         result.virtual_host = virtual_host.host;
         return true;
       }
@@ -290,8 +319,8 @@ Match Router::match(std::string_view raw_host, std::string_view path,
     return !virtual_host.falls_through;
   });
   if (result.route != nullptr) return result;
-  if (default_route_) {
-    result.route = &*default_route_;
+  if (default_route_ != nullptr) {
+    result.route = default_route_;
     result.is_default = true;
   }
   return result;
@@ -300,9 +329,9 @@ Match Router::match(std::string_view raw_host, std::string_view path,
 void Router::for_each_route(
     const std::function<void(std::string_view virtual_host, const model::Route&)>& visit) const {
   for (const VirtualHostTable& table : virtual_hosts_) {
-    for (const CompiledRoute& route : table.routes) visit(table.host, route.route);
+    for (const CompiledRoute& route : table.routes) visit(table.host, route.route());
   }
-  if (default_route_) visit({}, *default_route_);
+  if (default_route_ != nullptr) visit({}, *default_route_);
 }
 
 }  // namespace tidegate::dataplane::router

@@ -404,13 +404,14 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
     return nullptr;
   }
   std::string router_error;
-  routing->router = router::Router::build(routing->config, &router_error);
+  // The routers point into routing->config (which lives as long as they do) rather than copy it.
+  routing->router = router::Router::build_borrowing(routing->config, {}, &router_error);
   if (!routing->router) {
     *error = "router: " + router_error;
     return nullptr;
   }
   for (const auto& [name, listener] : routing->config.listeners) {
-    auto router = router::Router::build(routing->config, name, &router_error);
+    auto router = router::Router::build_borrowing(routing->config, name, &router_error);
     if (!router) {
       *error = "router of listener " + name + ": " + router_error;
       return nullptr;

@@ -209,6 +209,8 @@ struct Config {
 // first. Routes equal in all of these keep their order (the translator's: the Gateway API's
 // oldest route first, then by name, then rule order).
 void sort_routes(std::vector<Route>& routes);
+// The order sort_routes sorts by: whether `a` is tried before `b`.
+bool route_precedes(const Route& a, const Route& b);
 
 // Returns every problem found (empty == valid): dangling upstream references, bad hosts, paths
 // that do not start with '/', regexes that RE2 rejects, duplicate endpoints, keys that do not match

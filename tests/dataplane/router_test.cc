@@ -637,5 +637,63 @@ TEST(RouterListenerTest, EachListenerSeesItsOwnHostsOnly) {
   EXPECT_EQ(resolve(Router::empty(), "a.com", "/"), "404");
 }
 
+// build_borrowing: the router points into the configuration instead of copying it (the data
+// plane's snapshot keeps both); the routes it returns are the configuration's own, tried in
+// model::sort_routes order even when the configuration lists them in another order, equal routes
+// in the configuration's order.
+TEST(RouterBuildTest, BorrowingRouterPointsIntoTheConfigInPrecedenceOrder) {
+  model::Route second_api = prefix("/api");
+  second_api.upstream = "second /api";
+  model::Config c;
+  c.virtual_hosts["a.com"] = {"a.com", {prefix("/"), prefix("/api"), exact("/api"), second_api}};
+  c.default_route = default_route();
+  std::string error;
+  auto borrowing = Router::build_borrowing(c, {}, &error);
+  auto copying = Router::build(c, &error);
+  ASSERT_TRUE(borrowing && copying) << error;
+  const std::vector<model::Route>& routes = c.virtual_hosts.at("a.com").routes;
+
+  for (const Router* router : {borrowing.get(), copying.get()}) {
+    EXPECT_EQ(resolve(*router, "a.com", "/api"), "Exact /api");
+    EXPECT_EQ(resolve(*router, "a.com", "/api/x"), "Prefix /api");  // the first of two equal
+    EXPECT_EQ(resolve(*router, "a.com", "/other"), "Prefix /");
+    EXPECT_EQ(resolve(*router, "b.com", "/"), "default");
+  }
+  EXPECT_EQ(borrowing->match("a.com", "/api").route, &routes[2]);
+  EXPECT_EQ(borrowing->match("a.com", "/api/x").route, &routes[1]);
+  EXPECT_EQ(borrowing->match("b.com", "/").route, &*c.default_route);
+  EXPECT_EQ(borrowing->match("a.com", "/").virtual_host.data(),
+            c.virtual_hosts.at("a.com").host.data());
+  // build() answers from its own copy.
+  EXPECT_NE(copying->match("a.com", "/api").route, &routes[2]);
+  EXPECT_NE(copying->match("b.com", "/").route, &*c.default_route);
+  std::vector<const model::Route*> visited;
+  borrowing->for_each_route(
+      [&](std::string_view, const model::Route& route) { visited.push_back(&route); });
+  EXPECT_EQ(visited, (std::vector<const model::Route*>{&routes[2], &routes[1], &routes[3],
+                                                       &routes[0], &*c.default_route}));
+}
+
+// build()'s router keeps working after the configuration it was built from is gone (under
+// AddressSanitizer a pointer into the old configuration would be reported).
+TEST(RouterBuildTest, BuiltRouterOutlivesItsConfig) {
+  std::unique_ptr<const Router> router;
+  {
+    model::Config c = config({virtual_host("a.com", {prefix("/"), regex("/v[0-9]+/")}),
+                              virtual_host("*.b.com", {exact("/x")})},
+                             default_route());
+    c.virtual_hosts["x.com"] = {"x.com", {prefix("/x")}};
+    c.virtual_hosts["x.com"].listener = "ns/gw:80";  // another listener's: left out
+    std::string error;
+    router = Router::build(c, &error);
+    ASSERT_TRUE(router) << error;
+  }
+  EXPECT_EQ(resolve(*router, "a.com", "/v2/users"), "Regex /v[0-9]+/");
+  EXPECT_EQ(resolve(*router, "A.com:8080", "/"), "Prefix /");
+  EXPECT_EQ(resolve(*router, "c.b.com", "/x"), "Exact /x");
+  EXPECT_EQ(router->match("c.b.com", "/x").virtual_host, "*.b.com");
+  EXPECT_EQ(resolve(*router, "x.com", "/x"), "default");
+}
+
 }  // namespace
 }  // namespace tidegate::dataplane::router
