@@ -11,6 +11,10 @@
 #include <set>
 #include <thread>
 
+#ifdef TIDEGATE_MIMALLOC
+#include <mimalloc.h>
+#endif
+
 #include "cli/flags.h"
 #include "kube/api.h"
 #include "kube/client.h"
@@ -367,8 +371,24 @@ int check_nginx(const std::string& dir, const cli::Flags& flags) {
 
 }  // namespace
 
+// The start reads every object of the cluster through list pages (200 MB of JSON at 100,000
+// Ingresses) that are freed once their objects are stored. mimalloc gives freed memory back to
+// the system after a delay, and only when the thread that freed it allocates again: the list
+// threads go quiet after the start, so 190 MB stayed resident at 100,000 Ingresses
+// (bench/propagation.sh; docs/benchmarks.md). The controller frees rarely and in large amounts:
+// give it back at once. MIMALLOC_DECOMMIT_DELAY / MIMALLOC_SEGMENT_DECOMMIT_DELAY still win.
+static void return_freed_memory_at_once() {
+#ifdef TIDEGATE_MIMALLOC
+  if (std::getenv("MIMALLOC_DECOMMIT_DELAY") == nullptr) mi_option_set(mi_option_decommit_delay, 0);
+  if (std::getenv("MIMALLOC_SEGMENT_DECOMMIT_DELAY") == nullptr) {
+    mi_option_set(mi_option_segment_decommit_delay, 0);
+  }
+#endif
+}
+
 int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
+  return_freed_memory_at_once();
   cli::Flags flags;
   flags.define("dataplane-socket", "/tmp/tidegate-control.sock", "the data plane's control socket");
   flags.define("manifests", "", "folder of Kubernetes manifests to read and watch");
