@@ -203,9 +203,11 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
                                                   .count()
                                            << " us");
     problems.report(std::move(lines));
-    return sync::Build{config, translator.last_path() == translate::UpdatePath::kFull
-                                   ? nullptr
-                                   : &translator.last_changed_upstreams()};
+    return sync::Build{config,
+                       translator.last_path() == translate::UpdatePath::kFull
+                           ? nullptr
+                           : &translator.last_changed_upstreams(),
+                       translator.shared_config()};
   };
   sync::SyncLoop loop(sync::SyncLoop::IncrementalBuildFn(build), pusher);
   source = std::make_unique<kube::KubeSource>(

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,12 +40,18 @@ class Pusher {
   // acknowledged that previous Config, the delta is built from them alone and the acknowledged
   // Config updated in place, so an endpoint change costs the changed upstreams rather than a diff
   // and a copy of the whole Config. Otherwise (or with null) the whole Configs are diffed.
+  // `shared`, when not null, is `desired` itself, shared, whose parts other than the upstreams
+  // never change (translate::IncrementalTranslator::shared_config): once acknowledged, the
+  // pusher keeps a reference to those parts and a copy of the upstreams only, rather than a copy
+  // of the whole Config (150 MB of the controller at 100,000 hosts, docs/benchmarks.md).
   PushResult push(const model::Config& desired,
-                  const std::vector<std::string>* changed_upstreams = nullptr);
+                  const std::vector<std::string>* changed_upstreams = nullptr,
+                  std::shared_ptr<const model::Config> shared = nullptr);
   bool connected() const { return transport_->connected(); }
   // False when the data plane went away since the last push (the next push resyncs).
   bool alive() { return transport_->alive(); }
-  const std::optional<model::Config>& last_acked() const { return acked_; }
+  // What the data plane serves as far as we know (a copy, reassembled: for tests and dumps).
+  std::optional<model::Config> last_acked() const;
   uint64_t acked_version() const { return acked_version_; }
 
   static constexpr std::chrono::milliseconds kAnswerTimeout{10'000};
@@ -53,10 +60,18 @@ class Pusher {
   PushResult push_to(const model::Config& desired,
                      const std::vector<std::string>* changed_upstreams);
   PushResult send_snapshot(const model::Config& desired);
+  // The data plane acknowledged `desired`.
+  void remember(const model::Config& desired);
+  void forget();
 
   std::unique_ptr<Transport> transport_;
   std::string node_;
-  std::optional<model::Config> acked_;  // what the data plane serves, as far as we know
+  // What the data plane serves, as far as we know: the parts of acked_base_ other than its
+  // upstreams (which are not read: acked_upstreams_ holds them), or nothing when null.
+  std::shared_ptr<const model::Config> acked_base_;
+  std::map<std::string, model::Upstream> acked_upstreams_;
+  // push()'s `shared`, for remember().
+  std::shared_ptr<const model::Config> shared_;
   uint64_t acked_version_ = 0;
   uint64_t next_version_ = 0;
   // The previous push() left the data plane serving exactly the Config it was given.
@@ -66,5 +81,7 @@ class Pusher {
 // The delta from `from` to `to` when they can differ only in the upstreams `names`.
 model::Delta upstream_delta(const model::Config& from, const model::Config& to,
                             const std::vector<std::string>& names);
+model::Delta upstream_delta(const std::map<std::string, model::Upstream>& from,
+                            const model::Config& to, const std::vector<std::string>& names);
 
 }  // namespace tidegate::controller::push

@@ -128,7 +128,8 @@ void SyncLoop::run() {
       space_after(woke, clock::now());
       continue;  // refused; wait for a change
     }
-    auto result = pusher_.push(desired, previous_pushed ? build.changed_upstreams : nullptr);
+    auto result = pusher_.push(desired, previous_pushed ? build.changed_upstreams : nullptr,
+                               build.shared_config);
     const auto answered = clock::now();
     space_after(woke, answered);
     previous_pushed = true;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -26,6 +27,9 @@ struct Build {
   // When not null: `config` differs from the previous build's only in these upstreams (the
   // endpoint fast path), which lets the pusher skip the whole-Config diff. Same lifetime.
   const std::vector<std::string>* changed_upstreams = nullptr;
+  // When not null: `config` itself, shared, whose parts other than the upstreams never change
+  // (translate::IncrementalTranslator::shared_config): the pusher keeps it rather than a copy.
+  std::shared_ptr<const model::Config> shared_config = nullptr;
 };
 
 // Batching by spacing: after a push, the next build may start once a gap has passed since the

@@ -50,7 +50,7 @@ const TranslateResult& IncrementalTranslator::update(const store::Store& store,
     update_endpoints(store, changes);
   } else {
     last_path_ = UpdatePath::kFull;
-    result_ = translate(store, options_);
+    result_ = std::make_shared<TranslateResult>(translate(store, options_));
   }
   return *result_;
 }

@@ -8,7 +8,7 @@
 // equal to what translate(store) gives, and the diagnostics are the same set (their order may
 // differ: a full translation lists endpoint warnings in upstream order, the fast path appends).
 
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,12 +38,19 @@ class IncrementalTranslator {
   // Names of the upstreams whose endpoints the last update changed (empty after kNone); the rest
   // of the Config is as the update before left it. Meaningless after kFull.
   const std::vector<std::string>& last_changed_upstreams() const { return last_changed_; }
+  // The Config of the last update, shared: every full translation makes a new one, and only the
+  // fast path changes one afterwards, in place and only its upstreams. So its other parts stay
+  // as they are for as long as anyone holds it (the pusher keeps them as the data plane's
+  // acknowledged configuration instead of a copy). Null before the first update.
+  std::shared_ptr<const model::Config> shared_config() const {
+    return result_ ? std::shared_ptr<const model::Config>(result_, &result_->config) : nullptr;
+  }
 
  private:
   void update_endpoints(const store::Store& store, const store::Changes& changes);
 
   TranslateOptions options_;
-  std::optional<TranslateResult> result_;
+  std::shared_ptr<TranslateResult> result_;
   UpdatePath last_path_ = UpdatePath::kNone;
   size_t last_upstreams_updated_ = 0;
   std::vector<std::string> last_changed_;

@@ -380,10 +380,13 @@ void diff_maps(const Map& from, const Map& to, Upserts& upserts, Removes& remove
 
 }  // namespace
 
-Delta diff(const Config& from, const Config& to) {
+Delta diff(const Config& from, const Config& to) { return diff(from, from.upstreams, to); }
+
+Delta diff(const Config& from, const std::map<std::string, Upstream>& from_upstreams,
+           const Config& to) {
   Delta d;
   diff_maps(from.virtual_hosts, to.virtual_hosts, d.upsert_virtual_hosts, d.remove_virtual_hosts);
-  diff_maps(from.upstreams, to.upstreams, d.upsert_upstreams, d.remove_upstreams);
+  diff_maps(from_upstreams, to.upstreams, d.upsert_upstreams, d.remove_upstreams);
   diff_maps(from.certificates, to.certificates, d.upsert_certificates, d.remove_certificates);
   diff_maps(from.tls_hosts, to.tls_hosts, d.upsert_tls_hosts, d.remove_tls_hosts);
   diff_maps(from.substitutions, to.substitutions, d.upsert_substitutions, d.remove_substitutions);

@@ -242,6 +242,9 @@ struct Delta {
 };
 
 Delta diff(const Config& from, const Config& to);
+// The same with `from`'s upstreams taken from `from_upstreams` (its own upstreams are not read).
+Delta diff(const Config& from, const std::map<std::string, Upstream>& from_upstreams,
+           const Config& to);
 
 // Applies a delta to a copy of `base`. Removing something that does not exist is an error (it
 // means the two sides disagree about the base); the result is not validated here.

@@ -467,6 +467,65 @@ model::Config with_endpoints(model::Config c, const std::string& upstream,
   return c;
 }
 
+// The caller's Config shared (translate::IncrementalTranslator::shared_config): the pusher keeps
+// it instead of a copy, reads only its parts other than the upstreams (which the endpoint fast
+// path changes in place) and lets an older one go as soon as a newer is acknowledged or found
+// equal.
+TEST(PusherTest, SharedConfigIsKeptInsteadOfACopy) {
+  Wire wire;
+  auto p = pusher_on(wire);
+  auto current = std::make_shared<model::Config>(kA);
+  ASSERT_EQ(p->push(*current, nullptr, current).status, PushStatus::kAcked);
+  EXPECT_EQ(current.use_count(), 2);  // the caller's and the pusher's
+  EXPECT_EQ(p->last_acked(), kA);
+
+  // The fast path: the same object's upstreams changed in place.
+  current->upstreams["default/web:80"].endpoints = {{"10.0.0.2", 8080}};
+  const std::vector<std::string> changed = {"default/web:80"};
+  PushResult r = p->push(*current, &changed, current);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  EXPECT_EQ(std::get<protocol::DeltaMsg>(wire.sent.back()).delta.upsert_upstreams,
+            std::vector<model::Upstream>{current->upstreams.at("default/web:80")});
+  EXPECT_EQ(wire.served, *current);
+  EXPECT_EQ(p->last_acked(), *current);
+
+  // A full translation: a new object, diffed against what was acknowledged (the older object's
+  // parts and the upstreams as acknowledged); the older one is let go.
+  const model::Config before = *current;
+  std::weak_ptr<model::Config> older = current;
+  current = std::make_shared<model::Config>(before);
+  current->virtual_hosts["b.com"] = kB.virtual_hosts.at("b.com");
+  r = p->push(*current, nullptr, current);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  EXPECT_EQ(std::get<protocol::DeltaMsg>(wire.sent.back()).delta, model::diff(before, *current));
+  EXPECT_TRUE(older.expired());
+  EXPECT_EQ(wire.served, *current);
+
+  // A full translation that changed nothing: unchanged, and the older object is let go too.
+  const size_t sent = wire.sent.size();
+  older = current;
+  current = std::make_shared<model::Config>(*current);
+  EXPECT_EQ(p->push(*current, nullptr, current).status, PushStatus::kUnchanged);
+  EXPECT_EQ(wire.sent.size(), sent);
+  EXPECT_TRUE(older.expired());
+
+  // The kept object's upstreams changed without a push (a build whose push failed would be
+  // followed by a snapshot; here the next push names none of them): they are not read, the
+  // acknowledged ones are.
+  current->upstreams["default/web:80"].endpoints = {{"10.0.0.9", 8080}};
+  model::Config desired = *current;
+  desired.virtual_hosts.erase("b.com");
+  r = p->push(desired);
+  ASSERT_EQ(r.status, PushStatus::kAcked) << r.error;
+  const auto& delta = std::get<protocol::DeltaMsg>(wire.sent.back()).delta;
+  EXPECT_EQ(delta.remove_virtual_hosts, std::vector<std::string>{"b.com"});
+  EXPECT_EQ(delta.upsert_upstreams,
+            std::vector<model::Upstream>{desired.upstreams.at("default/web:80")});
+  EXPECT_EQ(wire.served, desired);
+  EXPECT_EQ(p->last_acked(), desired);
+  EXPECT_EQ(current.use_count(), 1);  // a Config given without `shared` is copied
+}
+
 TEST(PusherTest, ChangedUpstreamsMakeTheDeltaFromThemAlone) {
   Wire wire;
   auto p = pusher_on(wire);

@@ -186,8 +186,20 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
     Random r(seed);
     store::Store s = base_store();
     IncrementalTranslator inc;
+    EXPECT_EQ(inc.shared_config(), nullptr);
     inc.update(s, s.take_changes());
     ASSERT_EQ(inc.last_path(), UpdatePath::kFull);
+    // The shared Config of a full translation is a new object: one held from before is left
+    // as it was (the pusher keeps one as the acknowledged configuration).
+    const std::shared_ptr<const model::Config> first = inc.shared_config();
+    const model::Config first_copy = *first;
+    if (seed == 1) {
+      inc.update(s, store::Changes{.other = true});
+      ASSERT_EQ(inc.last_path(), UpdatePath::kFull);
+      EXPECT_NE(inc.shared_config(), first);
+      EXPECT_EQ(*first, first_copy);
+    }
+    const std::shared_ptr<const model::Config> shared = inc.shared_config();
     for (int batch = 0; batch < 40; ++batch) {
       const std::string where = "seed " + std::to_string(seed) + " batch " + std::to_string(batch);
       model::Config before = translate(s).config;
@@ -212,6 +224,12 @@ TEST(IncrementalTranslatorTest, EndpointFastPathEqualsFullTranslationOnRandomCha
       ASSERT_TRUE(got.config.virtual_hosts.at("three.example").routes.at(0).canary) << where;
       EXPECT_TRUE(got.config.upstreams.contains("b/web:80")) << where << ": canary upstream";
       expect_same_as_full(inc, got, s, where);
+      // In place, on the shared object, and only its upstreams.
+      EXPECT_EQ(inc.shared_config(), shared) << where;
+      EXPECT_EQ(&got.config, shared.get()) << where;
+      model::Config others = got.config;
+      others.upstreams = before.upstreams;
+      EXPECT_EQ(others, before) << where;
       // The changed upstreams it reports are exactly those that differ: the pusher's delta made
       // from them alone is the full diff.
       std::vector<std::string> differing;
