@@ -1277,20 +1277,22 @@ int grpc_code(std::string_view v) {
 }
 }  // namespace
 
-bool Exchange::logs_grpc_status() const {
+bool Exchange::observes_grpc_status() const {
+  if (!grpc_) return false;
+  if (worker_.metrics() != nullptr) return true;  // tidegate_grpc_responses_total
   auto* log = worker_.access_log();
-  return grpc_ && log != nullptr && log->wants(observability::LogField::kGrpcStatus);
+  return log != nullptr && log->wants(observability::LogField::kGrpcStatus);
 }
 
 void Exchange::note_grpc_status(const ResponseMessage& res) {
   // A backend's trailers-only response carries grpc-status in its head; otherwise it comes in
-  // the trailers (note_grpc_trailers). Looked up only when the log shows it.
-  if (!logs_grpc_status()) return;
+  // the trailers (note_grpc_trailers). Looked up only when the metrics or the log show it.
+  if (!observes_grpc_status()) return;
   if (const int code = grpc_code(res["grpc-status"]); code >= 0) grpc_status_sent_ = code;
 }
 
 void Exchange::note_grpc_trailers(const TrailerFields& trailers) {
-  if (!logs_grpc_status()) return;
+  if (!observes_grpc_status()) return;
   for (const auto& [name, value] : trailers) {
     if (name != "grpc-status") continue;
     if (const int code = grpc_code(value); code >= 0) grpc_status_sent_ = code;

@@ -227,11 +227,11 @@ class Exchange {
   // respond() for a gRPC client: a trailers-only answer carrying the gRPC code.
   void respond_grpc(unsigned status, std::string_view text);
   // A gRPC request's response head: the grpc-status it carries (a trailers-only response), for
-  // an access log that shows grpc_status (nothing is looked up otherwise).
+  // the metrics and an access log that shows grpc_status (nothing is looked up otherwise).
   void note_grpc_status(const ResponseMessage& res);
   // ... and the grpc-status of a backend's trailers.
   void note_grpc_trailers(const TrailerFields& trailers);
-  bool logs_grpc_status() const;
+  bool observes_grpc_status() const;
   // enable-cors: answers a preflight from an allowed origin (true: answered); otherwise notes
   // the origin for the response fields (add_cors_fields).
   bool apply_cors();
