@@ -1,6 +1,6 @@
 """gRPC clients (docs/proxy.md, "gRPC clients"): the answers of the proxy's own reach a real gRPC
 client (Debian's python3-grpcio, over cleartext HTTP/2 with prior knowledge) as trailers-only
-responses with the gRPC code they stand for. (gRPC backends need HTTP/2 upstreams: next step.)"""
+responses with the gRPC code they stand for. Real gRPC backends: test_grpc_backends.py."""
 
 from __future__ import annotations
 

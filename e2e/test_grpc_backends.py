@@ -170,7 +170,10 @@ def test_a_large_response_crosses_the_stream_windows(grpc_stack):
 
 
 def test_100_concurrent_streams_on_one_connection(grpc_stack):
+    from harness import scrape_metrics
     b = grpc_stack.grpc_backend
+    key = "tidegate_http2_connections_total"
+    before = scrape_metrics(grpc_stack.dataplane).get(key, 0)
     with channel(grpc_stack.port, HOST) as ch:
         stub = ch.unary_unary("/test.Echo/Sleep")
         calls = [stub.future(b"1.5", timeout=20) for _ in range(100)]
@@ -178,6 +181,8 @@ def test_100_concurrent_streams_on_one_connection(grpc_stack):
     assert results == [b"awake"] * 100
     # All of them were at the backend at once: multiplexed, not queued one by one.
     assert b.max_in_flight == 100, b.max_in_flight
+    # ... and all came on one client connection.
+    assert scrape_metrics(grpc_stack.dataplane).get(key, 0) - before == 1
 
 
 def test_the_read_timeout_is_deadline_exceeded(stack):
@@ -367,6 +372,40 @@ def test_the_access_log_shows_the_backends_grpc_status_from_its_trailers(stack_f
                                      "grpc_method": "Unary", "grpc_status": 0}
         assert records["log-fail"] == {"status": 200, "grpc_service": "test.Echo",
                                        "grpc_method": "Fail", "grpc_status": 5}
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("log_args", [[], ["--access-log", "off"]],
+                         ids=["default-log", "log-off"])
+def test_the_metrics_count_the_backends_grpc_status(stack_factory, log_args):
+    """tidegate_grpc_responses_total counts a backend's grpc-status (from its trailers, or a
+    trailers-only response) whatever the access log shows: with the default fields (no
+    grpc_status) and with the log off."""
+    import grpc
+
+    from harness import scrape_metrics
+    s = stack_factory(dataplane_args=log_args)
+    s.start_dataplane()
+    s.start_controller()
+    s.dataplane.wait_ready()
+    b = GrpcBackend("g6")
+    try:
+        s.manifests.write("routes.yaml", *routes(b))
+        wait_grpc(s.port)
+        before = scrape_metrics(s.dataplane)
+        with channel(s.port, HOST) as ch:
+            for _ in range(3):
+                ch.unary_unary("/test.Echo/Unary")(b"x")
+            with pytest.raises(grpc.RpcError):
+                ch.unary_unary("/test.Echo/Fail")(b"x")
+        labels = f'ingress="svc-grpc",namespace="default",host="{HOST}",service="svc-grpc"'
+
+        def counted(code: str):
+            key = f'tidegate_grpc_responses_total{{{labels},grpc_status="{code}"}}'
+            return scrape_metrics(s.dataplane).get(key, 0) - before.get(key, 0)
+        wait_until(lambda: counted("0") == 3 and counted("5") == 1, 5,
+                   "3 OK and 1 NOT_FOUND counted")
     finally:
         b.stop()
 
