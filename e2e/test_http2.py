@@ -199,6 +199,17 @@ def test_cleartext_http2_can_be_switched_off(stack_factory):
 @pytest.mark.parametrize("args, message", [
     (["--http2-cleartext", "maybe"], "--http2-cleartext must be on, off or only"),
     (["--http2", "off", "--http2-cleartext", "only"], "--http2-cleartext only needs --http2 on"),
+    # Each setting's range (RFC 9113 6.5.2 where it sets one; docs/limits.md).
+    (["--http2-max-concurrent-streams", "0"],
+     "--http2-max-concurrent-streams must be between 1 and 10000"),
+    (["--http2-stream-window", "1023"], "--http2-stream-window must be between 1024 and"),
+    (["--http2-stream-window", "2147483648"], "--http2-stream-window must be between 1024 and"),
+    (["--http2-connection-window", "65534"],
+     "--http2-connection-window must be between 65535 and"),
+    (["--http2-max-frame-size", "16383"], "--http2-max-frame-size must be between 16384 and"),
+    (["--http2-max-frame-size", "16777216"], "--http2-max-frame-size must be between 16384 and"),
+    (["--http2-max-header-list-size", "64k"],
+     "--http2-max-header-list-size must be between 1024 and"),
 ])
 def test_bad_http2_flags_are_refused_at_start(tmp_path, args, message):
     r = subprocess.run([str(harness.binary("tidegate-dataplane")), "--control-socket",

@@ -22,17 +22,16 @@ PROTOCOL_ERROR = 0x1
 
 
 @pytest.fixture
-def h2l(stack):
-    stack.echo = stack.backend("echo", record=False)
-    stack.manifests.write("echo.yaml", *service_with_backend("svc-echo", stack.echo),
-                          ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
-    stack.wait_backend("/", HOST, "echo")
-    return stack
+def h2l(stack_factory):
+    """One worker: the attacker's connection and the bystander's share it, so an attack that
+    held the worker up would show in the bystander's answers."""
+    return echo_stack(stack_factory)
 
 
 def echo_stack(stack_factory, *dataplane_args: str):
-    """As the h2l fixture, with data plane flags of the test's own."""
-    s = stack_factory(dataplane_args=list(dataplane_args))
+    """A data plane with one worker (see h2l) in front of an echo backend, with data plane flags
+    of the test's own."""
+    s = stack_factory(workers=1, dataplane_args=list(dataplane_args))
     s.start_dataplane()
     s.start_controller()
     s.dataplane.wait_ready()
@@ -112,13 +111,17 @@ class RawH2:
 
 
 class Bystander:
-    """A normal HTTP/2 client on its own connection, asking once every 20 ms while an attack
-    runs: every answer must come, and none may be slow."""
+    """A normal HTTP/2 client on its own connection to the same (single) worker, asking every
+    2 ms from before the attack until after it: every answer must come, and those in flight
+    while the attack ran, or asked in the 100 ms after it (the worker may still be reading the
+    attacker's frames), must come at once."""
 
     def __init__(self, port: int):
-        self.port, self.latencies, self.errors = port, [], []
+        self.port, self.samples, self.errors = port, [], []  # samples: (asked at, latency)
         self.stop = threading.Event()
+        self.started = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
+        self.attack = (0.0, 0.0)
 
     def run(self):
         with H2Client(self.port) as c:
@@ -131,26 +134,36 @@ class Bystander:
                 except Exception as e:  # noqa: BLE001 - any failure counts
                     self.errors.append(repr(e))
                     return
-                self.latencies.append(time.monotonic() - t)
-                time.sleep(0.02)
+                self.samples.append((t, time.monotonic() - t))
+                self.started.set()
+                time.sleep(0.002)
 
     def __enter__(self):
         self.thread.start()
+        assert self.started.wait(10), self.errors
+        self.attack = (time.monotonic(), 0.0)
         return self
 
     def __exit__(self, *exc):
-        # At least ten answers, some of them after the attack.
+        self.attack = (self.attack[0], time.monotonic())
+        # Answers asked after the attack ended, past the 100 ms that check() looks at, too.
         deadline = time.monotonic() + 5
-        while len(self.latencies) < 10 and time.monotonic() < deadline and not self.errors:
+        while (not any(t > self.attack[1] + 0.1 for t, _ in self.samples[-5:])
+               and time.monotonic() < deadline and not self.errors):
             time.sleep(0.02)
         self.stop.set()
         self.thread.join(10)
 
     def check(self):
         assert not self.errors, self.errors
-        assert len(self.latencies) >= 5
-        lat = sorted(self.latencies)
-        assert lat[int(len(lat) * 0.95)] < 0.5, lat[-5:]
+        begin, end = self.attack
+        # Every request in flight at some point of the attack (asked before its end, answered
+        # after its beginning), or asked in the 100 ms after it.
+        during = [lat for t, lat in self.samples if t < end + 0.1 and t + lat > begin]
+        assert during, (begin, end, self.samples[-5:])
+        assert any(t > end for t, _ in self.samples)
+        # The worker shared with the attacker kept answering at once (loopback: ~1 ms).
+        assert max(during) < 0.25, sorted(during)[-5:]
 
 
 def test_rapid_reset_gets_goaway(h2l):
@@ -188,31 +201,40 @@ def test_continuation_flood_gets_goaway(h2l):
     b.check()
 
 
-def test_hpack_bomb_is_refused_with_431_and_the_connection_lives(h2l):
+def test_hpack_bomb_is_refused_with_431_and_a_repeated_one_gets_goaway(h2l):
     """One 2 KB header in the dynamic table, then a request that refers to it 100 times: 200 KB
-    decoded from a few hundred bytes. Past the 64 KiB header list limit: 431."""
-    bystander = Bystander(h2l.port).__enter__()
-    a = RawH2(h2l.port)
-    big = ("x-big", "b" * 2000)
-    first = a.headers_block("/seed", extra=[big])
-    a.send(a.frame(0x1, 0x5, 1, first))
-    bomb = a.headers_block("/bomb", extra=[big] * 100)
-    assert len(bomb) < 600
-    a.send(a.frame(0x1, 0x5, 3, bomb))
-    statuses = {}
-    deadline = time.monotonic() + 10
+    decoded from a few hundred bytes. Past the 64 KiB header list limit: 431, and the connection
+    lives (a browser with an oversized cookie). A client that keeps sending them costs their
+    decoding each time: past 8 oversized header lists, GOAWAY(ENHANCE_YOUR_CALM)."""
     import hpack
-    decoder = hpack.Decoder()
-    decoder.max_allowed_table_size = 65536
-    while len(statuses) < 2 and time.monotonic() < deadline:
-        for t, f, sid, payload in a.read_frames(time.monotonic() + 1):
-            if t == 0x1:
-                statuses[sid] = dict(decoder.decode(payload))[":status"]
-            assert t != "closed"
-    a.close()
-    bystander.__exit__(None, None, None)
-    assert statuses == {1: "200", 3: "431"}
-    bystander.check()
+    with Bystander(h2l.port) as b:
+        a = RawH2(h2l.port)
+        big = ("x-big", "b" * 2000)
+        first = a.headers_block("/seed", extra=[big])
+        a.send(a.frame(0x1, 0x5, 1, first))
+        bomb = a.headers_block("/bomb", extra=[big] * 100)
+        assert len(bomb) < 600
+        a.send(a.frame(0x1, 0x5, 3, bomb))
+        statuses = {}
+        deadline = time.monotonic() + 10
+        decoder = hpack.Decoder()
+        decoder.max_allowed_table_size = 65536
+        while len(statuses) < 2 and time.monotonic() < deadline:
+            for t, f, sid, payload in a.read_frames(time.monotonic() + 1):
+                if t == 0x1:
+                    statuses[sid] = dict(decoder.decode(payload))[":status"]
+                assert t != "closed"
+        assert statuses == {1: "200", 3: "431"}
+        # The same bomb again and again (each its own stream): the ninth oversized list ends
+        # the connection.
+        for sid in range(5, 5 + 2 * 20, 2):
+            if not a.send(a.frame(0x1, 0x5, sid, a.headers_block("/bomb", extra=[big] * 100))):
+                break
+        code, closed = a.goaway()
+        a.close()
+    assert closed
+    assert code == ENHANCE_YOUR_CALM, code
+    b.check()
 
 
 @pytest.mark.parametrize("kind", ["ping", "settings", "window_update", "empty_data"])
@@ -259,26 +281,52 @@ def test_zero_window_stall_resets_the_stream(stack_factory):
     a.close()
 
 
-def test_a_shut_connection_window_resets_the_stream(stack_factory):
+def test_zero_window_stalls_on_many_streams_get_goaway(stack_factory):
+    """A client that lets stream after stream stall behind a zero window holds a response per
+    stream for --client-send-timeout each time: past 4 stalled streams on one connection,
+    GOAWAY(ENHANCE_YOUR_CALM) instead of more resets. A bystander on the same worker is not
+    slowed meanwhile."""
+    s = echo_stack(stack_factory, "--client-send-timeout", "1")
+    with Bystander(s.port) as b:
+        a = RawH2(s.port, settings={0x4: 0})
+        a.send(a.frame(0x4, 0x1, 0))
+        for sid in range(1, 12, 2):  # six streams, each answered 100 KB it cannot receive
+            a.send(a.frame(0x1, 0x5, sid, a.headers_block("/big?respond=bytes&size=100000")))
+        started = time.monotonic()
+        code, closed = a.goaway(timeout=10)
+        elapsed = time.monotonic() - started
+        a.close()
+    assert closed
+    assert code == ENHANCE_YOUR_CALM, code
+    assert 0.9 < elapsed < 5
+    b.check()
+
+
+def test_a_shut_connection_window_gets_goaway(stack_factory):
     """The stream's window is open (1 MiB) but the connection's never is: after the first
-    65,535 bytes the response cannot move, and after --client-send-timeout's worth of no
-    progress the stream is reset, as with a shut stream window."""
+    65,535 bytes no stream can move, as with an HTTP/1.1 client that stopped reading, and after
+    --client-send-timeout's worth of no progress the connection gets GOAWAY(ENHANCE_YOUR_CALM)
+    and closes. A bystander on the same worker is not slowed meanwhile."""
     s = echo_stack(stack_factory, "--client-send-timeout", "2")
-    a = RawH2(s.port, settings={0x4: 1 << 20})  # no WINDOW_UPDATE for the connection, ever
-    a.send(a.frame(0x4, 0x1, 0))
-    a.send(a.frame(0x1, 0x5, 1, a.headers_block("/big?respond=bytes&size=300000")))
-    rst, received, started = None, 0, time.monotonic()
-    while rst is None and time.monotonic() - started < 15:
-        for t, _, sid, payload in a.read_frames(time.monotonic() + 1):
-            assert t != "closed"
-            if t == 0x0 and sid == 1:
-                received += len(payload)
-            if t == 0x3 and sid == 1:
-                rst = (int.from_bytes(payload, "big"), time.monotonic() - started)
+    with Bystander(s.port) as b:
+        a = RawH2(s.port, settings={0x4: 1 << 20})  # no WINDOW_UPDATE for the connection, ever
+        a.send(a.frame(0x4, 0x1, 0))
+        a.send(a.frame(0x1, 0x5, 1, a.headers_block("/big?respond=bytes&size=300000")))
+        goaway, received, started, closed = None, 0, time.monotonic(), False
+        while not closed and time.monotonic() - started < 15:
+            for t, _, sid, payload in a.read_frames(time.monotonic() + 1):
+                if t == "closed":
+                    closed = True
+                if t == 0x0 and sid == 1:
+                    received += len(payload)
+                if t == 0x7:
+                    goaway = (int.from_bytes(payload[4:8], "big"), time.monotonic() - started)
+        a.close()
     assert received == 65535  # the connection's initial window, no more
-    assert rst is not None and rst[0] == 0x8  # CANCEL
-    assert 1.5 < rst[1] < 6
-    a.close()
+    assert closed
+    assert goaway is not None and goaway[0] == ENHANCE_YOUR_CALM, goaway
+    assert 1.5 < goaway[1] < 6
+    b.check()
 
 
 def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
@@ -321,3 +369,48 @@ def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
     code, closed = a.goaway()
     a.close()
     assert closed and code == PROTOCOL_ERROR
+
+
+def test_the_settings_flags_are_announced(stack_factory):
+    """Each HTTP/2 setting flag changes what the data plane announces (and the connection
+    window its first WINDOW_UPDATE opens), and the limits apply: a frame larger than the
+    announced --http2-max-frame-size is a FRAME_SIZE_ERROR, a header list past
+    --http2-max-header-list-size a 431."""
+    import hpack
+    s = echo_stack(stack_factory, "--http2-max-concurrent-streams", "7",
+                   "--http2-stream-window", "131072", "--http2-connection-window", "4194304",
+                   "--http2-max-frame-size", "32768", "--http2-max-header-list-size", "8192")
+    a = RawH2(s.port)
+    frames = a.read_frames(time.monotonic() + 1)
+    settings = [p for t, f, _, p in frames if t == 0x4 and not f & 1][0]
+    announced = {int.from_bytes(settings[i:i + 2], "big"): int.from_bytes(settings[i + 2:i + 6],
+                                                                          "big")
+                 for i in range(0, len(settings), 6)}
+    assert announced[0x3] == 7
+    assert announced[0x4] == 131072
+    assert announced[0x5] == 32768
+    assert announced[0x6] == 8192
+    increments = [int.from_bytes(p, "big") & 0x7FFFFFFF
+                  for t, _, sid, p in frames if t == 0x8 and sid == 0]
+    assert 65535 + sum(increments) == 4194304, increments
+    a.send(a.frame(0x4, 0x1, 0))
+    # 9 KB of header fields: past 8192 -> 431; the connection lives.
+    a.send(a.frame(0x1, 0x5, 1, a.headers_block("/h", extra=[("x-pad", "p" * 9000)])))
+    decoder = hpack.Decoder()
+    status = None
+    deadline = time.monotonic() + 10
+    while status is None and time.monotonic() < deadline:
+        for t, _, sid, payload in a.read_frames(time.monotonic() + 1):
+            assert t != "closed"
+            if t == 0x1 and sid == 1:
+                status = dict(decoder.decode(payload))[":status"]
+    assert status == "431"
+    # A 20,000-byte DATA frame fits the announced 32 KiB frames (no error); one of 40,000 does
+    # not: GOAWAY(FRAME_SIZE_ERROR).
+    a.send(a.frame(0x1, 0x4, 3, a.headers_block("/upload", "POST")))
+    a.send(a.frame(0x0, 0x0, 3, b"x" * 20000))
+    assert not any(t in (0x7, "closed") for t, *_ in a.read_frames(time.monotonic() + 0.5))
+    a.send(a.frame(0x0, 0x1, 3, b"x" * 40000))
+    code, closed = a.goaway()
+    a.close()
+    assert closed and code == 0x6  # FRAME_SIZE_ERROR

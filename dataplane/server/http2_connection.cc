@@ -62,6 +62,7 @@ void Http2Stream::on_header(std::string_view name, std::string_view value) {
   if (too_large_ || bad_head_) return;
   if (header_bytes_ > session_.worker().limits().http2.max_header_list_size) {
     too_large_ = true;
+    session_.count_oversized_header_list();
     return;
   }
   if (!name.empty() && name[0] == ':') {
@@ -737,6 +738,12 @@ void Http2Session::count_control_frame() {
   }
 }
 
+void Http2Session::count_oversized_header_list() {
+  if (++oversized_header_lists_ > Http2Limits::kMaxOversizedHeaderLists) {
+    calm_down("too many oversized header lists");
+  }
+}
+
 void Http2Session::calm_down(const char* why) {
   if (calm_) return;
   calm_ = true;
@@ -777,6 +784,7 @@ void Http2Session::tick() {
   // Per stream: a request body that stops arriving, a response the client's window holds shut.
   std::vector<std::shared_ptr<Http2Stream>> stalled;
   const int32_t connection_window = nghttp2_session_get_remote_window_size(session_);
+  bool connection_stalled = false;
   for (auto& [id, s] : streams_) {
     // A streaming call (duplex) may be quiet on the client's side while the backend talks: its
     // idle limit is the exchange's upstream read deadline, which request bytes restart.
@@ -792,15 +800,28 @@ void Http2Session::tick() {
       if (s->blocked_since_ == std::chrono::steady_clock::time_point{}) {
         s->blocked_since_ = now;
       } else if (now - s->blocked_since_ > limits.client_send_timeout) {
-        stalled.push_back(s);
+        if (connection_window <= 0) {
+          connection_stalled = true;
+        } else {
+          stalled.push_back(s);
+          ++stalled_streams_;
+        }
       }
     } else {
       s->blocked_since_ = {};
     }
   }
-  for (auto& s : stalled) {
-    TG_DEBUG("http2", "stream " << s->id_ << " from " << peer_address_ << " stalled: reset");
-    s->reset(NGHTTP2_CANCEL);
+  if (connection_stalled) {
+    // The connection's window held shut for the send timeout: no stream can move, as an
+    // HTTP/1.1 client that stops reading (whose connection closes after the send timeout).
+    calm_down("connection window held shut");
+  } else if (stalled_streams_ > Http2Limits::kMaxStalledStreams) {
+    calm_down("too many stalled streams");
+  } else {
+    for (auto& s : stalled) {
+      TG_DEBUG("http2", "stream " << s->id_ << " from " << peer_address_ << " stalled: reset");
+      s->reset(NGHTTP2_CANCEL);
+    }
   }
   flush();
   if (!closed_) arm_ticker();

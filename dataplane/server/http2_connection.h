@@ -206,6 +206,7 @@ class Http2Session : public SessionBase {
   Http2Stream* find(int32_t id);
   // Counts a control frame against the flood budget; past it GOAWAY(ENHANCE_YOUR_CALM).
   void count_control_frame();
+  void count_oversized_header_list();
   void calm_down(const char* why);
   void tick();
   void idle_changed();
@@ -229,6 +230,8 @@ class Http2Session : public SessionBase {
   std::vector<std::shared_ptr<Http2Stream>> filling_;  // complete with the next write
   // Flood accounting (Http2Limits).
   uint64_t control_frames_ = 0;
+  uint32_t oversized_header_lists_ = 0;  // whole connection (Http2Limits::kMaxOversizedHeaderLists)
+  uint32_t stalled_streams_ = 0;         // whole connection (Http2Limits::kMaxStalledStreams)
   uint64_t frames_sent_ = 0;
   std::chrono::steady_clock::time_point window_start_;
   std::chrono::steady_clock::time_point idle_since_;

@@ -49,6 +49,14 @@ struct Http2Limits {
   // not read.
   static constexpr size_t kMaxSettingsEntries = 32;
   static constexpr size_t kMaxOutboundAcks = 1000;
+  // Header lists past max_header_list_size one connection may send (each answered 431): a
+  // client repeating an HPACK bomb costs the decoding of every one, so past this many the
+  // connection gets GOAWAY(ENHANCE_YOUR_CALM). A browser with an oversized cookie sends a few.
+  static constexpr uint32_t kMaxOversizedHeaderLists = 8;
+  // Streams one connection may let stall (a response the client's stream window held shut for
+  // --client-send-timeout: each is reset with CANCEL) before it gets GOAWAY(ENHANCE_YOUR_CALM).
+  // A connection window held shut that long stalls every stream: GOAWAY at once.
+  static constexpr uint32_t kMaxStalledStreams = 4;
 };
 
 struct Limits {
