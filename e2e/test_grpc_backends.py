@@ -525,8 +525,16 @@ def test_a_quiet_streaming_call_lives_until_proxy_read_timeout(stack_factory):
             with channel(s.port, HOST) as ch:
                 return list(ch.stream_stream("/test.Echo/Bidi")(requests(), timeout=20))
         assert call(2.5) == [b"g5:a", b"g5:b"]
+        started = time.monotonic()
         with pytest.raises(grpc.RpcError) as e:
             call(6)
-        assert e.value.code() != grpc.StatusCode.OK
+        elapsed = time.monotonic() - started
+        # The stream's idle limit ends it ~4 s after the last byte (the answer to "a"), before the
+        # client's 6 s pause is over and long before the call's own deadline (20 s): the
+        # response had begun, so the stream is reset (INTERNAL_ERROR), as Envoy's stream idle
+        # timeout does once a response is under way.
+        assert e.value.code() == grpc.StatusCode.INTERNAL, (e.value.code(), e.value.details())
+        assert "RST_STREAM" in e.value.details()
+        assert 3.5 < elapsed < 5.9, elapsed
     finally:
         b.stop()
