@@ -149,8 +149,7 @@ PushResult Pusher::send_snapshot(const model::Config& desired) {
   result.full_snapshot = true;
   uint64_t version = ++next_version_;
   result.version = version;
-  auto answer =
-      transport_->call(protocol::Snapshot{version, desired}, kAnswerTimeout, &result.error);
+  auto answer = transport_->call_snapshot(version, desired, kAnswerTimeout, &result.error);
   if (!answer) return result;
   if (auto* ack = std::get_if<protocol::Ack>(&*answer); ack && ack->version == version) {
     remember(desired);

@@ -67,7 +67,25 @@ std::optional<protocol::Message> UnixTransport::call(const protocol::Message& m,
     return std::nullopt;
   }
   const auto started = std::chrono::steady_clock::now();
-  std::string frame = protocol::encode_frame(m);
+  return exchange(protocol::encode_frame(m), std::holds_alternative<protocol::Snapshot>(m), started,
+                  timeout, error);
+}
+
+std::optional<protocol::Message> UnixTransport::call_snapshot(uint64_t version,
+                                                              const model::Config& config,
+                                                              std::chrono::milliseconds timeout,
+                                                              std::string* error) {
+  if (fd_ < 0) {
+    *error = "not connected";
+    return std::nullopt;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  return exchange(protocol::encode_snapshot_frame(version, config), true, started, timeout, error);
+}
+
+std::optional<protocol::Message> UnixTransport::exchange(
+    std::string frame, bool snapshot, std::chrono::steady_clock::time_point started,
+    std::chrono::milliseconds timeout, std::string* error) {
   const auto encoded = std::chrono::steady_clock::now();
   size_t off = 0;
   while (off < frame.size()) {
@@ -80,16 +98,18 @@ std::optional<protocol::Message> UnixTransport::call(const protocol::Message& m,
     }
     off += static_cast<size_t>(n);
   }
+  const size_t frame_bytes = frame.size();
+  std::string().swap(frame);  // sent: its memory goes back while the data plane works
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[64 * 1024];
   for (;;) {
     if (auto payload = reader_.next()) {
-      if (std::holds_alternative<protocol::Snapshot>(m)) {
+      if (snapshot) {
         // For bench/propagation.py (a start at scale): encoding vs. the data plane's part.
         auto ms = [](std::chrono::steady_clock::duration d) {
           return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
         };
-        TG_DEBUG("push", "snapshot of " << frame.size() << " bytes: encoded in "
+        TG_DEBUG("push", "snapshot of " << frame_bytes << " bytes: encoded in "
                                         << ms(encoded - started) << " ms, sent and answered in "
                                         << ms(std::chrono::steady_clock::now() - encoded) << " ms");
       }

@@ -2,6 +2,7 @@
 // The seam between the pusher's logic and the socket: one request, one answer.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,14 @@ class Transport {
   virtual std::optional<protocol::Message> call(const protocol::Message& m,
                                                 std::chrono::milliseconds timeout,
                                                 std::string* error) = 0;
+  // call(Snapshot{version, config}) without the message's copy of `config` (the real transport
+  // encodes straight from it: protocol::encode_snapshot_frame).
+  virtual std::optional<protocol::Message> call_snapshot(uint64_t version,
+                                                         const model::Config& config,
+                                                         std::chrono::milliseconds timeout,
+                                                         std::string* error) {
+    return call(protocol::Snapshot{version, config}, timeout, error);
+  }
 };
 
 // The real one: a Unix stream socket to the data plane's control socket.
@@ -36,8 +45,15 @@ class UnixTransport : public Transport {
   std::optional<protocol::Message> call(const protocol::Message& m,
                                         std::chrono::milliseconds timeout,
                                         std::string* error) override;
+  std::optional<protocol::Message> call_snapshot(uint64_t version, const model::Config& config,
+                                                 std::chrono::milliseconds timeout,
+                                                 std::string* error) override;
 
  private:
+  // Sends the frame, waits for one answer.
+  std::optional<protocol::Message> exchange(std::string frame, bool snapshot,
+                                            std::chrono::steady_clock::time_point started,
+                                            std::chrono::milliseconds timeout, std::string* error);
   std::string path_;
   int fd_ = -1;
   protocol::FrameReader reader_;

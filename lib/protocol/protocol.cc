@@ -385,16 +385,64 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 
 std::string encode_json(const Message& m) { return dump(std::visit(Encoder{}, m)); }
 
+namespace {
+void put_length(std::string& frame, size_t at, uint32_t n) {
+  frame[at] = static_cast<char>((n >> 24) & 0xff);
+  frame[at + 1] = static_cast<char>((n >> 16) & 0xff);
+  frame[at + 2] = static_cast<char>((n >> 8) & 0xff);
+  frame[at + 3] = static_cast<char>(n & 0xff);
+}
+}  // namespace
+
 std::string encode_frame(const Message& m) {
   std::string body = encode_json(m);
-  uint32_t n = static_cast<uint32_t>(body.size());
   std::string frame;
   frame.reserve(4 + body.size());
-  frame.push_back(static_cast<char>((n >> 24) & 0xff));
-  frame.push_back(static_cast<char>((n >> 16) & 0xff));
-  frame.push_back(static_cast<char>((n >> 8) & 0xff));
-  frame.push_back(static_cast<char>(n & 0xff));
+  frame.append(4, '\0');
+  put_length(frame, 0, static_cast<uint32_t>(body.size()));
   frame += body;
+  return frame;
+}
+
+std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
+  // What dump(Encoder{}(Snapshot{version, c})) writes, in the same order: nlohmann's objects
+  // keep their keys sorted, so "config" (its own keys sorted too) comes before "type" and
+  // "version" (protocol_test.cc compares the two encodings).
+  std::string frame(4, '\0');
+  frame += R"({"config":{)";
+  bool first_key = true;
+  auto key = [&](std::string_view k) {
+    if (!first_key) frame += ',';
+    first_key = false;
+    frame += '"';
+    frame += k;
+    frame += "\":";
+  };
+  auto array = [&](std::string_view k, const auto& map) {
+    key(k);
+    frame += '[';
+    bool first = true;
+    for (const auto& [_, item] : map) {
+      if (!first) frame += ',';
+      first = false;
+      frame += dump(to_json(item));
+    }
+    frame += ']';
+  };
+  if (!c.certificates.empty()) array("certificates", c.certificates);
+  if (c.default_route) {
+    key("default_route");
+    frame += dump(to_json(*c.default_route));
+  }
+  if (!c.listeners.empty()) array("listeners", c.listeners);
+  if (!c.substitutions.empty()) array("substitutions", c.substitutions);
+  if (!c.tls_hosts.empty()) array("tls_hosts", c.tls_hosts);
+  array("upstreams", c.upstreams);
+  array("virtual_hosts", c.virtual_hosts);
+  frame += R"(},"type":"snapshot","version":)";
+  frame += std::to_string(version);
+  frame += '}';
+  put_length(frame, 0, static_cast<uint32_t>(frame.size() - 4));
   return frame;
 }
 
