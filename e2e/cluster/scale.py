@@ -83,6 +83,7 @@ class Experiment:
         self.https_port = 0
         self.nginx: NginxReload | None = None
         self.nginx_hosts: list[Host] = []
+        self.nginx_stopped = False
         self.installed = False
 
     # -- set-up -----------------------------------------------------------------------------
@@ -168,7 +169,8 @@ class Experiment:
             f"serving after {time.monotonic() - t:.1f} s")
 
     def stop_nginx(self) -> None:
-        if self.nginx:
+        if self.nginx and not self.nginx_stopped:
+            self.nginx_stopped = True
             self.nginx.stop()
             if self.nginx.errors:
                 log(f"nginx watcher errors: {self.nginx.errors}")
