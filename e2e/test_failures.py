@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -13,17 +14,26 @@ from harness import (RawConnection, endpoint_slice, free_port, ingress, path, re
 
 
 class ClosingServer:
-    """A TCP server that reads the request head and closes without answering."""
+    """A TCP server that reads the request head and closes without answering: with a FIN, or
+    with `reset`, an RST (SO_LINGER 0), as a pod that exits with a request in flight does.
+    Records each request's target (`paths`)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, reset: bool = False):
         self.sock = socket.socket()
         self.sock.bind((host, port))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
+        self.reset = reset
         self.accepted = 0
+        self._paths: list[str] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    @property
+    def paths(self) -> list[str]:
+        with self.lock:
+            return list(self._paths)
 
     def _run(self):
         while True:
@@ -41,6 +51,12 @@ class ClosingServer:
                     if not chunk:
                         break
                     data += chunk
+                line = data.split(b"\r\n", 1)[0].split()
+                if len(line) >= 2:
+                    with self.lock:
+                        self._paths.append(line[1].decode("latin-1"))
+                if self.reset:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             except OSError:
                 pass
             finally:
@@ -141,6 +157,86 @@ def test_upstream_that_closes_without_answer(stack):
         for s in servers:
             s.close()
 
+
+
+def _until_configured(send, what: str, done, timeout: float = 10.0) -> None:
+    """Sends numbered requests (send(i) -> (target, response)) until done(target, response);
+    404 and 503 mean the configuration has not arrived yet."""
+    deadline = time.monotonic() + timeout
+    i = 0
+    while True:
+        assert time.monotonic() < deadline, what
+        target, r = send(i)
+        i += 1
+        if r.status in (404, 503):
+            time.sleep(0.05)
+            continue
+        if done(target, r):
+            return
+
+
+def test_upstream_that_resets_before_answering(stack):
+    # Each Service has two endpoints on one port (two loopback addresses, as pods): one resets
+    # the connection (RST) once it has read the request, before any response byte, the other
+    # answers. The two Services use different ports, so that the passive failure mark one case
+    # leaves on its resetting endpoint (docs/proxy.md, "Retries") never touches the other's.
+    get_port, post_port = free_port("127.0.0.2"), free_port("127.0.0.2")
+    get_reset = ClosingServer("127.0.0.1", get_port, reset=True)
+    post_reset = ClosingServer("127.0.0.1", post_port, reset=True)
+    get_live = stack.backend("get-live", "127.0.0.2", get_port)
+    post_live = stack.backend("post-live", "127.0.0.2", post_port)
+    try:
+        stack.manifests.write(
+            "reset.yaml", service("svc-reset-get"),
+            endpoint_slice("svc-reset-get-1", "svc-reset-get", ["127.0.0.1", "127.0.0.2"],
+                           get_port),
+            service("svc-reset-post"),
+            endpoint_slice("svc-reset-post-1", "svc-reset-post", ["127.0.0.1", "127.0.0.2"],
+                           post_port),
+            ingress("reset", [rule("get.reset.example.com", path("/", "svc-reset-get")),
+                              rule("post.reset.example.com", path("/", "svc-reset-post"))]))
+
+        # GET is idempotent: the request that was reset is sent again to the other endpoint,
+        # and every client gets its answer.
+        def get(i):
+            target = f"/get-{i}"
+            return target, stack.get(target, "get.reset.example.com")
+
+        def get_answered(target, r) -> bool:
+            assert (r.status, r.header("X-Backend")) == (200, "get-live"), (target, r.status,
+                                                                             r.text)
+            return target in get_reset.paths
+        _until_configured(get, "no GET reached the resetting endpoint", get_answered)
+        reset_gets = [t for t in get_reset.paths if t.startswith("/get-")]
+        live_gets = [x["path"] for x in get_live.requests]
+        assert reset_gets and all(t in live_gets for t in reset_gets), (reset_gets, live_gets)
+
+        # POST is not: the backend may have acted on it before it went away, so the client gets
+        # the 502, and the other endpoint never sees that request.
+        answered = {}
+
+        def post(i):
+            target = f"/post-{i}"
+            return target, request(stack.port, "POST", target, "post.reset.example.com",
+                                   body=b"payload")
+
+        def post_reset_seen(target, r) -> bool:
+            answered[target] = r.status
+            if target in post_reset.paths:
+                assert (r.status, r.text) == (502, "upstream unavailable\n"), (target, r.status)
+                return True
+            assert r.status == 200, (target, r.status, r.text)
+            return False
+        _until_configured(post, "no POST reached the resetting endpoint", post_reset_seen)
+        reset_posts = [t for t in post_reset.paths if t.startswith("/post-")]
+        live_posts = [x["path"] for x in post_live.requests]
+        assert reset_posts and not set(reset_posts) & set(live_posts), (reset_posts, live_posts)
+        assert len(reset_posts) == len(set(reset_posts)), reset_posts  # never twice on one
+        assert all(answered[t] == 502 for t in reset_posts), answered
+        assert stack.dataplane.alive()
+    finally:
+        get_reset.close()
+        post_reset.close()
 
 MALFORMED = {
     "garbage": b"GARBAGE\r\n\r\n",

@@ -13,6 +13,8 @@ import cluster
 
 ECHO_IMAGE = cluster.ECHO_IMAGE
 PROBE_IMAGE = cluster.PROBE_IMAGE
+# The echo pods' HTTPS port when they are given a certificate (echo_deployment).
+ECHO_TLS_PORT = 8443
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2):
@@ -123,25 +125,35 @@ class Kube:
 
 
 def echo_deployment(name: str, replicas: int, grace_seconds: int = 3,
-                    termination_grace: int = 30, body_size: int = 0) -> list[dict]:
+                    termination_grace: int = 30, body_size: int = 0,
+                    tls_secret: str | None = None) -> list[dict]:
     """The echo backend (e2e/cluster/images/echo) as a Deployment and a Service: it names its
     pod in every answer, is ready through /readyz, and keeps serving `grace_seconds` after
-    SIGTERM (0: exits at once)."""
+    SIGTERM (0: exits at once). With `tls_secret` (a kubernetes.io/tls Secret) the pods also
+    serve HTTPS on 8443 with its certificate (ECHO_TLS_PORT)."""
     labels = {"app": name}
     env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
            {"name": "GRACE_SECONDS", "value": str(grace_seconds)},
            {"name": "BODY_SIZE", "value": str(body_size)}]
+    ports = [{"name": "http", "containerPort": 8080}]
+    container: dict = {"name": "echo", "image": ECHO_IMAGE, "imagePullPolicy": "Never",
+                       "env": env, "ports": ports,
+                       "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080},
+                                          "periodSeconds": 1, "failureThreshold": 1}}
+    pod_spec: dict = {"terminationGracePeriodSeconds": termination_grace,
+                      "containers": [container]}
+    if tls_secret:
+        env += [{"name": "TLS_PORT", "value": str(ECHO_TLS_PORT)},
+                {"name": "TLS_CERT_FILE", "value": "/tls/tls.crt"},
+                {"name": "TLS_KEY_FILE", "value": "/tls/tls.key"}]
+        ports.append({"name": "https", "containerPort": ECHO_TLS_PORT})
+        container["volumeMounts"] = [{"name": "tls", "mountPath": "/tls", "readOnly": True}]
+        pod_spec["volumes"] = [{"name": "tls", "secret": {"secretName": tls_secret}}]
     return [
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
          "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels}, "spec": {
-                      "terminationGracePeriodSeconds": termination_grace,
-                      "containers": [{
-                          "name": "echo", "image": ECHO_IMAGE, "imagePullPolicy": "Never",
-                          "env": env, "ports": [{"name": "http", "containerPort": 8080}],
-                          "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080},
-                                             "periodSeconds": 1, "failureThreshold": 1}}]}}}},
+                  "template": {"metadata": {"labels": labels}, "spec": pod_spec}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
          "spec": {"selector": labels,
                   "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}},

@@ -5,7 +5,11 @@ a reload-based nginx (nginx_reload.py) — both carrying the same many hosts in 
 configuration — with a graceful backend (serves 5 s after SIGTERM) and an abrupt one (exits at
 once). In the same runs 50 WebSockets stay open through the ingress and echo every 10 s. A
 baseline without scaling, and the noise floor of the machine (the same scaling while the load
-goes straight to a pod that is never scaled) complete the table.
+goes straight to a pod that is never scaled, over the same TLS 1.3) complete the table.
+
+nginx and its EndpointSlice watcher run only around nginx's own runs: started (all hosts
+configured, the slices listed, nginx serving) after Tidegate's runs and the floor, stopped
+after nginx's runs, so that its reloads never load the machine while anything else is measured.
 
 Run by test_scale.py (1,000 hosts, in scripts/test) and by bench/scale.sh (10,000 hosts):
   python3 e2e/cluster/scale.py --hosts 10000 --out DIR
@@ -30,7 +34,7 @@ sys.path.insert(0, str(HERE))
 
 import cluster  # noqa: E402
 import release  # noqa: E402
-from kube import Kube, echo_deployment, wait_for  # noqa: E402
+from kube import ECHO_TLS_PORT, Kube, echo_deployment, wait_for  # noqa: E402
 from nginx_reload import Host, NginxReload  # noqa: E402
 
 RATE = 1000
@@ -44,6 +48,10 @@ BODY_SIZE = 1024
 # preStop sleep do). Abrupt: exits at once on SIGTERM, no preStop.
 BACKENDS = {"graceful": 5, "abrupt": 0}
 PERCENTILES = ["50", "90", "99", "99.9", "99.99", "99.999"]
+# Quiet time after nginx has started and before its first run (its start and the first
+# handshakes' CPU behind it), as Tidegate's runs start long after its own start.
+NGINX_SETTLE_SECONDS = 3.0
+FLOOR = "noise floor (no proxy, scaling)"
 
 
 def log(msg: str) -> None:
@@ -59,7 +67,8 @@ class Run:
     summary: dict = field(default_factory=dict)
     scale_events: list[tuple[float, int]] = field(default_factory=list)
     reloads: int = 0
-    reload_seconds: float = 0.0
+    reload_test_seconds: float = 0.0    # the longest `nginx -t` of the run
+    reload_signal_seconds: float = 0.0  # the longest `nginx -s reload` of the run
 
 
 class Experiment:
@@ -73,6 +82,8 @@ class Experiment:
         self.ca: Path | None = None
         self.https_port = 0
         self.nginx: NginxReload | None = None
+        self.nginx_hosts: list[Host] = []
+        self.nginx_stopped = False
         self.installed = False
 
     # -- set-up -----------------------------------------------------------------------------
@@ -84,15 +95,16 @@ class Experiment:
         t = time.monotonic()
         kube, ns = self.kube, self.ns
         # One wildcard certificate for every host (*.example), in one Secret: Tidegate loads
-        # it once; nginx, configured the legacy way, reads it in every server block.
+        # it once, and so does nginx (its default server holds it: nginx_reload.py).
         self.ca = release.make_tls_secret(kube, ns, self.out, "scale-tls", "*.example")
         objects = []
         for backend, grace in BACKENDS.items():
             objects += echo_deployment(f"echo-{backend}", 2, grace_seconds=grace,
                                        termination_grace=30, body_size=BODY_SIZE)
         # The pod behind the WebSockets and the many other hosts; never scaled, it is also the
-        # target of the noise-floor run.
-        objects += echo_deployment("steady", 1, grace_seconds=5, body_size=BODY_SIZE)
+        # target of the noise-floor run, over TLS 1.3 with the same certificate.
+        objects += echo_deployment("steady", 1, grace_seconds=5, body_size=BODY_SIZE,
+                                   tls_secret="scale-tls")
         kube.apply(*objects, namespace=ns)
         release.install(self.helm, ns)
         self.installed = True
@@ -130,24 +142,38 @@ class Experiment:
                      f"Tidegate to serve {host}", interval=0.5)
         log(f"Tidegate serves all {len(ingresses)} hosts, "
             f"{time.monotonic() - t_ing:.1f} s after the first Ingress")
-        # nginx with the same hosts, on the node address, reading the same EndpointSlices.
-        hosts = [Host("graceful.example", "echo-graceful"), Host("abrupt.example", "echo-abrupt"),
-                 Host("ws.example", "steady")]
-        hosts += [Host(h, other_service(h)) for h in self.host_names()]
-        initial = {s: sorted(f"{ip}:8080" for ip, c in kube.endpoints(ns, s).items()
-                             if c.get("ready"))
-                   for s in ("echo-graceful", "echo-abrupt", "steady")}
-        initial.update({other_service(h): [f"{ip}:8080" for ip in steady]
-                        for h in self.host_names()})
-        self.nginx = NginxReload(self.out / "nginx", f"{cluster.NODE_IP}:{NGINX_PORT}",
-                                 self.ca, self.ca.with_suffix(".key"), hosts,
-                                 [str(kube.kubectl_path), "--kubeconfig", str(kube.kubeconfig)],
-                                 ns)
-        self.nginx.start(initial)
-        log(f"nginx started with {len(hosts)} server blocks (nginx -t: "
-            f"{self.nginx.config_seconds:.2f} s)")
-        wait_for(lambda: self.probe("graceful.example", NGINX_PORT), 30, "nginx to serve")
+        # nginx gets the same hosts, on the node address, reading the same EndpointSlices; it
+        # starts only before its own runs (start_nginx).
+        self.nginx_hosts = [Host("graceful.example", "echo-graceful"),
+                            Host("abrupt.example", "echo-abrupt"), Host("ws.example", "steady")]
+        self.nginx_hosts += [Host(h, other_service(h)) for h in self.host_names()]
         log(f"set-up took {time.monotonic() - t:.0f} s")
+
+    def start_nginx(self) -> None:
+        """nginx with every host, its watcher following the slices from their list, serving
+        every tested host, then a few quiet seconds: settled before its first measured run."""
+        t = time.monotonic()
+        kube = self.kube
+        self.nginx = NginxReload(self.out / "nginx", f"{cluster.NODE_IP}:{NGINX_PORT}",
+                                 self.ca, self.ca.with_suffix(".key"), self.nginx_hosts,
+                                 [str(kube.kubectl_path), "--kubeconfig", str(kube.kubeconfig)],
+                                 self.ns)
+        self.nginx.start()
+        last = self.nginx_hosts[-1].name
+        for host in ("graceful.example", "abrupt.example", "ws.example", last):
+            wait_for(lambda h=host: self.probe(h, NGINX_PORT), 30, f"nginx to serve {host}",
+                     interval=0.5)
+        time.sleep(NGINX_SETTLE_SECONDS)
+        log(f"nginx started with {len(self.nginx_hosts)} server blocks (slices listed in "
+            f"{self.nginx.list_seconds:.2f} s, nginx -t {self.nginx.config_seconds:.2f} s), "
+            f"serving after {time.monotonic() - t:.1f} s")
+
+    def stop_nginx(self) -> None:
+        if self.nginx and not self.nginx_stopped:
+            self.nginx_stopped = True
+            self.nginx.stop()
+            if self.nginx.errors:
+                log(f"nginx watcher errors: {self.nginx.errors}")
 
     def probe(self, host: str, port: int) -> bool:
         r = subprocess.run([str(self.load), "-url", f"https://{host}/probe", "-connect",
@@ -157,8 +183,7 @@ class Experiment:
         return r.returncode == 0 and json.loads(r.stdout)["ok"] == 2
 
     def teardown(self) -> None:
-        if self.nginx:
-            self.nginx.stop()
+        self.stop_nginx()
         if self.installed:
             # The release's cluster-scoped objects (ClusterRole, IngressClass) outlive the
             # namespace: uninstall, so that the next install in another namespace can own them.
@@ -183,9 +208,11 @@ class Experiment:
         run = Run(name, proxy, backend, scaling)
         slug = name.replace(" ", "-").replace("(", "").replace(")", "")
         if proxy == "none":
-            # Straight to the steady pod (plain HTTP: the pod does not speak TLS).
+            # Straight to the steady pod, over TLS 1.3 as to the proxies (its HTTPS port, the
+            # same wildcard certificate).
             pod_ip = self.kube.ready_pods(self.ns, "app=steady")[0]["status"]["podIP"]
-            args = ["-url", "http://steady.example/floor", "-connect", f"{pod_ip}:8080"]
+            args = ["-url", "https://steady.example/floor", "-connect",
+                    f"{pod_ip}:{ECHO_TLS_PORT}", "-ca", str(self.ca)]
         else:
             port = self.https_port if proxy == "tidegate" else NGINX_PORT
             args = ["-url", f"https://{backend}.example/{slug}", "-connect",
@@ -216,7 +243,8 @@ class Experiment:
         if self.nginx and proxy == "nginx":
             reloads = self.nginx.reloads[reloads_before:]
             run.reloads = len(reloads)
-            run.reload_seconds = max((r.seconds for r in reloads), default=0.0)
+            run.reload_test_seconds = max((r.test_seconds for r in reloads), default=0.0)
+            run.reload_signal_seconds = max((r.signal_seconds for r in reloads), default=0.0)
         self.runs.append(run)
         log(f"  {one_line(run)}")
         return run
@@ -238,9 +266,18 @@ class Experiment:
         self.run("tidegate baseline", "tidegate", "graceful", scaling=False)
         for backend in BACKENDS:
             self.run(f"tidegate scaling ({backend})", "tidegate", backend, scaling=True)
-        for backend in BACKENDS:
-            self.run(f"nginx-reload scaling ({backend})", "nginx", backend, scaling=True)
-        self.run("noise floor (no proxy, scaling)", "none", "graceful", scaling=True)
+        self.run(FLOOR, "none", "graceful", scaling=True)
+        # nginx runs last, alone: its watcher reloads at every scale event, which would load
+        # the machine under the other runs.
+        self.start_nginx()
+        try:
+            for backend in BACKENDS:
+                self.run(f"nginx-reload scaling ({backend})", "nginx", backend, scaling=True)
+        finally:
+            self.stop_nginx()
+        # The table in the order it is read: Tidegate, nginx, then the floor.
+        order = {"tidegate": 0, "nginx": 1, "none": 2}
+        self.runs.sort(key=lambda r: order[r.proxy])
         return self.runs
 
     # -- report -----------------------------------------------------------------------------
@@ -249,7 +286,7 @@ class Experiment:
         lines = [f"Constant {RATE} requests/s, {CONNECTIONS} keep-alive connections, "
                  f"{self.seconds} s per run; backend scaled 2→4→2 every {SCALE_EVERY:.0f} s; "
                  f"{self.hosts + 3} hosts in each proxy's configuration; TLS 1.3 to the proxy "
-                 f"(the noise floor: plain HTTP straight to a pod). Latencies in ms, measured "
+                 f"(the noise floor: TLS 1.3 straight to a pod). Latencies in ms, measured "
                  f"from when each request was due.", "",
                  "| run | " + " | ".join(f"p{p}" for p in PERCENTILES)
                  + " | max | errors | timeouts | WebSockets alive | reloads |",
@@ -258,8 +295,8 @@ class Experiment:
             s = r.summary
             ws = s.get("websockets")
             ws_text = f"{ws['alive_at_end']}/{WEBSOCKETS}" if ws else "-"
-            reloads = (f"{r.reloads} (nginx -t {r.reload_seconds:.2f} s)"
-                       if r.proxy == "nginx" else "-")
+            reloads = (f"{r.reloads} (`nginx -t` {r.reload_test_seconds:.2f} s, `-s reload` "
+                       f"{r.reload_signal_seconds:.2f} s)" if r.proxy == "nginx" else "-")
             lines.append(f"| {r.name} | " + " | ".join(f"{s['percentiles_ms'][p]:.1f}"
                                                       for p in PERCENTILES)
                          + f" | {s['max_ms']:.1f} | {s['errors']} | {s['timeouts']} | {ws_text}"
@@ -275,7 +312,8 @@ class Experiment:
         (self.out / "report.json").write_text(json.dumps(
             [{"name": r.name, "proxy": r.proxy, "backend": r.backend, "scaling": r.scaling,
               "summary": r.summary, "scale_events": r.scale_events, "reloads": r.reloads,
-              "reload_seconds": r.reload_seconds} for r in self.runs], indent=2))
+              "reload_test_seconds": r.reload_test_seconds,
+              "reload_signal_seconds": r.reload_signal_seconds} for r in self.runs], indent=2))
         write_plot(self.out / "latency.svg", self.out, self.runs)
         return text
 
@@ -284,7 +322,7 @@ class Experiment:
 
     def tail_verdict(self) -> str:
         base = self.by_name("tidegate baseline").summary["percentiles_ms"]["99.999"]
-        floor = self.by_name("noise floor (no proxy, scaling)").summary["percentiles_ms"]
+        floor = self.by_name(FLOOR).summary["percentiles_ms"]
         parts = []
         for backend in BACKENDS:
             got = self.by_name(f"tidegate scaling ({backend})").summary["percentiles_ms"][

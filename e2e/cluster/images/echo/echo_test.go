@@ -3,12 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,9 +64,16 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "bad port", env: map[string]string{"PORT": "http"}, wantErr: true},
 		{name: "negative grace", env: map[string]string{"GRACE_SECONDS": "-1"}, wantErr: true},
 		{name: "body too big", env: map[string]string{"BODY_SIZE": "999999999999"}, wantErr: true},
+		{name: "tls", env: map[string]string{"POD_NAME": "p", "TLS_PORT": "8443",
+			"TLS_CERT_FILE": "/tls/tls.crt", "TLS_KEY_FILE": "/tls/tls.key"},
+			want: Config{Port: 8080, PodName: "p", Drain: 5 * time.Second, TLSPort: 8443,
+				TLSCert: "/tls/tls.crt", TLSKey: "/tls/tls.key"}},
+		{name: "tls without a key", env: map[string]string{"TLS_PORT": "8443", "TLS_CERT_FILE": "/c"},
+			wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"PORT", "POD_NAME", "POD_IP", "BODY_SIZE", "GRACE_SECONDS", "DRAIN_SECONDS"} {
+			for _, k := range []string{"PORT", "POD_NAME", "POD_IP", "BODY_SIZE", "GRACE_SECONDS", "DRAIN_SECONDS",
+				"TLS_PORT", "TLS_CERT_FILE", "TLS_KEY_FILE"} {
 				t.Setenv(k, tc.env[k])
 			}
 			got, err := ConfigFromEnv()
@@ -173,7 +187,7 @@ func runServer(t *testing.T, cfg Config) (string, chan os.Signal, chan struct{})
 	s := NewServer(cfg)
 	go func() {
 		defer close(done)
-		_ = s.Run(ln, sigs, t.Logf)
+		_ = s.Run([]net.Listener{ln}, sigs, t.Logf)
 	}()
 	return ln.Addr().String(), sigs, done
 }
@@ -468,5 +482,99 @@ func TestFiftyWebSocketsAtOnce(t *testing.T) {
 				t.Fatalf("socket %d: %q", i, p)
 			}
 		}
+	}
+}
+
+// selfSigned writes a self-signed P-256 certificate for "steady.example" and its key into dir.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "steady.example"},
+		DNSNames: []string{"steady.example"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = dir+"/tls.crt", dir+"/tls.key"
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestTLSListenerServesTheSameAnswersOverTLS13(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	cfg := Config{Port: freePort(t), TLSPort: freePort(t), TLSCert: certFile, TLSKey: keyFile,
+		PodName: "steady-1", BodySize: 1024, Drain: time.Second}
+	lns, err := Listen(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lns) != 2 {
+		t.Fatalf("%d listeners, want 2", len(lns))
+	}
+	sigs := make(chan os.Signal, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = NewServer(cfg).Run(lns, sigs, t.Logf)
+	}()
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "steady.example", MinVersion: tls.VersionTLS13},
+	}}
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/floor", cfg.TLSPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 1024 || resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 {
+		t.Fatalf("status %d, %d bytes, TLS %+v", resp.StatusCode, len(body), resp.TLS)
+	}
+	var a Answer
+	if err := json.Unmarshal(body, &a); err != nil || a.Pod != "steady-1" || a.Path != "/floor" {
+		t.Fatalf("answer %+v (%v)", a, err)
+	}
+	// The plain listener still answers.
+	if resp, _ := get(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", cfg.Port)); resp.StatusCode != 200 {
+		t.Fatalf("plain readyz: %d", resp.StatusCode)
+	}
+	sigs <- syscall.SIGTERM
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+func TestTLSListenerRefusesAMissingCertificate(t *testing.T) {
+	_, err := Listen(Config{Port: freePort(t), TLSPort: freePort(t), TLSCert: "/nonexistent.crt", TLSKey: "/nonexistent.key"})
+	if err == nil {
+		t.Fatal("no error for a missing certificate")
 	}
 }

@@ -12,6 +12,9 @@
 //	GRACE_SECONDS   after SIGTERM: 0 exits at once (abrupt); N > 0 keeps serving N s with
 //	                /readyz failing, then drains and exits (graceful). Default 0.
 //	DRAIN_SECONDS   how long the drain waits for requests in flight (5)
+//	TLS_PORT        also serve HTTPS (TLS 1.2 or 1.3, HTTP/1.1) on this port (0: off, the default)
+//	TLS_CERT_FILE   the certificate chain (PEM) for TLS_PORT
+//	TLS_KEY_FILE    its private key (PEM)
 //
 // Query parameters of the echo answer: size=N (body size), delay_ms=N (wait before answering),
 // status=N (answer with this status).
@@ -19,6 +22,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +58,9 @@ type Config struct {
 	BodySize int
 	Grace    time.Duration
 	Drain    time.Duration
+	TLSPort  int // 0: no HTTPS listener
+	TLSCert  string
+	TLSKey   string
 }
 
 func envInt(name string, def, lo, hi int) (int, error) {
@@ -85,6 +92,13 @@ func ConfigFromEnv() (Config, error) {
 	drain, err := envInt("DRAIN_SECONDS", 5, 0, 3600)
 	if err != nil {
 		return c, err
+	}
+	if c.TLSPort, err = envInt("TLS_PORT", 0, 0, 65535); err != nil {
+		return c, err
+	}
+	c.TLSCert, c.TLSKey = os.Getenv("TLS_CERT_FILE"), os.Getenv("TLS_KEY_FILE")
+	if c.TLSPort != 0 && (c.TLSCert == "" || c.TLSKey == "") {
+		return c, errors.New("TLS_PORT needs TLS_CERT_FILE and TLS_KEY_FILE")
 	}
 	c.Grace = time.Duration(grace) * time.Second
 	c.Drain = time.Duration(drain) * time.Second
@@ -252,12 +266,42 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, size int, delay 
 	_, _ = w.Write(body[len(body)-tail:])
 }
 
-// Run serves on ln until a signal arrives on sigs, then follows the configured SIGTERM
+// Listen opens the listeners the configuration asks for: plain HTTP on Port, and HTTPS on
+// TLSPort when it is set (the scale test's noise floor reaches a pod over TLS 1.3, as the load
+// reaches the ingress).
+func Listen(cfg Config) ([]net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, err
+	}
+	lns := []net.Listener{ln}
+	if cfg.TLSPort != 0 {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		tln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.TLSPort)))
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		lns = append(lns, tls.NewListener(tln, &tls.Config{
+			Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"http/1.1"},
+		}))
+	}
+	return lns, nil
+}
+
+// Run serves on lns until a signal arrives on sigs, then follows the configured SIGTERM
 // behaviour; it returns when the process should exit.
-func (s *Server) Run(ln net.Listener, sigs <-chan os.Signal, logf func(string, ...any)) error {
+func (s *Server) Run(lns []net.Listener, sigs <-chan os.Signal, logf func(string, ...any)) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: readHeaderTimeout}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { served <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-served:
 		return err
@@ -298,13 +342,17 @@ func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	lns, err := Listen(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = ln.Addr().String()
+	}
 	log.Printf("echo %s (%s) on %s: body size %d, grace %v, drain %v", cfg.PodName, cfg.PodIP,
-		ln.Addr(), cfg.BodySize, cfg.Grace, cfg.Drain)
-	if err := NewServer(cfg).Run(ln, sigs, log.Printf); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		strings.Join(addrs, " and "), cfg.BodySize, cfg.Grace, cfg.Drain)
+	if err := NewServer(cfg).Run(lns, sigs, log.Printf); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
 }
