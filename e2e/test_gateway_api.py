@@ -245,7 +245,8 @@ def test_grpc_route_matches_service_and_method(stack):
              "metadata": {"name": "echo", "namespace": "default"},
              "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"],
                       "rules": [
-                          {"matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
+                          {"name": "unary",  # a named rule (GRPCRouteNamedRouteRule)
+                           "matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
                            "backendRefs": [backend("svc-g1")]},
                           {"matches": [{"method": {"service": "test.Echo"}}],
                            "backendRefs": [backend("svc-g2")]},
