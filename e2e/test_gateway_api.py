@@ -2,16 +2,21 @@
 folder -> controller -> data plane -> real backends (docs/gateway-api.md). Over HTTP/1.1 and
 HTTP/2. The same data plane features the conformance suite checks on the one-node cluster:
 matches by path, method, header and query parameter; weights; the request and response header
-modifiers; redirects; URL rewrites; 500 for backends that cannot be resolved; CORS; TLS to
-backends with a BackendTLSPolicy."""
+modifiers; redirects (every status code); URL rewrites; 500 for backends that cannot be
+resolved; CORS; TLS to backends with a BackendTLSPolicy; a Service port's appProtocol
+(kubernetes.io/h2c to a real HTTP/2 cleartext backend, kubernetes.io/ws to a WebSocket one)."""
 
 from __future__ import annotations
 
+import json
+import socket
+import threading
 import time
 from collections import Counter
 
 import pytest
 
+import harness
 from harness import endpoint_slice, proto_request, service
 
 pytestmark = pytest.mark.usefixtures("over_both_protocols")
@@ -169,6 +174,16 @@ def test_redirects(gateway):
          "filters": [{"type": "RequestRedirect", "requestRedirect": {
              "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"},
              "port": 8443, "statusCode": 302}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/see-other"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {
+             "path": {"type": "ReplaceFullPath", "replaceFullPath": "/result"},
+             "statusCode": 303}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/moved"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {
+             "hostname": "new.example.com", "scheme": "https", "statusCode": 308}}]},
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/temporary"}}],
+         "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 307,
+                                                                     "port": 8080}}]},
         {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
          "backendRefs": [backend("svc-a")]},
     ]))
@@ -179,6 +194,13 @@ def test_redirects(gateway):
     assert r.status == 302 and r.header("Location") == "http://elsewhere.example.com/host/y"
     r = s.get("/old/z", "redirect.example.com")
     assert r.status == 302 and r.header("Location") == "http://redirect.example.com:8443/new/z"
+    # 303 See Other (a POST's answer is fetched with GET), 308 (method and body kept), 307.
+    r = proto_request(s.port, "POST", "/see-other/form?id=3", "redirect.example.com", body=b"x")
+    assert r.status == 303 and r.header("Location") == "http://redirect.example.com/result?id=3"
+    r = proto_request(s.port, "PUT", "/moved/doc", "redirect.example.com", body=b"x")
+    assert r.status == 308 and r.header("Location") == "https://new.example.com/moved/doc"
+    r = s.get("/temporary/t", "redirect.example.com")
+    assert r.status == 307 and r.header("Location") == "http://redirect.example.com:8080/temporary/t"
     assert routes_to(s, "redirect.example.com", "/other") == "a"
 
 
@@ -223,7 +245,8 @@ def test_grpc_route_matches_service_and_method(stack):
              "metadata": {"name": "echo", "namespace": "default"},
              "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["grpc.example.com"],
                       "rules": [
-                          {"matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
+                          {"name": "unary",  # a named rule (GRPCRouteNamedRouteRule)
+                           "matches": [{"method": {"service": "test.Echo", "method": "Unary"}}],
                            "backendRefs": [backend("svc-g1")]},
                           {"matches": [{"method": {"service": "test.Echo"}}],
                            "backendRefs": [backend("svc-g2")]},
@@ -423,3 +446,148 @@ def test_a_request_no_rule_of_its_hostname_takes_falls_to_less_specific_ones(gat
     assert routes_to(s, "fall.example.com", "/a") == "a"
     assert routes_to(s, "other.example.com", "/b") == "a"
     assert routes_to(s, "other.example.com", "/w") == "c"
+
+
+def with_app_protocol(svc: dict, app_protocol: str) -> dict:
+    svc["spec"]["ports"][0]["appProtocol"] = app_protocol
+    return svc
+
+
+class H2cBackend:
+    """An HTTP/2 cleartext backend with prior knowledge only (python3-h2), as the conformance
+    suite's echo-basic on its h2c port: each request is answered 200 with a JSON echo of its
+    pseudo-headers and X-Backend; a connection that does not start with the HTTP/2 preface (an
+    HTTP/1.1 request) is closed."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.host, self.port = self.sock.getsockname()
+        self.requests: list[dict] = []
+        self.refused = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, sock):
+        import h2.config
+        import h2.connection
+        import h2.events as ev
+        import h2.exceptions
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
+                                                                    header_encoding="utf-8"))
+        conn.initiate_connection()
+        heads: dict[int, dict] = {}
+        try:
+            sock.sendall(conn.data_to_send())
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                try:
+                    events = conn.receive_data(data)
+                except h2.exceptions.ProtocolError:
+                    self.refused += 1  # not HTTP/2 (an HTTP/1.1 request line)
+                    return
+                for e in events:
+                    if isinstance(e, ev.RequestReceived):
+                        heads[e.stream_id] = dict(e.headers)
+                    elif isinstance(e, ev.DataReceived):
+                        conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
+                    elif isinstance(e, ev.StreamEnded):
+                        head = heads.pop(e.stream_id)
+                        self.requests.append(head)
+                        body = json.dumps({"protocol": "HTTP/2", "method": head.get(":method"),
+                                           "path": head.get(":path"),
+                                           "authority": head.get(":authority")}).encode()
+                        conn.send_headers(e.stream_id, [
+                            (":status", "200"), ("content-type", "application/json"),
+                            ("content-length", str(len(body))), ("x-backend", self.name)])
+                        conn.send_data(e.stream_id, body, end_stream=True)
+                sock.sendall(conn.data_to_send())
+        except OSError:
+            return
+        finally:
+            sock.close()
+
+    def stop(self):
+        self.sock.close()
+
+
+def test_h2c_backend_by_app_protocol(stack):
+    """An HTTPRoute to a Service port with appProtocol kubernetes.io/h2c: the data plane speaks
+    HTTP/2 with prior knowledge to it, for HTTP/1.1 and HTTP/2 clients alike (the conformance
+    suite's HTTPRouteBackendProtocolH2C). The same backend behind a port without appProtocol
+    gets HTTP/1.1, which it refuses (502)."""
+    b = H2cBackend("h2c")
+    try:
+        stack.manifests.write("gateway.yaml", GATEWAY_CLASS, GATEWAY)
+        stack.manifests.write(
+            "h2c.yaml",
+            with_app_protocol(service("svc-h2c"), "kubernetes.io/h2c"), service("svc-plain"),
+            endpoint_slice("svc-h2c-1", "svc-h2c", [b.host], b.port),
+            endpoint_slice("svc-plain-1", "svc-plain", [b.host], b.port),
+            http_route("h2c", ["h2c.example.com"], [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/plain"}}],
+                 "backendRefs": [backend("svc-plain")]},
+                {"backendRefs": [backend("svc-h2c")]}]))
+        r = stack.wait_backend("/hello?x=1", "h2c.example.com", "h2c")
+        echo = r.json()
+        assert echo == {"protocol": "HTTP/2", "method": "GET", "path": "/hello?x=1",
+                        "authority": "h2c.example.com"}, echo
+        r = proto_request(stack.port, "POST", "/upload", "h2c.example.com", body=b"x" * 1000)
+        assert r.status == 200 and r.json()["method"] == "POST"
+        # Without appProtocol the port is HTTP/1.1: this backend closes such a connection.
+        assert stack.get("/plain", "h2c.example.com").status == 502
+        assert b.refused >= 1
+    finally:
+        b.stop()
+
+
+def test_websocket_to_a_ws_app_protocol_port(stack):
+    """A WebSocket through an HTTPRoute to a Service port with appProtocol kubernetes.io/ws (the
+    conformance suite's HTTPRouteBackendProtocolWebSocket): the upgrade is forwarded, the
+    route's request header modifier and path rewrite apply to it, and frames go both ways. The
+    client speaks HTTP/1.1 whatever the run's protocol (no Extended CONNECT on HTTP/2); the
+    run's protocol reaches the same port with an ordinary request."""
+    from test_websocket import WsBackend, WsClient
+    ws = WsBackend("ws")
+    try:
+        stack.manifests.write("gateway.yaml", GATEWAY_CLASS, GATEWAY)
+        stack.manifests.write(
+            "ws.yaml", with_app_protocol(service("svc-ws"), "kubernetes.io/ws"),
+            endpoint_slice("svc-ws-1", "svc-ws", [ws.host], ws.port),
+            http_route("ws", ["ws.example.com"], [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/chat"}}],
+                 "filters": [
+                     {"type": "URLRewrite", "urlRewrite": {"path": {
+                         "type": "ReplacePrefixMatch", "replacePrefixMatch": "/socket"}}},
+                     {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                         "set": [{"name": "X-Via-Route", "value": "ws"}]}}],
+                 "backendRefs": [backend("svc-ws")]}]))
+        stack.wait_route("/chat/plain", "ws.example.com",
+                         lambda r: r.status == 200 and r.header("X-Backend") == "ws")
+        c = WsClient(stack.port, "ws.example.com", "/chat/room?id=1")
+        try:
+            assert c.echo(b"hello", 0x1)
+            assert c.echo(bytes(range(256)) * 100)
+            c.send(b"ping", 0x9)
+            assert c.recv() == (0xA, b"ping")
+        finally:
+            c.close()
+        h = ws.handshakes[-1]
+        assert h["request-line"] == "GET /socket/room?id=1 HTTP/1.1", h
+        assert h["x-via-route"] == "ws" and h["host"] == "ws.example.com", h
+        assert h["upgrade"].lower() == "websocket", h
+        assert ws.errors == []
+        harness.wait_until(lambda: ws.open == 0, 5, "the tunnel to close")
+    finally:
+        ws.stop()

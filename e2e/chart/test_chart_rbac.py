@@ -145,8 +145,7 @@ def exercise(cluster, s: harness.Stack, release_ns: str, app_ns: str, election_i
                          lambda ev: any("spec.tls[0]" in e["message"] for e in ev), timeout=20,
                          what="an Event about the unusable certificate (the Secret was read)")
     log = s.controller.log()
-    for refused in (" 403", "forbidden", "Forbidden"):
-        assert refused not in log, log[-4000:]
+    kubeapps.assert_nothing_refused(log)
 
 
 def test_cluster_role_is_enough_and_no_more(helm, cluster, namespace, tmp_path, stacks):

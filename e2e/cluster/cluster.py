@@ -888,8 +888,10 @@ def leftovers(record: dict | None = None) -> list[str]:
             cgroups = (d / "cgroup").read_text()
         except OSError:
             continue
-        # Every component names a file in the state folder; containers live in kubepods.
-        if str(STATE) in cmd or "/kubepods" in cgroups:
+        # Every component names a file in the state folder; containers live in kubepods. (The
+        # folder itself, not a name that starts the same: `flock /tmp/tidegate-cluster.lock ...`
+        # around a cluster command is no leftover.)
+        if re.search(re.escape(str(STATE)) + r"(/|\s|$)", cmd) or "/kubepods" in cgroups:
             left.append(f"process {d.name}: {cmd[:200]}")
     left += [f"mount {m}" for m in _mounts_under([str(STATE), str(containerd_root()),
                                                   "/run/netns/cni-"])]

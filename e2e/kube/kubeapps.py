@@ -5,6 +5,7 @@ conftest.py of its own, and `import conftest` would be ambiguous.)"""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -57,6 +58,13 @@ def backends(stack: harness.Stack, *names: str) -> list[harness.Backend]:
     for n in names[1:]:
         out.append(stack.backend(n, backend_address(), port))
     return out
+
+
+def assert_nothing_refused(log: str) -> None:
+    """No call of the controller was refused: no 403 and no "forbidden" in its log (a 403 that
+    is a duration, "in 403 ms", is not one)."""
+    m = re.search(r"forbidden|Forbidden|(?<![\w.])403(?! ms)", log)
+    assert m is None, log[max(0, m.start() - 2000):m.end() + 2000]
 
 
 def install_substitution_crd(cluster) -> None:
