@@ -9,14 +9,13 @@ resolved; CORS; TLS to backends with a BackendTLSPolicy; a Service port's appPro
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections import Counter
 
 import pytest
 
 import harness
+from h2_backend import H2Server
 from harness import endpoint_slice, proto_request, service
 
 pytestmark = pytest.mark.usefixtures("over_both_protocols")
@@ -453,73 +452,26 @@ def with_app_protocol(svc: dict, app_protocol: str) -> dict:
     return svc
 
 
-class H2cBackend:
-    """An HTTP/2 cleartext backend with prior knowledge only (python3-h2), as the conformance
-    suite's echo-basic on its h2c port: each request is answered 200 with a JSON echo of its
+class H2cBackend(H2Server):
+    """An HTTP/2 cleartext backend with prior knowledge only, as the conformance suite's
+    echo-basic on its h2c port: each request is answered 200 with a JSON echo of its
     pseudo-headers and X-Backend; a connection that does not start with the HTTP/2 preface (an
-    HTTP/1.1 request) is closed."""
+    HTTP/1.1 request) is closed (counted in `refused`)."""
 
     def __init__(self, name: str):
         self.name = name
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.host, self.port = self.sock.getsockname()
         self.requests: list[dict] = []
-        self.refused = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, sock):
-        import h2.config
-        import h2.connection
-        import h2.events as ev
-        import h2.exceptions
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
-                                                                    header_encoding="utf-8"))
-        conn.initiate_connection()
-        heads: dict[int, dict] = {}
-        try:
-            sock.sendall(conn.data_to_send())
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                try:
-                    events = conn.receive_data(data)
-                except h2.exceptions.ProtocolError:
-                    self.refused += 1  # not HTTP/2 (an HTTP/1.1 request line)
-                    return
-                for e in events:
-                    if isinstance(e, ev.RequestReceived):
-                        heads[e.stream_id] = dict(e.headers)
-                    elif isinstance(e, ev.DataReceived):
-                        conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
-                    elif isinstance(e, ev.StreamEnded):
-                        head = heads.pop(e.stream_id)
-                        self.requests.append(head)
-                        body = json.dumps({"protocol": "HTTP/2", "method": head.get(":method"),
-                                           "path": head.get(":path"),
-                                           "authority": head.get(":authority")}).encode()
-                        conn.send_headers(e.stream_id, [
-                            (":status", "200"), ("content-type", "application/json"),
-                            ("content-length", str(len(body))), ("x-backend", self.name)])
-                        conn.send_data(e.stream_id, body, end_stream=True)
-                sock.sendall(conn.data_to_send())
-        except OSError:
-            return
-        finally:
-            sock.close()
-
-    def stop(self):
-        self.sock.close()
+    def answer(self, conn, stream_id, head, body, trailers):
+        self.requests.append(head)
+        echo = json.dumps({"protocol": "HTTP/2", "method": head.get(":method"),
+                           "path": head.get(":path"),
+                           "authority": head.get(":authority")}).encode()
+        conn.send_headers(stream_id, [(":status", "200"), ("content-type", "application/json"),
+                                      ("content-length", str(len(echo))),
+                                      ("x-backend", self.name)])
+        conn.send_data(stream_id, echo, end_stream=True)
 
 
 def test_h2c_backend_by_app_protocol(stack):

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpc_backend import GrpcBackend, channel
+from h2_backend import H2Server
 import base64
 
 from harness import (CertAuthority, endpoint_slice, h2_request, ingress, path, rule, service,
@@ -264,10 +265,7 @@ def test_backend_goaway_under_load_fails_no_call(stack_factory):
     """The backend closes each connection after 300 ms (grpc.max_connection_age_ms sends
     GOAWAY, streams in flight finish): new calls move to fresh connections, none fails."""
     import grpc
-    s = stack_factory(dataplane_args=["--log-level", "debug"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(dataplane_args=["--log-level", "debug"]).start_ready()
     b = GrpcBackend("g3", options=[("grpc.max_connection_age_ms", 300),
                                    ("grpc.max_connection_age_grace_ms", 5000)])
     try:
@@ -345,11 +343,8 @@ def test_the_access_log_shows_the_backends_grpc_status_from_its_trailers(stack_f
     import json
 
     import grpc
-    s = stack_factory(dataplane_args=["--access-log-fields",
-                                      "request_id,status,grpc_service,grpc_method,grpc_status"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    fields = "request_id,status,grpc_service,grpc_method,grpc_status"
+    s = stack_factory(dataplane_args=["--access-log-fields", fields]).start_ready()
     b = GrpcBackend("g4")
     try:
         s.manifests.write("routes.yaml", *routes(b))
@@ -385,10 +380,7 @@ def test_the_metrics_count_the_backends_grpc_status(stack_factory, log_args):
     import grpc
 
     from harness import scrape_metrics
-    s = stack_factory(dataplane_args=log_args)
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(dataplane_args=log_args).start_ready()
     b = GrpcBackend("g6")
     try:
         s.manifests.write("routes.yaml", *routes(b))
@@ -404,76 +396,23 @@ def test_the_metrics_count_the_backends_grpc_status(stack_factory, log_args):
         def counted(code: str):
             key = f'tidegate_grpc_responses_total{{{labels},grpc_status="{code}"}}'
             return scrape_metrics(s.dataplane).get(key, 0) - before.get(key, 0)
-        wait_until(lambda: counted("0") == 3 and counted("5") == 1, 5,
+        wait_until(lambda: counted("0") == 3 and counted("5") == 1, 10,
                    "3 OK and 1 NOT_FOUND counted")
     finally:
         b.stop()
 
 
-class H2EchoBackend:
-    """A cleartext HTTP/2 backend (python3-h2) that answers each request, once it ended, with
-    the request's trailers named in x-request-trailers and its body as the response body; a
-    request for /silent is never answered."""
+class H2EchoBackend(H2Server):
+    """A cleartext HTTP/2 backend that answers each request, once it ended, with the request's
+    trailers named in x-request-trailers and its body as the response body; a request for
+    /silent is never answered."""
 
-    def __init__(self):
-        import socket
-        import threading
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.host, self.port = self.sock.getsockname()
-        self.running = True
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        import threading
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, sock):
-        import h2.config
-        import h2.connection
-        import h2.events as ev
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
-                                                                    header_encoding="utf-8"))
-        conn.initiate_connection()
-        sock.sendall(conn.data_to_send())
-        streams: dict[int, dict] = {}
-        try:
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    return
-                for e in conn.receive_data(data):
-                    if isinstance(e, ev.RequestReceived):
-                        streams[e.stream_id] = {"body": b"", "trailers": [],
-                                                "path": dict(e.headers).get(":path")}
-                    elif isinstance(e, ev.DataReceived):
-                        streams[e.stream_id]["body"] += e.data
-                        conn.acknowledge_received_data(e.flow_controlled_length, e.stream_id)
-                    elif isinstance(e, ev.TrailersReceived):
-                        streams[e.stream_id]["trailers"] = list(e.headers)
-                    elif isinstance(e, ev.StreamEnded):
-                        st = streams.pop(e.stream_id)
-                        if st["path"] == "/silent":
-                            continue  # never answered
-                        named = ";".join(f"{k}={v}" for k, v in st["trailers"])
-                        conn.send_headers(e.stream_id, [(":status", "200"),
-                                                        ("x-request-trailers", named or "-")])
-                        conn.send_data(e.stream_id, st["body"], end_stream=True)
-                sock.sendall(conn.data_to_send())
-        except Exception:
-            return
-        finally:
-            sock.close()
-
-    def stop(self):
-        self.running = False
-        self.sock.close()
+    def answer(self, conn, stream_id, head, body, trailers):
+        if head.get(":path") == "/silent":
+            return  # never answered
+        named = ";".join(f"{k}={v}" for k, v in trailers)
+        conn.send_headers(stream_id, [(":status", "200"), ("x-request-trailers", named or "-")])
+        conn.send_data(stream_id, body, end_stream=True)
 
 
 def test_request_trailers_reach_an_http2_backend(stack):
@@ -507,10 +446,7 @@ def test_a_quiet_streaming_call_lives_until_proxy_read_timeout(stack_factory):
     (1 s, which would reset a plain upload), shorter than the route's proxy-read-timeout (4 s),
     the stream's idle limit: it goes on. Quiet for longer than that, the proxy ends it."""
     import grpc
-    s = stack_factory(dataplane_args=["--client-body-timeout", "1"])
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(dataplane_args=["--client-body-timeout", "1"]).start_ready()
     b = GrpcBackend("g5")
     try:
         s.manifests.write("routes.yaml", *routes(b, {"tidegate.io/backend-protocol": "GRPC",

@@ -31,10 +31,7 @@ def h2l(stack_factory):
 def echo_stack(stack_factory, *dataplane_args: str):
     """A data plane with one worker (see h2l) in front of an echo backend, with data plane flags
     of the test's own."""
-    s = stack_factory(workers=1, dataplane_args=list(dataplane_args))
-    s.start_dataplane()
-    s.start_controller()
-    s.dataplane.wait_ready()
+    s = stack_factory(workers=1, dataplane_args=list(dataplane_args)).start_ready()
     echo = s.backend("echo", record=False)
     s.manifests.write("echo.yaml", *service_with_backend("svc-echo", echo),
                       ingress("echo", [rule(HOST, path("/", "svc-echo"))]))
@@ -110,6 +107,14 @@ class RawH2:
         self.sock.close()
 
 
+def assert_goaway(a: RawH2, expected: int):
+    """The connection gets GOAWAY with `expected` and is closed."""
+    code, closed = a.goaway()
+    a.close()
+    assert closed
+    assert code == expected, code
+
+
 class Bystander:
     """A normal HTTP/2 client on its own connection to the same (single) worker, asking every
     2 ms from before the attack until after it: every answer must come, and those in flight
@@ -179,10 +184,7 @@ def test_rapid_reset_gets_goaway(h2l):
                 if not a.send(b"".join(burst)):
                     break
                 burst = []
-        code, closed = a.goaway()
-        a.close()
-    assert closed
-    assert code == ENHANCE_YOUR_CALM, code
+        assert_goaway(a, ENHANCE_YOUR_CALM)
     b.check()
 
 
@@ -230,10 +232,7 @@ def test_hpack_bomb_is_refused_with_431_and_a_repeated_one_gets_goaway(h2l):
         for sid in range(5, 5 + 2 * 20, 2):
             if not a.send(a.frame(0x1, 0x5, sid, a.headers_block("/bomb", extra=[big] * 100))):
                 break
-        code, closed = a.goaway()
-        a.close()
-    assert closed
-    assert code == ENHANCE_YOUR_CALM, code
+        assert_goaway(a, ENHANCE_YOUR_CALM)
     b.check()
 
 
@@ -250,10 +249,7 @@ def test_control_frame_floods_get_goaway(h2l, kind):
         for _ in range(50):
             if not a.send(one * 100):
                 break
-        code, closed = a.goaway()
-        a.close()
-    assert closed
-    assert code == ENHANCE_YOUR_CALM, code
+        assert_goaway(a, ENHANCE_YOUR_CALM)
     b.check()
 
 

@@ -39,6 +39,19 @@ def cluster(kube_bin, tmp_path_factory):
 
 
 @pytest.fixture
+def own_cluster(kube_bin, tmp_path):
+    """A cluster of the test's own (its own etcd and API server): stopping its API server does
+    not disturb the others, and it has no CRD the test did not install (the session's cluster
+    may have the SubstitutionRuleSet or Gateway API CRDs)."""
+    c = kubecluster.Cluster(kube_bin, tmp_path / "cluster")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.shutdown()
+
+
+@pytest.fixture
 def namespace(cluster) -> str:
     """A fresh namespace per test, as ingress-nginx's e2e framework does."""
     name = "t-" + uuid.uuid4().hex[:8]

@@ -11,7 +11,6 @@ import re
 import time
 
 import harness
-import kubecluster
 import pytest
 from kubeapps import (GATEWAY_CRDS, assert_nothing_refused, backend_address, backends,
                       install_gateway_crds, kube_ingress, kube_service, kube_slice, start)
@@ -380,17 +379,6 @@ def test_backend_tls_policy_config_map_and_ancestor_status(cluster, namespace, k
     s.wait_backend("/", "tls.example", "tls", timeout=20)
     log = s.controller.log()
     assert_nothing_refused(log)
-
-
-@pytest.fixture
-def own_cluster(kube_bin, tmp_path):
-    """A cluster of this test's own, without the Gateway API CRDs (the session's may have them)."""
-    c = kubecluster.Cluster(kube_bin, tmp_path / "cluster")
-    try:
-        c.start()
-        yield c
-    finally:
-        c.shutdown()
 
 
 def test_without_the_crds_serves_ingresses_and_picks_the_gateway_api_up_once_installed(

@@ -13,17 +13,6 @@ from kubeapps import backends, kube_ingress, kube_service, kube_slice, start
 
 
 @pytest.fixture
-def own_cluster(kube_bin, tmp_path):
-    """A cluster of this test's own: stopping its API server must not disturb the others."""
-    c = kubecluster.Cluster(kube_bin, tmp_path / "cluster")
-    try:
-        c.start()
-        yield c
-    finally:
-        c.shutdown()
-
-
-@pytest.fixture
 def uncached_cluster(kube_bin, tmp_path):
     """An API server without its watch cache: watches go to etcd, so a compacted
     resourceVersion gets etcd's answer (410 Gone) rather than the cache's."""

@@ -10,7 +10,6 @@ import re
 import time
 
 import harness
-import kubecluster
 import pytest
 from kubeapps import (SET_RULES, SUBSTITUTION_CRD_NAME, HtmlSite, html_app,
                       install_substitution_crd, rule_set, start, wait_body, wait_events,
@@ -102,17 +101,6 @@ def test_invalid_rule_in_a_set_is_an_event_and_the_others_apply(cluster, crd, na
     cluster.apply(rule_set("mixed", namespace, [*SET_RULES,
                                                 {"match": "today", "replace": "now"}]))
     wait_body(s, "bad-set.example", b"<p>Visit shop.clone.test now, OWN WORDS.</p>")
-
-
-@pytest.fixture
-def own_cluster(kube_bin, tmp_path):
-    """A cluster of this test's own, without the CRD (the session's may have it)."""
-    c = kubecluster.Cluster(kube_bin, tmp_path / "cluster")
-    try:
-        c.start()
-        yield c
-    finally:
-        c.shutdown()
 
 
 def test_without_the_crd_routes_and_picks_rule_sets_up_once_installed(own_cluster, site,
