@@ -107,6 +107,15 @@ class RawH2:
         self.sock.close()
 
 
+def server_preface(a: RawH2) -> tuple[list, dict[int, int]]:
+    """The frames the data plane sends first, and the settings its SETTINGS frame announces."""
+    frames = a.read_frames(time.monotonic() + 1)
+    settings = [p for t, f, _, p in frames if t == 0x4 and not f & 1][0]
+    return frames, {int.from_bytes(settings[i:i + 2], "big"):
+                    int.from_bytes(settings[i + 2:i + 6], "big")
+                    for i in range(0, len(settings), 6)}
+
+
 def assert_goaway(a: RawH2, expected: int):
     """The connection gets GOAWAY with `expected` and is closed."""
     code, closed = a.goaway()
@@ -328,11 +337,7 @@ def test_a_shut_connection_window_gets_goaway(stack_factory):
 def test_concurrent_stream_limit_is_announced_and_enforced(stack_factory):
     s = echo_stack(stack_factory, "--http2-max-concurrent-streams", "4")
     a = RawH2(s.port)
-    frames = a.read_frames(time.monotonic() + 1)
-    settings = [p for t, f, _, p in frames if t == 0x4 and not f & 1][0]
-    announced = {int.from_bytes(settings[i:i + 2], "big"): int.from_bytes(settings[i + 2:i + 6],
-                                                                          "big")
-                 for i in range(0, len(settings), 6)}
+    frames, announced = server_preface(a)
     assert announced[0x3] == 4          # MAX_CONCURRENT_STREAMS
     assert announced[0x4] == 65536      # INITIAL_WINDOW_SIZE
     assert announced[0x5] == 16384      # MAX_FRAME_SIZE
@@ -377,11 +382,7 @@ def test_the_settings_flags_are_announced(stack_factory):
                    "--http2-stream-window", "131072", "--http2-connection-window", "4194304",
                    "--http2-max-frame-size", "32768", "--http2-max-header-list-size", "8192")
     a = RawH2(s.port)
-    frames = a.read_frames(time.monotonic() + 1)
-    settings = [p for t, f, _, p in frames if t == 0x4 and not f & 1][0]
-    announced = {int.from_bytes(settings[i:i + 2], "big"): int.from_bytes(settings[i + 2:i + 6],
-                                                                          "big")
-                 for i in range(0, len(settings), 6)}
+    frames, announced = server_preface(a)
     assert announced[0x3] == 7
     assert announced[0x4] == 131072
     assert announced[0x5] == 32768
