@@ -77,33 +77,32 @@ json to_json(const model::Listener& l) {
   return json{{"name", l.name}, {"port", l.port}, {"tls", l.tls}};
 }
 
+// The Config's sections as the wire names them, in the order nlohmann writes an object's keys
+// (sorted): `array(name, map)` for each list (the map's values, in its order), `object(name,
+// value)` for the default route; empty lists and an absent default route are left out, but for
+// upstreams and virtual_hosts, always written. to_json(Config) and encode_snapshot_frame() both
+// walk it, so the two encodings cannot drift apart.
+template <typename Array, typename Object>
+void config_sections(const model::Config& c, Array&& array, Object&& object) {
+  if (!c.certificates.empty()) array("certificates", c.certificates);
+  if (c.default_route) object("default_route", *c.default_route);
+  if (!c.listeners.empty()) array("listeners", c.listeners);
+  if (!c.substitutions.empty()) array("substitutions", c.substitutions);
+  if (!c.tls_hosts.empty()) array("tls_hosts", c.tls_hosts);
+  array("upstreams", c.upstreams);
+  array("virtual_hosts", c.virtual_hosts);
+}
+
 json to_json(const model::Config& c) {
-  json hosts = json::array();
-  for (const auto& [_, v] : c.virtual_hosts) hosts.push_back(to_json(v));
-  json ups = json::array();
-  for (const auto& [_, u] : c.upstreams) ups.push_back(to_json(u));
-  json j{{"virtual_hosts", std::move(hosts)}, {"upstreams", std::move(ups)}};
-  if (c.default_route) j["default_route"] = to_json(*c.default_route);
-  if (!c.certificates.empty()) {
-    json certs = json::array();
-    for (const auto& [_, cert] : c.certificates) certs.push_back(to_json(cert));
-    j["certificates"] = std::move(certs);
-  }
-  if (!c.tls_hosts.empty()) {
-    json hosts = json::array();
-    for (const auto& [_, th] : c.tls_hosts) hosts.push_back(to_json(th));
-    j["tls_hosts"] = std::move(hosts);
-  }
-  if (!c.substitutions.empty()) {
-    json subs = json::array();
-    for (const auto& [_, sub] : c.substitutions) subs.push_back(to_json(sub));
-    j["substitutions"] = std::move(subs);
-  }
-  if (!c.listeners.empty()) {
-    json listeners = json::array();
-    for (const auto& [_, l] : c.listeners) listeners.push_back(to_json(l));
-    j["listeners"] = std::move(listeners);
-  }
+  json j = json::object();
+  config_sections(
+      c,
+      [&](const char* name, const auto& map) {
+        json items = json::array();
+        for (const auto& [_, item] : map) items.push_back(to_json(item));
+        j[name] = std::move(items);
+      },
+      [&](const char* name, const auto& value) { j[name] = to_json(value); });
   return j;
 }
 
@@ -386,11 +385,12 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 std::string encode_json(const Message& m) { return dump(std::visit(Encoder{}, m)); }
 
 namespace {
-void put_length(std::string& frame, size_t at, uint32_t n) {
-  frame[at] = static_cast<char>((n >> 24) & 0xff);
-  frame[at + 1] = static_cast<char>((n >> 16) & 0xff);
-  frame[at + 2] = static_cast<char>((n >> 8) & 0xff);
-  frame[at + 3] = static_cast<char>(n & 0xff);
+// The frame header: the payload's length, big-endian, in the frame's first four bytes.
+void put_length(std::string& frame, uint32_t n) {
+  frame[0] = static_cast<char>((n >> 24) & 0xff);
+  frame[1] = static_cast<char>((n >> 16) & 0xff);
+  frame[2] = static_cast<char>((n >> 8) & 0xff);
+  frame[3] = static_cast<char>(n & 0xff);
 }
 }  // namespace
 
@@ -399,15 +399,15 @@ std::string encode_frame(const Message& m) {
   std::string frame;
   frame.reserve(4 + body.size());
   frame.append(4, '\0');
-  put_length(frame, 0, static_cast<uint32_t>(body.size()));
+  put_length(frame, static_cast<uint32_t>(body.size()));
   frame += body;
   return frame;
 }
 
 std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
   // What dump(Encoder{}(Snapshot{version, c})) writes, in the same order: nlohmann's objects
-  // keep their keys sorted, so "config" (its own keys sorted too) comes before "type" and
-  // "version" (protocol_test.cc compares the two encodings).
+  // keep their keys sorted, so "config" (its sections in config_sections' order) comes before
+  // "type" and "version" (protocol_test.cc compares the two encodings).
   std::string frame(4, '\0');
   frame += R"({"config":{)";
   bool first_key = true;
@@ -429,20 +429,15 @@ std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
     }
     frame += ']';
   };
-  if (!c.certificates.empty()) array("certificates", c.certificates);
-  if (c.default_route) {
-    key("default_route");
-    frame += dump(to_json(*c.default_route));
-  }
-  if (!c.listeners.empty()) array("listeners", c.listeners);
-  if (!c.substitutions.empty()) array("substitutions", c.substitutions);
-  if (!c.tls_hosts.empty()) array("tls_hosts", c.tls_hosts);
-  array("upstreams", c.upstreams);
-  array("virtual_hosts", c.virtual_hosts);
+  auto object = [&](std::string_view k, const auto& value) {
+    key(k);
+    frame += dump(to_json(value));
+  };
+  config_sections(c, array, object);
   frame += R"(},"type":"snapshot","version":)";
   frame += std::to_string(version);
   frame += '}';
-  put_length(frame, 0, static_cast<uint32_t>(frame.size() - 4));
+  put_length(frame, static_cast<uint32_t>(frame.size() - 4));
   return frame;
 }
 
