@@ -8,6 +8,8 @@ from __future__ import annotations
 import socket
 import threading
 
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
 
 class H2Server:
     def __init__(self):
@@ -39,12 +41,21 @@ class H2Server:
         import h2.exceptions
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
                                                                     header_encoding="utf-8"))
-        conn.initiate_connection()
         streams: dict[int, dict] = {}
         try:
+            # The client's first bytes decide, before this side says anything: a client that
+            # does not start with the preface is counted in `refused` whether or not it closes
+            # at once (it would read our SETTINGS as a bad response and hang up, and a send to a
+            # closed socket must not lose the count).
+            data = sock.recv(65536)
+            if not data or not (data.startswith(PREFACE) or PREFACE.startswith(data)):
+                self.refused += bool(data)
+                return
+            conn.initiate_connection()
             sock.sendall(conn.data_to_send())
             while True:
-                data = sock.recv(65536)
+                if not data:
+                    data = sock.recv(65536)
                 if not data:
                     return
                 try:
@@ -65,6 +76,7 @@ class H2Server:
                         st = streams.pop(e.stream_id)
                         self.answer(conn, e.stream_id, st["head"], st["body"], st["trailers"])
                 sock.sendall(conn.data_to_send())
+                data = b""
         except Exception:  # noqa: BLE001 - a connection that breaks ends its thread
             return
         finally:
