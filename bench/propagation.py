@@ -226,7 +226,7 @@ STAMP = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\S*"
 LISTED_RE = re.compile(STAMP + r".*listed (\d+) (\S+)(?: in \S+)? at resourceVersion", re.M)
 LIST_TIMING_RE = re.compile(r"list (\S+)(?: in \S+)? timing: (\d+) pages, (\d+) bytes in (\d+) "
                             r"ms: waiting for pages (\d+) ms, decoding (\d+) ms \(CPU (\d+) ms\), "
-                            r"storing (\d+) ms")
+                            r"storing (\d+) ms(?:; (protobuf|JSON|protobuf and JSON))?")
 LISTS_DONE_RE = re.compile(STAMP + r".*initial lists complete in (\d+) ms", re.M)
 TRANSLATION_RE = re.compile(r"translation \(full, \d+ upstreams updated\) in (\d+) us")
 ENCODE_RE = re.compile(r"snapshot of (\d+) bytes: encoded in (\d+) ms, sent and answered in "
@@ -255,7 +255,8 @@ def start_phases(ctl_log: str, dp_log: str, started_wall: float) -> list[str]:
         if int(m.group(3)) > 1000:
             out.append(f"  {m.group(1)}: {m.group(2)} pages, {int(m.group(3)) / 1e6:.1f} MB in "
                        f"{m.group(4)} ms: waiting for pages {m.group(5)} ms, decoding "
-                       f"{m.group(6)} ms (CPU {m.group(7)} ms), storing {m.group(8)} ms")
+                       f"{m.group(6)} ms (CPU {m.group(7)} ms), storing {m.group(8)} ms"
+                       + (f"; {m.group(9)}" if m.group(9) else ""))
     if m := LISTS_DONE_RE.search(ctl_log):
         out.append(f"initial lists complete at +{(stamp_s(m.group(1)) - started_wall) * 1000:.0f}"
                    f" ms ({m.group(2)} ms after the reflectors started)")

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARGETS=(protocol_decode manifest http_target substitution path_normalize http1_request
-  http1_response annotations http2_downstream http_cache)
+  http1_response annotations http2_downstream http_cache kube_protobuf)
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${JOBS:-2}
 if [ -z "${CXX:-}" ]; then

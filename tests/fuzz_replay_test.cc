@@ -18,6 +18,7 @@
 #include "../fuzz/targets/http2_downstream.h"
 #include "../fuzz/targets/http_cache.h"
 #include "../fuzz/targets/http_target.h"
+#include "../fuzz/targets/kube_protobuf.h"
 #include "../fuzz/targets/manifest.h"
 #include "../fuzz/targets/path_normalize.h"
 #include "../fuzz/targets/protocol_decode.h"
@@ -48,6 +49,7 @@ const std::vector<Target>& targets() {
       {"annotations", &run_annotations},
       {"http2_downstream", [](const uint8_t* d, size_t n) { return run_http2_downstream(d, n); }},
       {"http_cache", &run_http_cache},
+      {"kube_protobuf", &run_kube_protobuf},
       // clang-format on
   };
   return kTargets;

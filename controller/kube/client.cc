@@ -4,11 +4,13 @@
 #include <openssl/x509_vfy.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 #include <pplx/threadpool.h>
 
+#include "kube/proto_reader.h"
 #include "log/log.h"
 
 namespace tidegate::controller::kube {
@@ -112,10 +114,11 @@ struct RestClient::Impl {
     return cfg;
   }
 
-  http::http_request make_request(const std::string& method, const std::string& path) const {
+  http::http_request make_request(const std::string& method, const std::string& path,
+                                  const char* accept = "application/json") const {
     http::http_request req(method);
     req.set_request_uri(path);
-    req.headers().add("Accept", "application/json");
+    req.headers().add("Accept", accept);
     req.headers().add("User-Agent", "tidegate-controller");
     std::string error;
     std::string token = current_token(config, &error);
@@ -144,7 +147,14 @@ struct RestClient::Impl {
     try {
       http::http_response resp = http_client().request(std::move(req)).get();
       out.status = resp.status_code();
-      out.body = resp.extract_utf8string(true).get();
+      out.content_type = resp.headers().content_type();
+      if (is_protobuf(out.content_type)) {
+        // Binary: the bytes as they came.
+        const std::vector<unsigned char> bytes = resp.extract_vector().get();
+        out.body.assign(bytes.begin(), bytes.end());
+      } else {
+        out.body = resp.extract_utf8string(true).get();
+      }
     } catch (const std::exception& e) {
       out.status = 0;
       out.error = describe(e);
@@ -162,6 +172,14 @@ RestClient::~RestClient() = default;
 
 Response RestClient::get(const std::string& path_and_query) {
   return impl_->run(impl_->make_request(http::methods::GET, path_and_query));
+}
+
+Response RestClient::get_list(const std::string& path_and_query, bool protobuf) {
+  // Protobuf first, JSON if the server cannot (an aggregated API, a custom resource).
+  static constexpr const char* kProtobufOrJson =
+      "application/vnd.kubernetes.protobuf, application/json;q=0.9";
+  return impl_->run(impl_->make_request(http::methods::GET, path_and_query,
+                                        protobuf ? kProtobufOrJson : "application/json"));
 }
 
 Response RestClient::send(const std::string& method, const std::string& path,

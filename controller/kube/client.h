@@ -16,7 +16,8 @@ namespace tidegate::controller::kube {
 struct Response {
   int status = 0;  // 0: no HTTP response (connection refused, TLS failure, timeout, cancelled)
   std::string body;
-  std::string error;  // transport error when status == 0
+  std::string error;         // transport error when status == 0
+  std::string content_type{};  // the response's Content-Type ("" when none, or not given)
 };
 
 // One streaming response (a watch), read a line at a time.
@@ -34,6 +35,13 @@ class ApiClient {
  public:
   virtual ~ApiClient() = default;
   virtual Response get(const std::string& path_and_query) = 0;
+  // A list page, asked for in Kubernetes' protobuf encoding (falling back to JSON) when
+  // `protobuf`; the answer's content_type says which it is (kube/proto_reader.h). Clients
+  // that speak JSON only (the tests' fakes) answer as get() does.
+  virtual Response get_list(const std::string& path_and_query, bool protobuf) {
+    (void)protobuf;
+    return get(path_and_query);
+  }
   // A GET whose body is read as it arrives. Returns nullptr and fills *failed when the response
   // is not a 200 (or there is none).
   virtual std::unique_ptr<LineStream> stream(const std::string& path_and_query,
@@ -63,6 +71,7 @@ class RestClient : public ApiClient {
   RestClient(ClusterConfig config, RestClientOptions options = {});
   ~RestClient() override;
   Response get(const std::string& path_and_query) override;
+  Response get_list(const std::string& path_and_query, bool protobuf) override;
   std::unique_ptr<LineStream> stream(const std::string& path_and_query, Response* failed) override;
   Response send(const std::string& method, const std::string& path, const std::string& body,
                 const std::string& content_type) override;

@@ -21,6 +21,9 @@ namespace tidegate::controller::kube {
 
 struct ReflectorOptions {
   int list_page_size = 500;
+  // Lists of Ingresses, Services and EndpointSlices in protobuf (kube/proto_reader.h); JSON
+  // when false. Watches are JSON either way.
+  bool protobuf_lists = true;
   // The server ends each watch after a random time in [watch_timeout, 2 * watch_timeout], so that
   // watches of several kinds (and replicas) do not all restart at once.
   std::chrono::seconds watch_timeout{300};
