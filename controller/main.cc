@@ -139,6 +139,7 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   kube::KubeSourceOptions source_options;
   source_options.watch_namespace = flags.get("watch-namespace");
   source_options.reflector.absent_recheck = std::chrono::seconds(recheck_s);
+  source_options.reflector.protobuf_lists = !flags.get_bool("json-lists");
   source_options.gateway_api = !flags.get_bool("disable-gateway-api");
   translate::TranslateOptions translate_options{
       class_options.ingress_class, class_options.controller_name,
@@ -412,6 +413,10 @@ int main(int argc, char** argv) {
   flags.define("election-lease-seconds", "15", "the Lease's duration");
   flags.define("watch-idle-timeout", "150",
                "seconds without a byte (event or bookmark) before a watch is reconnected");
+  flags.define_bool("json-lists",
+                    "ask for every list in JSON (by default Ingress, Service and EndpointSlice "
+                    "lists are asked for in Kubernetes' protobuf encoding, which the API server "
+                    "encodes and sends faster)");
   flags.define("crd-recheck-interval", "30",
                "seconds between lists of SubstitutionRuleSets while the API server does not "
                "serve them (CRD not installed, or not granted to us)");
