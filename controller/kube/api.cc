@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "kube/json_reader.h"
+#include "kube/proto_reader.h"
 
 namespace tidegate::controller::kube {
 
@@ -120,6 +121,10 @@ std::optional<Status> status_of(const objects::Node& node) {
 }
 
 Status status_from_body(int http_status, std::string_view body) {
+  if (auto s = parse_protobuf_status(body)) {
+    if (s->code == 0) s->code = http_status;
+    return *s;
+  }
   std::string not_json;
   if (std::optional<objects::Node> read = read_json(body, &not_json)) {
     if (auto s = status_of(*read)) {
@@ -129,7 +134,9 @@ Status status_from_body(int http_status, std::string_view body) {
   }
   Status s;
   s.code = http_status;
-  s.message = std::string(body.substr(0, 200));
+  s.message = body.substr(0, 4) == std::string_view("k8s\0", 4)
+                  ? std::string("(an answer in protobuf that is not a Status)")
+                  : std::string(body.substr(0, 200));
   return s;
 }
 

@@ -347,22 +347,20 @@ class Builder {
       }
       case Type::kTime: {
         expect_wire(f, wire, kBytes);
-        Reader t(r.bytes());
+        const std::string_view bytes = r.bytes();
+        Reader t(bytes);
         int64_t seconds = 0;
-        bool set = false;
         while (!t.done()) {
           uint32_t number = 0, w = 0;
           t.tag(&number, &w);
-          if (w == kVarint && (number == 1 || number == 2)) {
-            const auto v = static_cast<int64_t>(t.varint());
-            if (number == 1) seconds = v;
-            set = set || v != 0;
+          if (w == kVarint && number == 1) {
+            seconds = static_cast<int64_t>(t.varint());
           } else {
             t.skip(w);
           }
         }
-        // A zero Time is JSON's null.
-        put(map, f, set ? scalar(format_time(seconds)) : doc_->add(NodeType::kNull));
+        // The zero Time is written as no bytes (metav1.Time's Marshal), and is JSON's null.
+        put(map, f, bytes.empty() ? doc_->add(NodeType::kNull) : scalar(format_time(seconds)));
         return;
       }
       case Type::kIntOrString: {
@@ -389,10 +387,19 @@ class Builder {
     }
   }
 
-  // A field's value into `map`: a repeated field's values go into one sequence under its key.
+  // A field's value into `map`: a repeated field's values go into one sequence under its key; a
+  // singular field given twice keeps the last (as protobuf's readers do), so that a mapping
+  // never holds more entries than its schema has fields (and find() stays short).
   void put(Data* map, const Field& f, const Data* value) {
     if (!f.repeated) {
-      map->entries.emplace_back(key_node(f.name), value);
+      const Data* key = key_node(f.name);
+      for (auto& [k, v] : map->entries) {
+        if (k == key) {
+          v = value;
+          return;
+        }
+      }
+      map->entries.emplace_back(key, value);
       return;
     }
     Data* seq = find(map, f.name);
@@ -467,6 +474,56 @@ void list_meta(std::string_view bytes, std::string* resource_version, std::strin
 
 }  // namespace
 
+std::optional<Status> parse_protobuf_status(std::string_view body) {
+  try {
+    // runtime.Unknown's kind must be Status; then metav1.Status {3: message, 4: reason, 6: code}.
+    static constexpr std::string_view kMagic("k8s\0", 4);
+    if (body.substr(0, 4) != kMagic) return std::nullopt;
+    Reader envelope(body.substr(4));
+    std::string_view raw, kind;
+    while (!envelope.done()) {
+      uint32_t number = 0, wire = 0;
+      envelope.tag(&number, &wire);
+      if (number == 1 && wire == kBytes) {
+        Reader type_meta(envelope.bytes());
+        while (!type_meta.done()) {
+          uint32_t n = 0, w = 0;
+          type_meta.tag(&n, &w);
+          if (n == 2 && w == kBytes) {
+            kind = type_meta.bytes();
+          } else {
+            type_meta.skip(w);
+          }
+        }
+      } else if (number == 2 && wire == kBytes) {
+        raw = envelope.bytes();
+      } else {
+        envelope.skip(wire);
+      }
+    }
+    if (kind != "Status") return std::nullopt;
+    Status s;
+    Reader r(raw);
+    while (!r.done()) {
+      uint32_t number = 0, wire = 0;
+      r.tag(&number, &wire);
+      if ((number == 3 || number == 4) && wire == kBytes) {
+        const std::string_view v = r.bytes();
+        (number == 3 ? s.message : s.reason).assign(v.data(), v.size());
+      } else if (number == 6 && wire == kVarint) {
+        s.code = static_cast<int32_t>(r.varint());
+      } else {
+        r.skip(wire);
+      }
+    }
+    return s;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 bool has_protobuf_schema(objects::Kind kind) { return item_schema(kind) != nullptr; }
 
 bool is_protobuf(std::string_view content_type) {
@@ -532,6 +589,8 @@ std::optional<std::string> peek_protobuf_continue_token(std::string_view body) {
     }
     return token;
   } catch (const Error&) {
+    return std::nullopt;
+  } catch (const std::exception&) {
     return std::nullopt;
   }
 }

@@ -41,6 +41,10 @@ bool is_protobuf(std::string_view content_type);
 std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind kind,
                                             std::string* error);
 
+// An error answer in protobuf (a metav1.Status: the API server answers a protobuf request's
+// failures, 410 Expired included, in protobuf); nullopt when the body is not one.
+std::optional<Status> parse_protobuf_status(std::string_view body);
+
 // The page's metadata.continue ("" on the last page) without reading its items; nullopt when
 // the body is not a protobuf list.
 std::optional<std::string> peek_protobuf_continue_token(std::string_view body);

@@ -188,7 +188,7 @@ Reflector::ListEnd Reflector::list() {
   std::string version;
   // Protobuf for the kinds read_protobuf_list knows (the API server encodes and sends it in a
   // fraction of JSON's time: kube/proto_reader.h); each answer says which encoding it is in.
-  const bool protobuf = options_.protobuf_lists && has_protobuf_schema(kind_);
+  const bool protobuf = options_.protobuf_lists && has_protobuf_schema(kind_) && !protobuf_failed_;
   auto fetch = [this, protobuf](const std::string& token) {
     return client_.get_list(list_url(kind_, namespace_, options_.list_page_size, token), protobuf);
   };
@@ -225,6 +225,14 @@ Reflector::ListEnd Reflector::list() {
     }
     std::string error;
     auto page = is_pb ? parse_protobuf_list(r.body, kind_, &error) : parse_list(r.body, &error);
+    if (!page && is_pb) {
+      // A page our schema cannot read (an API server whose encoding changed under us): this
+      // kind's lists are asked for in JSON from now on, which reads any object it can.
+      protobuf_failed_ = true;
+      TG_WARN("kube", "list " << name() << ": " << error << "; listing " << name()
+                              << " in JSON from now on");
+      return ListEnd::kFailed;
+    }
     if (!page) {
       TG_WARN("kube", "list " << name() << ": " << error);
       return ListEnd::kFailed;  // (a page asked for meanwhile is awaited and dropped)

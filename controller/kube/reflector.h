@@ -78,6 +78,8 @@ class Reflector {
   std::optional<objects::Object> convert(const objects::Node& node);
   bool sleep_for(std::chrono::milliseconds d);  // false when stopping
 
+  // A protobuf list page failed to decode: this kind is listed in JSON from then on.
+  bool protobuf_failed_ = false;
   ApiClient& client_;
   objects::Kind kind_;
   std::string namespace_;

@@ -267,6 +267,67 @@ TEST(ProtoReader, MalformedAnswersAreErrors) {
   EXPECT_TRUE(has_protobuf_schema(objects::Kind::kEndpointSlice));
 }
 
+// Protobuf by hand: a varint, and a length-delimited field.
+std::string varint(uint64_t v) {
+  std::string out;
+  do {
+    out.push_back(static_cast<char>((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+    v >>= 7;
+  } while (v != 0);
+  return out;
+}
+std::string bytes_field(uint32_t number, const std::string& payload) {
+  return varint(number << 3 | 2) + varint(payload.size()) + payload;
+}
+std::string varint_field(uint32_t number, uint64_t v) { return varint(number << 3) + varint(v); }
+// `k8s\0` + runtime.Unknown{typeMeta: {kind}, raw}
+std::string answer(const std::string& kind, const std::string& raw) {
+  return std::string("k8s\0", 4) + bytes_field(1, bytes_field(2, kind)) + bytes_field(2, raw);
+}
+
+TEST(ProtoReader, TimesAndRepeatedSingularFieldsAsProtobufReadsThem) {
+  // metadata {name: "a", namespace: "x", namespace: "ns" (the last wins), creationTimestamp: {}
+  // (the zero Time: JSON's null)}; a second item whose creationTimestamp is {seconds: 0}
+  // (non-empty: 1970) and a third at 2026-12-06T05:00:00Z.
+  auto item = [](const std::string& time) {
+    return bytes_field(2, bytes_field(1, bytes_field(1, "a") + bytes_field(3, "x") +
+                                             bytes_field(3, "ns") + bytes_field(8, time)));
+  };
+  const std::string list = bytes_field(1, bytes_field(2, "9")) + item("") +
+                           item(varint_field(1, 0)) + item(varint_field(1, 1796533200));
+  std::string error;
+  const auto page =
+      parse_protobuf_list(answer("ServiceList", list), objects::Kind::kService, &error);
+  ASSERT_TRUE(page) << error;
+  ASSERT_EQ(page->items.size(), 3u);
+  const objects::Node meta = page->items[0]["metadata"];
+  EXPECT_EQ(meta["namespace"].Scalar(), "ns");
+  EXPECT_EQ(meta.size(), 3u);  // name, namespace, creationTimestamp: one entry each
+  EXPECT_TRUE(meta["creationTimestamp"].IsNull());
+  EXPECT_EQ(page->items[1]["metadata"]["creationTimestamp"].Scalar(), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(page->items[2]["metadata"]["creationTimestamp"].Scalar(), "2026-12-06T05:00:00Z");
+}
+
+TEST(ProtoReader, ErrorAnswersInProtobufAreStatuses) {
+  // metav1.Status {message (3), reason (4), code (6)}, as a 410 to an expired continue token.
+  const std::string status = bytes_field(3, "the provided continue parameter is too old") +
+                             bytes_field(4, "Expired") + varint_field(6, 410);
+  const auto s = parse_protobuf_status(answer("Status", status));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->code, 410);
+  EXPECT_EQ(s->reason, "Expired");
+  EXPECT_EQ(s->message, "the provided continue parameter is too old");
+  // status_from_body reads it too, and takes the HTTP status when the Status has no code.
+  const Status from_body = status_from_body(403, answer("Status", bytes_field(4, "Forbidden")));
+  EXPECT_EQ(from_body.code, 403);
+  EXPECT_EQ(from_body.reason, "Forbidden");
+  // Not a Status, or not protobuf: not read as one (and no binary in the message).
+  EXPECT_FALSE(parse_protobuf_status(answer("ServiceList", "")));
+  EXPECT_FALSE(parse_protobuf_status(R"({"kind":"Status"})"));
+  EXPECT_EQ(status_from_body(500, answer("ServiceList", "")).message,
+            "(an answer in protobuf that is not a Status)");
+}
+
 TEST(ProtoReader, ContentTypes) {
   EXPECT_TRUE(is_protobuf("application/vnd.kubernetes.protobuf"));
   EXPECT_TRUE(is_protobuf("application/vnd.kubernetes.protobuf;stream=watch"));

@@ -21,6 +21,15 @@ class FakeClient : public ApiClient {
   std::deque<Response> lists;
   std::deque<std::vector<std::string>> watches;
   std::vector<std::string> requests;
+  std::vector<bool> list_protobuf;  // get_list's `protobuf`, per list request
+
+  Response get_list(const std::string& path, bool protobuf) override {
+    {
+      std::lock_guard lock(mu);
+      list_protobuf.push_back(protobuf);
+    }
+    return get(path);
+  }
 
   Response get(const std::string& path) override {
     std::lock_guard lock(mu);
@@ -230,6 +239,38 @@ TEST(Reflector, FailedListsAreRetriedAndNothingIsHandedOver) {
   auto log = sink.snapshot();
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0], "replace");
+}
+
+TEST(Reflector, AProtobufPageItCannotReadSendsTheKindToJson) {
+  FakeClient client;
+  // Lists of Services are asked for in protobuf; this answer is not one the reader can read.
+  client.lists.push_back({200, std::string("k8s\0\x12\x05\x0a\x03\x12", 9), "",
+                          "application/vnd.kubernetes.protobuf"});
+  client.lists.push_back(
+      {200,
+       list_json("5", {R"({"metadata":{"name":"a","namespace":"ns","resourceVersion":"5"},)"
+                       R"("spec":{"ports":[{"port":80}]}})"}),
+       "", "application/json"});
+  RecordingSink sink;
+  Reflector r(client, Kind::kService, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return r.synced(); }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot(), std::vector<std::string>{"replace a"});
+  std::lock_guard lock(client.mu);
+  EXPECT_EQ(client.list_protobuf, (std::vector<bool>{true, false}));
+}
+
+TEST(Reflector, KindsWithoutASchemaAreListedInJson) {
+  FakeClient client;
+  client.lists.push_back({200, list_json("3", {class_json("a", "3")}), ""});
+  RecordingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return r.synced(); }));
+  r.stop();
+  std::lock_guard lock(client.mu);
+  EXPECT_EQ(client.list_protobuf, std::vector<bool>{false});
 }
 
 std::string rule_set_json(const std::string& name, const std::string& rv) {
