@@ -16,7 +16,7 @@ namespace tidegate::controller::kube {
 struct Response {
   int status = 0;  // 0: no HTTP response (connection refused, TLS failure, timeout, cancelled)
   std::string body;
-  std::string error;         // transport error when status == 0
+  std::string error;           // transport error when status == 0
   std::string content_type{};  // the response's Content-Type ("" when none, or not given)
 };
 
