@@ -134,7 +134,7 @@ Status status_from_body(int http_status, std::string_view body) {
   }
   Status s;
   s.code = http_status;
-  s.message = body.substr(0, 4) == std::string_view("k8s\0", 4)
+  s.message = body.substr(0, kProtobufMagic.size()) == kProtobufMagic
                   ? std::string("(an answer in protobuf that is not a Status)")
                   : std::string(body.substr(0, 200));
   return s;

@@ -4,13 +4,11 @@
 #include <openssl/x509_vfy.h>
 
 #include <cstdlib>
-#include <vector>
 
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 #include <pplx/threadpool.h>
 
-#include "kube/proto_reader.h"
 #include "log/log.h"
 
 namespace tidegate::controller::kube {
@@ -148,13 +146,10 @@ struct RestClient::Impl {
       http::http_response resp = http_client().request(std::move(req)).get();
       out.status = resp.status_code();
       out.content_type = resp.headers().content_type();
-      if (is_protobuf(out.content_type)) {
-        // Binary: the bytes as they came.
-        const std::vector<unsigned char> bytes = resp.extract_vector().get();
-        out.body.assign(bytes.begin(), bytes.end());
-      } else {
-        out.body = resp.extract_utf8string(true).get();
-      }
+      // The bytes as they came (JSON or protobuf), straight into the string.
+      concurrency::streams::container_buffer<std::string> body;
+      resp.body().read_to_end(body).get();
+      out.body = std::move(body.collection());
     } catch (const std::exception& e) {
       out.status = 0;
       out.error = describe(e);

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <ctime>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 namespace tidegate::controller::kube {
@@ -190,8 +191,8 @@ const Schema* item_schema(objects::Kind kind) {
 
 enum Wire : uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
 
-struct Error {
-  std::string what;
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Reads one message's fields in order.
@@ -337,12 +338,7 @@ class Builder {
             entry.skip(w);
           }
         }
-        Data* m = find(map, f.name);
-        if (m == nullptr) {
-          m = this->map();
-          map->entries.emplace_back(key_node(f.name), m);
-        }
-        m->entries.emplace_back(scalar(key), scalar(value));
+        child(map, f.name, NodeType::kMap)->entries.emplace_back(scalar(key), scalar(value));
         return;
       }
       case Type::kTime: {
@@ -389,34 +385,30 @@ class Builder {
 
   // A field's value into `map`: a repeated field's values go into one sequence under its key; a
   // singular field given twice keeps the last (as protobuf's readers do), so that a mapping
-  // never holds more entries than its schema has fields (and find() stays short).
+  // never holds more entries than its schema has fields (and slot() stays short).
   void put(Data* map, const Field& f, const Data* value) {
     if (!f.repeated) {
-      const Data* key = key_node(f.name);
-      for (auto& [k, v] : map->entries) {
-        if (k == key) {
-          v = value;
-          return;
-        }
-      }
-      map->entries.emplace_back(key, value);
+      slot(map, f.name) = value;
       return;
     }
-    Data* seq = find(map, f.name);
-    if (seq == nullptr) {
-      seq = doc_->add(NodeType::kSequence);
-      map->entries.emplace_back(key_node(f.name), seq);
-    }
-    seq->items.push_back(value);
+    child(map, f.name, NodeType::kSequence)->items.push_back(value);
   }
 
-  // The value under the key node of `name` in `map` (key nodes are shared, compared by address).
-  Data* find(Data* map, const char* name) {
+  // The node under `name` in `map`, added (of `type`) when there is none yet.
+  Data* child(Data* map, const char* name, NodeType type) {
+    const Data*& value = slot(map, name);
+    if (value == nullptr) value = doc_->add(type);
+    return const_cast<Data*>(value);  // every node is this document's, built here
+  }
+
+  // The value of the entry under `name` in `map`, added (null) when there is none yet; key
+  // nodes are shared, so entries are compared by the key node's address.
+  const Data*& slot(Data* map, const char* name) {
     const Data* key = key_node(name);
     for (auto& [k, v] : map->entries) {
-      if (k == key) return const_cast<Data*>(v);
+      if (k == key) return v;
     }
-    return nullptr;
+    return map->entries.emplace_back(key, nullptr).second;
   }
 
   const Data* scalar(std::string_view text) {
@@ -438,23 +430,40 @@ class Builder {
   std::vector<std::pair<const char*, const Data*>> keys_;
 };
 
-// The list message inside the envelope (`k8s\0` + runtime.Unknown's `raw`).
-std::string_view list_message(std::string_view body) {
-  static constexpr std::string_view kMagic("k8s\0", 4);
-  if (body.substr(0, 4) != kMagic) throw Error{"not a Kubernetes protobuf answer (no k8s magic)"};
-  Reader r(body.substr(4));
+// The envelope: `k8s\0` + runtime.Unknown {typeMeta (1): {kind (2)}, raw (2): the object}.
+struct Envelope {
+  std::string_view kind;
+  std::string_view raw;
+};
+Envelope envelope(std::string_view body) {
+  if (body.substr(0, kProtobufMagic.size()) != kProtobufMagic) {
+    throw Error{"not a Kubernetes protobuf answer (no k8s magic)"};
+  }
+  Reader r(body.substr(kProtobufMagic.size()));
   std::optional<std::string_view> raw;
+  std::string_view kind;
   while (!r.done()) {
     uint32_t number = 0, wire = 0;
     r.tag(&number, &wire);
-    if (number == 2 && wire == kBytes) {
+    if (number == 1 && wire == kBytes) {
+      Reader type_meta(r.bytes());
+      while (!type_meta.done()) {
+        uint32_t n = 0, w = 0;
+        type_meta.tag(&n, &w);
+        if (n == 2 && w == kBytes) {
+          kind = type_meta.bytes();
+        } else {
+          type_meta.skip(w);
+        }
+      }
+    } else if (number == 2 && wire == kBytes) {
       raw = r.bytes();
     } else {
       r.skip(wire);
     }
   }
   if (!raw) throw Error{"an answer without its object (runtime.Unknown.raw)"};
-  return *raw;
+  return {kind, *raw};
 }
 
 // ListMeta's resourceVersion (2) and continue (3).
@@ -476,34 +485,11 @@ void list_meta(std::string_view bytes, std::string* resource_version, std::strin
 
 std::optional<Status> parse_protobuf_status(std::string_view body) {
   try {
-    // runtime.Unknown's kind must be Status; then metav1.Status {3: message, 4: reason, 6: code}.
-    static constexpr std::string_view kMagic("k8s\0", 4);
-    if (body.substr(0, 4) != kMagic) return std::nullopt;
-    Reader envelope(body.substr(4));
-    std::string_view raw, kind;
-    while (!envelope.done()) {
-      uint32_t number = 0, wire = 0;
-      envelope.tag(&number, &wire);
-      if (number == 1 && wire == kBytes) {
-        Reader type_meta(envelope.bytes());
-        while (!type_meta.done()) {
-          uint32_t n = 0, w = 0;
-          type_meta.tag(&n, &w);
-          if (n == 2 && w == kBytes) {
-            kind = type_meta.bytes();
-          } else {
-            type_meta.skip(w);
-          }
-        }
-      } else if (number == 2 && wire == kBytes) {
-        raw = envelope.bytes();
-      } else {
-        envelope.skip(wire);
-      }
-    }
-    if (kind != "Status") return std::nullopt;
+    // metav1.Status {message (3), reason (4), code (6)}
+    const Envelope e = envelope(body);
+    if (e.kind != "Status") return std::nullopt;
     Status s;
-    Reader r(raw);
+    Reader r(e.raw);
     while (!r.done()) {
       uint32_t number = 0, wire = 0;
       r.tag(&number, &wire);
@@ -518,8 +504,6 @@ std::optional<Status> parse_protobuf_status(std::string_view body) {
     }
     return s;
   } catch (const std::exception&) {
-    return std::nullopt;
-  } catch (const Error&) {
     return std::nullopt;
   }
 }
@@ -542,7 +526,7 @@ std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind
     Builder builder(doc.get());
     ListPage page;
     std::vector<const Data*> items;
-    Reader r(list_message(body));
+    Reader r(envelope(body).raw);
     while (!r.done()) {
       uint32_t number = 0, wire = 0;
       r.tag(&number, &wire);
@@ -563,9 +547,6 @@ std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind
     page.items.reserve(items.size());
     for (const Data* item : items) page.items.emplace_back(doc, item);
     return page;
-  } catch (const Error& e) {
-    *error = "invalid protobuf: " + e.what;
-    return std::nullopt;
   } catch (const std::exception& e) {
     *error = std::string("invalid protobuf: ") + e.what();
     return std::nullopt;
@@ -577,7 +558,7 @@ std::optional<std::string> peek_protobuf_continue_token(std::string_view body) {
     // The items are skipped by their lengths, not read (ListMeta comes first, but a later one
     // would win, as in parse_protobuf_list).
     std::string version, token;
-    Reader r(list_message(body));
+    Reader r(envelope(body).raw);
     while (!r.done()) {
       uint32_t number = 0, wire = 0;
       r.tag(&number, &wire);
@@ -588,8 +569,6 @@ std::optional<std::string> peek_protobuf_continue_token(std::string_view body) {
       }
     }
     return token;
-  } catch (const Error&) {
-    return std::nullopt;
   } catch (const std::exception&) {
     return std::nullopt;
   }

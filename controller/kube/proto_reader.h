@@ -30,6 +30,8 @@
 namespace tidegate::controller::kube {
 
 inline constexpr std::string_view kProtobufMediaType = "application/vnd.kubernetes.protobuf";
+// The first bytes of every protobuf answer.
+inline constexpr std::string_view kProtobufMagic{"k8s\0", 4};
 
 // Whether lists of `kind` can be read from protobuf (read_protobuf_list has its schema).
 bool has_protobuf_schema(objects::Kind kind);
