@@ -1188,8 +1188,12 @@ void Exchange::pump_filters() {
   if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   const bool more = filters_.process();
   const std::size_t pending = filters_.output().size();
-  // A compressed body is gathered into larger writes (CompressionFilter::kMinWriteBytes).
-  const bool gather = compression_.compressing() && pending < CompressionFilter::kMinWriteBytes;
+  // A compressed body is gathered into larger writes (CompressionFilter::kMinWriteBytes); a
+  // substituted one too, while its next input is at hand (queued, or readable from the upstream
+  // without waiting): what is pending goes out before a read that may wait.
+  const bool gather = (compression_.compressing() && pending < CompressionFilter::kMinWriteBytes) ||
+                      (substitution_.substituting() && pending < kSubstitutionWriteBytes &&
+                       (more || up_.body_bytes_waiting()));
   if ((pending != 0 && !gather) || filters_.done()) {
     write_filtered(more);
     return;

@@ -27,6 +27,11 @@ namespace tidegate::dataplane::server {
 // The most body bytes one turn of a worker feeds the engine before it yields to the io_context
 // (fairness: one large response never holds the worker for long).
 inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
+// Substituted output is gathered into client writes of up to this much while more input is at
+// hand (Exchange::pump_filters): a write wakes the client's reader, and a reader faster than the
+// engine is asleep at every write, so 16 KiB writes cost a wake-up each (6 us on this machine's
+// loopback, a seventh of a dense page's CPU: docs/benchmarks.md, "Pages dense with matches").
+inline constexpr size_t kSubstitutionWriteBytes = 64 * 1024;
 // The smallest slice.
 inline constexpr size_t kSubstitutionMinSliceBytes = 1024;
 // What one slice should cost. The engine's speed per byte varies thirtyfold with the body (a scan

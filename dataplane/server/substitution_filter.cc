@@ -75,16 +75,17 @@ void SubstitutionFilter::on_data(std::string_view data, bool last) {
 
 bool SubstitutionFilter::process() {
   const size_t queued = stream_->queued_bytes();
+  const size_t output_before = out_.size();  // output of earlier slices, gathered for one write
   const auto before = stream_->stats().engine_time;
   // The time limit backs up the slice size where the cost per byte jumps within a slice.
   const bool more = stream_->process(slice_, 2 * kSubstitutionSliceTime);
   const auto spent = stream_->stats().engine_time - before;  // timed by the stream
   // Keep a turn near the time budget and the output near one slice (see kSubstitutionSliceTime).
   // A call cut at its deadline took only part of its slice (its speed is unknown): halve it.
-  slice_ =
-      stream_->interrupted()
-          ? std::max(kSubstitutionMinSliceBytes, slice_ / 2)
-          : next_substitution_slice(slice_, queued - stream_->queued_bytes(), spent, out_.size());
+  slice_ = stream_->interrupted()
+               ? std::max(kSubstitutionMinSliceBytes, slice_ / 2)
+               : next_substitution_slice(slice_, queued - stream_->queued_bytes(), spent,
+                                         out_.size() - output_before);
   // Nothing to write and input left: the exchange yields before the next slice.
   if (more && out_.empty() && !stream_->done()) ++worker_.substitution().counters.yields;
   return more;

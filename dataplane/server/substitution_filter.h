@@ -39,6 +39,8 @@ class SubstitutionFilter final : public ResponseFilter {
   bool process() override;
   std::string& output() override { return out_; }
   bool done() const override { return stream_->done(); }
+  // This response's body goes through the rules (on_headers took it).
+  bool substituting() const { return stream_.has_value(); }
   void on_end() override;
   void reset() override;
 

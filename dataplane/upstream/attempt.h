@@ -119,6 +119,10 @@ class Attempt {
     }
   }
 
+  // Whether the next read_body() finds bytes without waiting (HTTP/1.1: Http1Upstream's hint;
+  // HTTP/2: false, its frames are read by the connection, not by this attempt).
+  bool body_bytes_waiting() { return !http2_ && h1_.body_bytes_waiting(); }
+
   // HTTP/2: a pending read's deadline starts again (a duplex exchange's request is flowing).
   void touch_read(std::chrono::milliseconds timeout) {
     if (http2_) h2_.touch_read(timeout);

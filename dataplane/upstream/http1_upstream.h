@@ -130,6 +130,18 @@ class Http1Upstream {
     });
   }
 
+  // Whether body bytes can be read without waiting: some are buffered by the parser already or
+  // waiting in the socket (FIONREAD, one cheap system call; for TLS, records not yet decrypted).
+  // A hint only: a filter that gathers output (SubstitutionFilter) reads on while this holds and
+  // writes what it has before a read that may wait.
+  bool body_bytes_waiting() {
+    if (!connection_) return false;
+    if (connection_->buffer.size() != 0) return true;
+    error_code ec;
+    const std::size_t n = connection_->lowest().socket().available(ec);
+    return !ec && n != 0;
+  }
+
   // Ends the attempt's use of the connection: back to the pool when it is clean (the response
   // read to its end and keep-alive, the request fully written, nothing read past the response)
   // and its endpoint is still configured in the worker's *current* snapshot; closed otherwise.
