@@ -1048,6 +1048,8 @@ void Exchange::on_response_header(error_code ec) {
   context.route = route_;
   // A filter that takes the body rewrites the head to match (length, validators).
   body.transformed = filters_.on_headers(res, context);
+  // A substituted body is read in larger pieces (kSubstitutionReadBytes).
+  if (substitution_.substituting()) up_.widen_reads(kSubstitutionReadBytes);
   if (cache_state_ != CacheState::kOff) {
     start_cache_capture(res, status, body.expected,
                         body.transformed ? std::nullopt : content_length);

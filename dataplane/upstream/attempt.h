@@ -119,6 +119,11 @@ class Attempt {
     }
   }
 
+  // HTTP/1.1: reads of up to `bytes` (Http1Upstream::widen_reads); HTTP/2 frames are read by
+  // the connection.
+  void widen_reads(std::size_t bytes) {
+    if (!http2_) h1_.widen_reads(bytes);
+  }
   // Whether the next read_body() finds bytes without waiting (HTTP/1.1: Http1Upstream's hint;
   // HTTP/2: false, its frames are read by the connection, not by this attempt).
   bool body_bytes_waiting() { return !http2_ && h1_.body_bytes_waiting(); }

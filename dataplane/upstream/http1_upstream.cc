@@ -24,6 +24,11 @@ void Http1Upstream::release(Pool& pool, const runtime::Snapshot* current) {
                         current->all_endpoints.contains(connection_->endpoint);
   if (reusable) {
     connection_->reused = false;
+    // A connection whose reads were widened (widen_reads) goes back to the usual buffer.
+    if (connection_->buffer.capacity() > server::Limits::kUpstreamReadBufferBytes) {
+      connection_->buffer.shrink_to_fit();
+      connection_->buffer.reserve(server::Limits::kUpstreamReadBufferBytes);
+    }
     pool.put(std::move(connection_));
   }
   connection_.reset();

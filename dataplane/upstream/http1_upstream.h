@@ -130,6 +130,13 @@ class Http1Upstream {
     });
   }
 
+  // Lets one read take up to `bytes` of the body (the parser then serves the relay buffer from
+  // what it holds, without a system call). For bodies that are processed rather than relayed
+  // (substitution): fewer, larger reads. release() gives the memory back.
+  void widen_reads(std::size_t bytes) {
+    if (connection_ && connection_->buffer.capacity() < bytes) connection_->buffer.reserve(bytes);
+  }
+
   // Whether body bytes can be read without waiting: some are buffered by the parser already or
   // waiting in the socket (FIONREAD, one cheap system call; for TLS, records not yet decrypted).
   // A hint only: a filter that gathers output (SubstitutionFilter) reads on while this holds and
