@@ -122,8 +122,9 @@ void SubstitutionFilter::on_end() {
                      << " memo_subsets=" << c.memo_subsets << " rules_skipped=" << c.rules_skipped
                      << " subset_compiles=" << c.subset_compiles << " yields=" << c.yields << ")");
   stream_.reset();
-  // One slice of output is the usual high-water mark; give back what an expanding body grew.
-  if (out_.capacity() > 4 * kSubstitutionSliceBytes) std::string().swap(out_);
+  // The output gathered for a write (up to kSubstitutionWriteBytes and a slice) is not kept for
+  // the connection's next response: an idle keep-alive connection holds at most a small one.
+  if (out_.capacity() > kKeptOutputBytes) std::string().swap(out_);
 }
 
 void SubstitutionFilter::reset() {

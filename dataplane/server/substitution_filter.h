@@ -57,6 +57,7 @@ class SubstitutionFilter final : public ResponseFilter {
   // about one slice) and the input of the next slice.
   std::optional<filters::SubstitutionStream> stream_;
   std::string out_;
+  static constexpr size_t kKeptOutputBytes = 16 * 1024;  // out_'s capacity kept between responses
   size_t slice_ = 0;
 };
 
