@@ -149,7 +149,7 @@ class _SiteHandler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if framing == "length" or framing.startswith("paused:"):
             self.send_header("Content-Length", str(len(body)))
-        elif framing == "chunked":
+        elif framing == "chunked" or framing.startswith("chunked-paused:"):
             self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         if self.command == "HEAD":
@@ -161,6 +161,19 @@ class _SiteHandler(BaseHTTPRequestHandler):
                 piece = body[i:i + step]
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
+        elif framing.startswith("chunked-paused:"):
+            # "chunked-paused:SPLIT:SECONDS": the first SPLIT bytes as one chunk, then only the
+            # next chunk's size line, a pause, the rest of that chunk and the end: what waits in
+            # the socket during the pause is framing, no body byte.
+            _, split, seconds = framing.split(":")
+            first, rest = body[:int(split)], body[int(split):]
+            self.wfile.write(f"{len(first):x}\r\n".encode() + first + b"\r\n" +
+                             f"{len(rest):x}\r\n".encode())
+            self.wfile.flush()
+            time.sleep(float(seconds))
+            with srv.lock:
+                srv.resumed_at = time.monotonic()
+            self.wfile.write(rest + b"\r\n0\r\n\r\n")
         elif framing.startswith("paused:"):
             # "paused:SPLIT:SECONDS": the first SPLIT bytes, a pause, the rest (a page generated
             # in parts); the server notes when it resumed.
@@ -299,14 +312,16 @@ def test_large_body_equals_the_reference_across_chunk_boundaries(sub, framing):
     assert not any(k.lower() == "accept-encoding" for k in hdrs), hdrs
 
 
-def test_output_is_not_held_back_while_the_upstream_pauses(sub):
+@pytest.mark.parametrize("framing", ["paused", "chunked-paused"])
+def test_output_is_not_held_back_while_the_upstream_pauses(sub, framing):
     """The proxy gathers substituted output into larger writes only while more input is at hand:
     when the upstream pauses mid-body (a page generated in parts), everything substituted so far
-    reaches the client before the pause ends, not at the next input."""
+    reaches the client before the pause ends, not at the next input; also when what waits in the
+    socket during the pause is only the next chunk's size line."""
     if harness.PROTOCOL == "http2":
         pytest.skip("the parts are timed on a raw HTTP/1.1 connection")
     first, rest = make_page(120_000, seed=11), make_page(40_000, seed=12)
-    sub.site.page("/paused.html", first + rest, framing=f"paused:{len(first)}:2.5")
+    sub.site.page("/paused.html", first + rest, framing=f"{framing}:{len(first)}:2.5")
     # What the first part gives on its own, but for the bytes a match may still grow from.
     early = len(reference(first)) - 64
     with RawConnection(sub.port, timeout=30) as c:

@@ -1130,6 +1130,12 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
   }
   const bool done = up_.response_done();
   if (n == 0 && !done) {
+    // Only framing was read (a chunk's size line): substituted output gathered while bytes were
+    // waiting goes out before a read that may wait (see pump_filters).
+    if (substitution_.substituting() && !filters_.output().empty()) {
+      write_filtered(false);  // then the next read
+      return;
+    }
     read_response_body();
     return;
   }
