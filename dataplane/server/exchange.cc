@@ -1196,13 +1196,17 @@ void Exchange::pump_filters() {
   if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   const bool more = filters_.process();
   const std::size_t pending = filters_.output().size();
+  const bool done = filters_.done();
   // A compressed body is gathered into larger writes (CompressionFilter::kMinWriteBytes); a
   // substituted one too, while its next input is at hand (queued, or readable from the upstream
-  // without waiting): what is pending goes out before a read that may wait.
-  const bool gather = (compression_.compressing() && pending < CompressionFilter::kMinWriteBytes) ||
-                      (substitution_.substituting() && pending < kSubstitutionWriteBytes &&
-                       (more || up_.body_bytes_waiting()));
-  if ((pending != 0 && !gather) || filters_.done()) {
+  // without waiting): what is pending goes out before a read that may wait. Asked only when
+  // there is output and more to come (the upstream's answer costs a system call).
+  const bool gather =
+      pending != 0 && !done &&
+      ((compression_.compressing() && pending < CompressionFilter::kMinWriteBytes) ||
+       (substitution_.substituting() && pending < kSubstitutionWriteBytes &&
+        (more || up_.body_bytes_waiting())));
+  if ((pending != 0 && !gather) || done) {
     write_filtered(more);
     return;
   }
