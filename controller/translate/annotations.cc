@@ -1,5 +1,7 @@
 #include "translate/annotations.h"
 
+#include <array>
+
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate {
@@ -331,6 +333,28 @@ std::optional<FoundAnnotation> find_annotation(
 AnnotationResult parse_annotations(const std::map<std::string, std::string>& annotations,
                                    const AnnotationContext& context,
                                    const AnnotationOptions& options) {
+  // Most Ingresses carry none of our annotations nor nginx's (whose snippets are reported even
+  // without alias mode). Every family then finds nothing, and what the parser returns depends on
+  // the options alone (the context is read only for annotations that are set): one result per
+  // combination of options, computed once. The full parse was 40 % of a first translation at
+  // 10,000 Ingresses (StartupBench).
+  static const std::string kOurs(kAnnotationPrefix);
+  static const std::string kTheirs(kNginxAnnotationPrefix);
+  if (!annotations_detail::any_with_prefix(annotations, kOurs) &&
+      !annotations_detail::any_with_prefix(annotations, kTheirs)) {
+    static const auto kNone = [] {
+      std::array<AnnotationResult, 4> r;
+      const std::map<std::string, std::string> none;
+      for (int i = 0; i < 4; ++i) {
+        AnnotationOptions o;
+        o.nginx_aliases = (i & 1) != 0;
+        o.compression_default = (i & 2) != 0;
+        r[i] = Parser(none, AnnotationContext{}, o).run();
+      }
+      return r;
+    }();
+    return kNone[(options.nginx_aliases ? 1 : 0) | (options.compression_default ? 2 : 0)];
+  }
   return Parser(annotations, context, options).run();
 }
 

@@ -27,6 +27,8 @@ namespace tidegate::controller::translate {
 inline constexpr std::string_view kAnnotationPrefix = "tidegate.io/";
 inline constexpr std::string_view kNginxAnnotationPrefix = "nginx.ingress.kubernetes.io/";
 
+// parse_annotations keeps one result per combination of these options for Ingresses without
+// annotations: a new option must join that key (annotations.cc).
 struct AnnotationOptions {
   // Also read the nginx.ingress.kubernetes.io/ spellings of the annotations we support (the
   // controller flag --nginx-annotations, TranslateOptions::nginx_annotations). Ours win when both

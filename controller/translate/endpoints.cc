@@ -15,6 +15,9 @@ std::optional<std::string> canonical_address(const std::string& address, bool ip
   int family = ipv6 ? AF_INET6 : AF_INET;
   unsigned char buf[16];
   if (inet_pton(family, address.c_str(), buf) != 1) return std::nullopt;
+  // inet_pton accepts IPv4 only as four decimal numbers of 0-255 without leading zeros: the text
+  // is already canonical (inet_ntop's sprintf was a tenth of a first translation).
+  if (!ipv6) return address;
   char text[INET6_ADDRSTRLEN];
   if (inet_ntop(family, buf, text, sizeof(text)) == nullptr) return std::nullopt;
   return std::string(text);

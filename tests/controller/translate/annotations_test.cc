@@ -34,6 +34,21 @@ std::vector<Case> core_cases() {
           {"use-regex", "true"}})},
 
       // ---- nginx aliases ----
+      // Without an annotation of either prefix, parse_annotations answers from a result kept per
+      // combination of options: these two and the compression family's "the controller's default
+      // turns it on" cover the combinations the cases above do not.
+      {"aliases on, no annotation of either prefix: every default",
+       A({{"kubernetes.io/ingress.class", "x"}}),
+       {},
+       {},
+       plain_paths(),
+       AnnotationOptions{true}},
+      {"aliases and compression on, no annotation of either prefix: compression only",
+       A({{"kubernetes.io/ingress.class", "x"}}),
+       [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
+       {},
+       plain_paths(),
+       AnnotationOptions{true, true}},
       {"aliases off: nginx spellings are not read",
        A({{"nginx.ingress.kubernetes.io/load-balance", "ewma"}})},
       {"aliases on: nginx spellings are read",
