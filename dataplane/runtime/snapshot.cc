@@ -188,9 +188,12 @@ std::shared_ptr<const UpstreamState> build_upstream(
   auto state = std::make_shared<UpstreamState>();
   state->name = up.name;
   state->model = up;
-  state->config_tag = std::hash<std::string>{}(model::to_json(up.policy).dump() + '\n' +
-                                               (up.tls.enabled ? "tls\n" : "plain\n") +
-                                               up.tls.server_name + '\n' + up.tls.ca_pem);
+  // Most upstreams have the default policy: its text is written once, not per upstream (a
+  // JSON document per upstream was a twentieth of a first snapshot's build at 10,000).
+  static const std::string kDefaultPolicy = model::to_json(model::UpstreamPolicy{}).dump();
+  state->config_tag = std::hash<std::string>{}(
+      (up.policy == model::UpstreamPolicy{} ? kDefaultPolicy : model::to_json(up.policy).dump()) +
+      '\n' + (up.tls.enabled ? "tls\n" : "plain\n") + up.tls.server_name + '\n' + up.tls.ca_pem);
   std::vector<balancer::EndpointSpec> specs;
   specs.reserve(up.endpoints.size());
   for (const auto& ep : up.endpoints) {
@@ -294,7 +297,18 @@ void remove_endpoints(EndpointSet::Transient& all, const UpstreamState& state) {
 
 std::string endpoint_key(const Endpoint& endpoint) {
   const auto address = endpoint.address();
-  std::string key = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  std::string key;
+  if (address.is_v6()) {
+    key = "[" + address.to_string() + "]";
+  } else {
+    // Written here: Asio's to_string goes through inet_ntop and sprintf, a tenth of a first
+    // snapshot's build at 10,000 upstreams.
+    const auto bytes = address.to_v4().to_bytes();
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (i != 0) key += '.';
+      key += std::to_string(bytes[i]);
+    }
+  }
   key += ':';
   key += std::to_string(endpoint.port());
   return key;

@@ -1,6 +1,11 @@
 #include "protocol/protocol.h"
 
+#include <simdjson.h>
 #include <nlohmann/json.hpp>
+
+#include <optional>
+#include <stdexcept>
+#include <string_view>
 
 #include "model/policy.h"
 
@@ -147,211 +152,300 @@ json to_json(const model::Delta& d) {
   return j;
 }
 
-// Decoders throw nlohmann exceptions or std::runtime_error on malformed input; decode_json turns
-// them into an error string, so nothing escapes to the caller.
+// ---- Decoding ----
+// The text is parsed by simdjson (its DOM: the whole text validated, UTF-8 included, by the
+// library's code for this CPU) and read straight into the model; nlohmann's tree of the whole
+// message took four fifths of a 10,000-host snapshot's decoding (docs/benchmarks.md). Only the
+// sub-objects the model's own readers take (policies, canary, conditions, client auth) are
+// converted to nlohmann's JSON, one at a time. Every reader throws std::runtime_error (or a
+// nlohmann exception, from the model's readers) on a missing member, a member of the wrong type or
+// an out-of-range number; decode_json turns that into an error string, so nothing escapes.
 
-// nlohmann converts -1 or 1.5 to uint64_t silently; numbers on the wire must be exact.
-uint64_t get_u64(const json& j, const char* key, uint64_t max = UINT64_MAX) {
-  const json& v = j.at(key);
-  if (!v.is_number_unsigned()) {
-    throw std::runtime_error(std::string("\"") + key + "\" must be a non-negative integer");
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
+
+// One JSON object's members. A member written twice counts once, its last value (as nlohmann,
+// the decoder before, read it).
+class Members {
+ public:
+  Members(element v, const char* what) {
+    if (v.type() != element_type::OBJECT) fail(std::string(what) + " must be an object");
+    object_ = simdjson::dom::object(v);
   }
-  uint64_t n = v.get<uint64_t>();
-  if (n > max) throw std::runtime_error(std::string("\"") + key + "\" out of range");
-  return n;
+  std::optional<element> find(std::string_view key) const {
+    std::optional<element> found;
+    for (const auto field : object_) {
+      if (field.key == key) found = field.value;
+    }
+    return found;
+  }
+  element at(const char* key) const {
+    auto v = find(key);
+    if (!v) fail(std::string("\"") + key + "\" missing");
+    return *v;
+  }
+  // Absent and null alike.
+  std::optional<element> find_non_null(std::string_view key) const {
+    auto v = find(key);
+    if (v && v->type() == element_type::NULL_VALUE) return std::nullopt;
+    return v;
+  }
+  std::string string(const char* key) const { return string_of(at(key), key); }
+  std::string string_or(const char* key, std::string_view fallback) const {
+    auto v = find(key);
+    return v ? string_of(*v, key) : std::string(fallback);
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    auto v = find(key);
+    if (!v) return fallback;
+    if (v->type() != element_type::BOOL) fail(std::string("\"") + key + "\" must be a boolean");
+    return bool(*v);
+  }
+  bool boolean(const char* key) const {
+    if (!find(key)) fail(std::string("\"") + key + "\" missing");
+    return boolean_or(key, false);
+  }
+  // Numbers on the wire must be exact: -1 or 1.5 are refused, not converted.
+  uint64_t u64(const char* key, uint64_t max = UINT64_MAX) const {
+    uint64_t n = 0;
+    if (at(key).get_uint64().get(n) != simdjson::SUCCESS) {
+      fail(std::string("\"") + key + "\" must be a non-negative integer");
+    }
+    if (n > max) fail(std::string("\"") + key + "\" out of range");
+    return n;
+  }
+  simdjson::dom::array array(const char* key) const {
+    element v = at(key);
+    if (v.type() != element_type::ARRAY) fail(std::string("\"") + key + "\" must be an array");
+    return simdjson::dom::array(v);
+  }
+  std::vector<std::string> strings(const char* key) const {
+    std::vector<std::string> out;
+    for (element item : array(key)) out.push_back(string_of(item, key));
+    return out;
+  }
+
+  static std::string string_of(element v, const char* key) {
+    if (v.type() != element_type::STRING) fail(std::string("\"") + key + "\" must be a string");
+    return std::string(std::string_view(v));
+  }
+
+ private:
+  simdjson::dom::object object_;
+};
+
+// A sub-object for the model's nlohmann readers. Numbers are typed as nlohmann's parser types
+// them (non-negative integers unsigned), so that their checks see what they saw before.
+json to_nlohmann(element v) {
+  switch (v.type()) {
+    case element_type::OBJECT: {
+      json j = json::object();
+      for (const auto field : simdjson::dom::object(v)) {
+        j[std::string(field.key)] = to_nlohmann(field.value);
+      }
+      return j;
+    }
+    case element_type::ARRAY: {
+      json j = json::array();
+      for (element item : simdjson::dom::array(v)) j.push_back(to_nlohmann(item));
+      return j;
+    }
+    case element_type::STRING:
+      return std::string(std::string_view(v));
+    case element_type::INT64: {
+      const int64_t n = int64_t(v);
+      if (n >= 0) return static_cast<uint64_t>(n);
+      return n;
+    }
+    case element_type::UINT64:
+      return uint64_t(v);
+    case element_type::DOUBLE:
+      return double(v);
+    case element_type::BOOL:
+      return bool(v);
+    case element_type::NULL_VALUE:
+      return nullptr;
+  }
+  return nullptr;
 }
-model::Endpoint endpoint_from(const json& j) {
+
+model::Endpoint endpoint_from(element v) {
+  const Members m(v, "endpoint");
   model::Endpoint e;
-  e.address = j.at("address").get<std::string>();
-  e.port = static_cast<uint16_t>(get_u64(j, "port", 65535));
+  e.address = m.string("address");
+  e.port = static_cast<uint16_t>(m.u64("port", 65535));
   return e;
 }
 
-model::Upstream upstream_from(const json& j) {
+model::Upstream upstream_from(element v) {
+  const Members m(v, "upstream");
   model::Upstream u;
-  u.name = j.at("name").get<std::string>();
-  for (const auto& e : j.at("endpoints")) u.endpoints.push_back(endpoint_from(e));
-  if (auto it = j.find("tls"); it != j.end()) {
+  u.name = m.string("name");
+  for (element e : m.array("endpoints")) u.endpoints.push_back(endpoint_from(e));
+  if (auto tls = m.find("tls")) {
+    const Members t(*tls, "upstream \"tls\"");
     u.tls.enabled = true;
-    u.tls.server_name = it->value("server_name", "");
-    u.tls.ca_pem = it->value("ca_pem", "");
+    u.tls.server_name = t.string_or("server_name", "");
+    u.tls.ca_pem = t.string_or("ca_pem", "");
   }
   // Unknown fields are refused (upstream_policy_from_json), so that a peer never half-applies a
   // policy it does not know.
-  if (auto it = j.find("policy"); it != j.end()) u.policy = model::upstream_policy_from_json(*it);
+  if (auto p = m.find("policy")) u.policy = model::upstream_policy_from_json(to_nlohmann(*p));
   return u;
 }
 
-model::Route route_from(const json& j) {
+model::Route route_from(element v) {
+  const Members m(v, "route");
   model::Route r;
-  r.path = j.at("path").get<std::string>();
-  auto m = model::path_match_from_string(j.at("match").get<std::string>());
-  if (!m)
-    throw std::runtime_error("unknown path match \"" + j.at("match").get<std::string>() + "\"");
-  r.match = *m;
-  r.upstream = j.at("upstream").get<std::string>();
-  r.ingress = j.value("ingress", "");
-  r.substitution = j.value("substitution", "");
-  if (auto it = j.find("policy"); it != j.end()) r.policy = model::route_policy_from_json(*it);
-  if (auto it = j.find("canary"); it != j.end()) r.canary = model::canary_from_json(*it);
-  r.fallback_upstream = j.value("fallback_upstream", std::string());
-  if (auto it = j.find("precedence_length"); it != j.end()) {
-    if (!it->is_number_unsigned() || it->get<uint64_t>() > UINT32_MAX) {
-      throw std::runtime_error("route \"precedence_length\" must be a 32-bit unsigned integer");
-    }
-    r.precedence_length = it->get<uint32_t>();
+  r.path = m.string("path");
+  const std::string match = m.string("match");
+  auto kind = model::path_match_from_string(match);
+  if (!kind) fail("unknown path match \"" + match + "\"");
+  r.match = *kind;
+  r.upstream = m.string("upstream");
+  r.ingress = m.string_or("ingress", "");
+  r.substitution = m.string_or("substitution", "");
+  if (auto p = m.find("policy")) r.policy = model::route_policy_from_json(to_nlohmann(*p));
+  if (auto c = m.find("canary")) r.canary = model::canary_from_json(to_nlohmann(*c));
+  r.fallback_upstream = m.string_or("fallback_upstream", "");
+  if (m.find("precedence_length")) {
+    r.precedence_length = static_cast<uint32_t>(m.u64("precedence_length", UINT32_MAX));
   }
-  model::conditions_from_json(j, r);
+  // The match conditions' members (model/conditions.h reads them from the route's object).
+  json conditions = json::object();
+  for (const char* key : {"method", "headers", "query", "backends"}) {
+    if (auto c = m.find(key)) conditions[key] = to_nlohmann(*c);
+  }
+  if (!conditions.empty()) model::conditions_from_json(conditions, r);
   return r;
 }
 
-model::Substitution substitution_from(const json& j) {
+model::Substitution substitution_from(element v) {
+  const Members m(v, "substitution");
   model::Substitution s;
-  s.name = j.at("name").get<std::string>();
-  for (const auto& r : j.at("rules")) {
-    s.rules.push_back(substitution::Rule{r.at("match").get<std::string>(),
-                                         r.at("replace").get<std::string>(), r.value("flags", "")});
+  s.name = m.string("name");
+  for (element rule : m.array("rules")) {
+    const Members r(rule, "substitution rule");
+    s.rules.push_back(
+        substitution::Rule{r.string("match"), r.string("replace"), r.string_or("flags", "")});
   }
-  s.mime_types = j.at("mime_types").get<std::vector<std::string>>();
-  s.max_buffer = get_u64(j, "max_buffer");
+  s.mime_types = m.strings("mime_types");
+  s.max_buffer = m.u64("max_buffer");
   return s;
 }
 
-model::VirtualHost vhost_from(const json& j) {
-  model::VirtualHost v;
-  v.host = j.at("host").get<std::string>();
-  for (const auto& r : j.at("routes")) v.routes.push_back(route_from(r));
-  v.ssl_redirect = j.value("ssl_redirect", false);
-  v.redirect_to = j.value("redirect_to", std::string());
-  v.listener = j.value("listener", std::string());
-  v.falls_through = j.value("falls_through", false);
-  return v;
+model::VirtualHost vhost_from(element v) {
+  const Members m(v, "virtual host");
+  model::VirtualHost h;
+  h.host = m.string("host");
+  for (element r : m.array("routes")) h.routes.push_back(route_from(r));
+  h.ssl_redirect = m.boolean_or("ssl_redirect", false);
+  h.redirect_to = m.string_or("redirect_to", "");
+  h.listener = m.string_or("listener", "");
+  h.falls_through = m.boolean_or("falls_through", false);
+  return h;
 }
 
-model::TlsHost tls_host_from(const json& j) {
-  model::TlsHost t{j.at("host").get<std::string>(), j.at("certificate").get<std::string>()};
-  if (auto it = j.find("client_auth"); it != j.end()) {
-    t.client_auth = model::client_auth_from_json(*it);
-  }
-  t.passthrough_upstream = j.value("passthrough_upstream", std::string());
-  t.listener = j.value("listener", std::string());
+model::TlsHost tls_host_from(element v) {
+  const Members m(v, "TLS host");
+  model::TlsHost t{m.string("host"), m.string("certificate")};
+  if (auto c = m.find("client_auth")) t.client_auth = model::client_auth_from_json(to_nlohmann(*c));
+  t.passthrough_upstream = m.string_or("passthrough_upstream", "");
+  t.listener = m.string_or("listener", "");
   return t;
 }
 
-model::Listener listener_from(const json& j) {
+model::Listener listener_from(element v) {
+  const Members m(v, "listener");
   model::Listener l;
-  l.name = j.at("name").get<std::string>();
-  uint64_t port = get_u64(j, "port");
-  if (port == 0 || port > 65535) throw std::runtime_error("listener " + l.name + ": bad port");
+  l.name = m.string("name");
+  const uint64_t port = m.u64("port");
+  if (port == 0 || port > 65535) fail("listener " + l.name + ": bad port");
   l.port = static_cast<uint16_t>(port);
-  l.tls = j.at("tls").get<bool>();
+  l.tls = m.boolean("tls");
   return l;
 }
 
-model::Certificate certificate_from(const json& j) {
+model::Certificate certificate_from(element v) {
+  const Members m(v, "certificate");
   model::Certificate c;
-  c.name = j.at("name").get<std::string>();
-  c.cert_pem = j.at("cert_pem").get<std::string>();
-  c.key_pem = j.at("key_pem").get<std::string>();
+  c.name = m.string("name");
+  c.cert_pem = m.string("cert_pem");
+  c.key_pem = m.string("key_pem");
   return c;
 }
 
-model::Config config_from(const json& j) {
+// Each item of the array `key` (if present: `required` says whether it must be) read by `read`
+// into `map` under `key_of(item)`; a key twice is refused (`what` names the items).
+template <typename Map, typename Read, typename KeyOf>
+void read_section(const Members& m, const char* key, bool required, const char* what, Map& map,
+                  Read read, KeyOf key_of) {
+  if (!required && !m.find(key)) return;
+  for (element item : m.array(key)) {
+    auto value = read(item);
+    std::string k = key_of(value);
+    if (!map.emplace(k, std::move(value)).second) {
+      fail(std::string("duplicate ") + what + " \"" + k + "\"");
+    }
+  }
+}
+
+model::Config config_from(element v) {
+  const Members m(v, "config");
   model::Config c;
-  for (const auto& v : j.at("virtual_hosts")) {
-    auto vh = vhost_from(v);
-    std::string key = model::host_key(vh);
-    if (!c.virtual_hosts.emplace(key, std::move(vh)).second) {
-      throw std::runtime_error("duplicate virtual host \"" + key + "\"");
-    }
-  }
-  for (const auto& u : j.at("upstreams")) {
-    auto up = upstream_from(u);
-    std::string key = up.name;
-    if (!c.upstreams.emplace(key, std::move(up)).second) {
-      throw std::runtime_error("duplicate upstream \"" + key + "\"");
-    }
-  }
-  if (j.contains("default_route") && !j["default_route"].is_null()) {
-    c.default_route = route_from(j["default_route"]);
-  }
-  if (j.contains("certificates")) {
-    for (const auto& item : j["certificates"]) {
-      auto cert = certificate_from(item);
-      std::string key = cert.name;
-      if (!c.certificates.emplace(key, std::move(cert)).second) {
-        throw std::runtime_error("duplicate certificate \"" + key + "\"");
-      }
-    }
-  }
-  if (j.contains("tls_hosts")) {
-    for (const auto& item : j["tls_hosts"]) {
-      auto th = tls_host_from(item);
-      std::string key = model::host_key(th);
-      if (!c.tls_hosts.emplace(key, std::move(th)).second) {
-        throw std::runtime_error("duplicate TLS host \"" + key + "\"");
-      }
-    }
-  }
-  if (j.contains("substitutions")) {
-    for (const auto& item : j["substitutions"]) {
-      auto sub = substitution_from(item);
-      std::string key = sub.name;
-      if (!c.substitutions.emplace(key, std::move(sub)).second) {
-        throw std::runtime_error("duplicate substitution \"" + key + "\"");
-      }
-    }
-  }
-  if (j.contains("listeners")) {
-    for (const auto& item : j["listeners"]) {
-      auto l = listener_from(item);
-      std::string key = l.name;
-      if (!c.listeners.emplace(key, std::move(l)).second) {
-        throw std::runtime_error("duplicate listener \"" + key + "\"");
-      }
-    }
-  }
+  auto name = [](const auto& item) { return item.name; };
+  auto host = [](const auto& item) { return model::host_key(item); };
+  read_section(m, "virtual_hosts", true, "virtual host", c.virtual_hosts, vhost_from, host);
+  read_section(m, "upstreams", true, "upstream", c.upstreams, upstream_from, name);
+  if (auto d = m.find_non_null("default_route")) c.default_route = route_from(*d);
+  read_section(m, "certificates", false, "certificate", c.certificates, certificate_from, name);
+  read_section(m, "tls_hosts", false, "TLS host", c.tls_hosts, tls_host_from, host);
+  read_section(m, "substitutions", false, "substitution", c.substitutions, substitution_from, name);
+  read_section(m, "listeners", false, "listener", c.listeners, listener_from, name);
   return c;
 }
 
-model::Delta delta_from(const json& j) {
+// The items of the array `key`, if present, read by `read`.
+template <typename T, typename Read>
+void read_list(const Members& m, const char* key, std::vector<T>& out, Read read) {
+  if (!m.find(key)) return;
+  for (element item : m.array(key)) out.push_back(read(item));
+}
+
+model::Delta delta_from(element v) {
+  const Members m(v, "delta");
   model::Delta d;
-  for (const auto& v : j.at("upsert_virtual_hosts"))
-    d.upsert_virtual_hosts.push_back(vhost_from(v));
-  d.remove_virtual_hosts = j.at("remove_virtual_hosts").get<std::vector<std::string>>();
-  for (const auto& u : j.at("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
-  d.remove_upstreams = j.at("remove_upstreams").get<std::vector<std::string>>();
-  if (j.contains("upsert_certificates")) {
-    for (const auto& c : j["upsert_certificates"])
-      d.upsert_certificates.push_back(certificate_from(c));
-  }
-  if (j.contains("remove_certificates")) {
-    d.remove_certificates = j["remove_certificates"].get<std::vector<std::string>>();
-  }
-  if (j.contains("upsert_tls_hosts")) {
-    for (const auto& t : j["upsert_tls_hosts"]) d.upsert_tls_hosts.push_back(tls_host_from(t));
-  }
-  if (j.contains("remove_tls_hosts")) {
-    d.remove_tls_hosts = j["remove_tls_hosts"].get<std::vector<std::string>>();
-  }
-  if (j.contains("upsert_substitutions")) {
-    for (const auto& s : j["upsert_substitutions"])
-      d.upsert_substitutions.push_back(substitution_from(s));
-  }
-  if (j.contains("remove_substitutions")) {
-    d.remove_substitutions = j["remove_substitutions"].get<std::vector<std::string>>();
-  }
-  if (j.contains("upsert_listeners")) {
-    for (const auto& l : j["upsert_listeners"]) d.upsert_listeners.push_back(listener_from(l));
-  }
-  if (j.contains("remove_listeners")) {
-    d.remove_listeners = j["remove_listeners"].get<std::vector<std::string>>();
-  }
-  if (j.value("default_route_changed", false)) {
+  for (element h : m.array("upsert_virtual_hosts")) d.upsert_virtual_hosts.push_back(vhost_from(h));
+  d.remove_virtual_hosts = m.strings("remove_virtual_hosts");
+  for (element u : m.array("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
+  d.remove_upstreams = m.strings("remove_upstreams");
+  read_list(m, "upsert_certificates", d.upsert_certificates, certificate_from);
+  if (m.find("remove_certificates")) d.remove_certificates = m.strings("remove_certificates");
+  read_list(m, "upsert_tls_hosts", d.upsert_tls_hosts, tls_host_from);
+  if (m.find("remove_tls_hosts")) d.remove_tls_hosts = m.strings("remove_tls_hosts");
+  read_list(m, "upsert_substitutions", d.upsert_substitutions, substitution_from);
+  if (m.find("remove_substitutions")) d.remove_substitutions = m.strings("remove_substitutions");
+  read_list(m, "upsert_listeners", d.upsert_listeners, listener_from);
+  if (m.find("remove_listeners")) d.remove_listeners = m.strings("remove_listeners");
+  if (m.boolean_or("default_route_changed", false)) {
     d.default_route_changed = true;
-    if (!j.at("default_route").is_null()) d.default_route = route_from(j["default_route"]);
+    m.at("default_route");
+    if (auto r = m.find_non_null("default_route")) d.default_route = route_from(*r);
   }
   return d;
+}
+
+// The root of `text` parsed by `parser` (which owns the tree), or nullopt when it is not one JSON
+// document.
+std::optional<element> parse_document(simdjson::dom::parser& parser, std::string_view text) {
+  element root;
+  if (parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).get(root) !=
+      simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return root;
 }
 
 struct Encoder {
@@ -443,27 +537,28 @@ std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
 
 DecodeResult decode_json(std::string_view text) {
   DecodeResult r;
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+  simdjson::dom::parser parser;
+  const std::optional<element> root = parse_document(parser, text);
+  if (!root) {
     r.error = "malformed JSON";
     return r;
   }
   try {
-    if (!j.is_object()) throw std::runtime_error("message is not an object");
-    const std::string type = j.at("type").get<std::string>();
+    if (root->type() != element_type::OBJECT) fail("message is not an object");
+    const Members m(*root, "message");
+    const std::string type = m.string("type");
     if (type == "hello") {
-      r.message = Hello{static_cast<int>(get_u64(j, "protocol", 1 << 30)), j.value("node", "")};
+      r.message = Hello{static_cast<int>(m.u64("protocol", 1 << 30)), m.string_or("node", "")};
     } else if (type == "hello_reply") {
-      r.message =
-          HelloReply{static_cast<int>(get_u64(j, "protocol", 1 << 30)), get_u64(j, "version")};
+      r.message = HelloReply{static_cast<int>(m.u64("protocol", 1 << 30)), m.u64("version")};
     } else if (type == "snapshot") {
-      r.message = Snapshot{get_u64(j, "version"), config_from(j.at("config"))};
+      r.message = Snapshot{m.u64("version"), config_from(m.at("config"))};
     } else if (type == "delta") {
-      r.message = DeltaMsg{get_u64(j, "version"), get_u64(j, "base"), delta_from(j.at("delta"))};
+      r.message = DeltaMsg{m.u64("version"), m.u64("base"), delta_from(m.at("delta"))};
     } else if (type == "ack") {
-      r.message = Ack{get_u64(j, "version")};
+      r.message = Ack{m.u64("version")};
     } else if (type == "nack") {
-      r.message = Nack{get_u64(j, "version"), j.value("reason", "")};
+      r.message = Nack{m.u64("version"), m.string_or("reason", "")};
     } else {
       r.error = "unknown message type \"" + type + "\"";
     }
@@ -501,13 +596,14 @@ std::optional<std::string> FrameReader::next() {
 std::string config_to_json(const model::Config& c) { return dump(to_json(c)); }
 
 std::optional<model::Config> config_from_json(std::string_view text, std::string* error) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) {
+  simdjson::dom::parser parser;
+  const std::optional<element> root = parse_document(parser, text);
+  if (!root) {
     if (error) *error = "malformed JSON";
     return std::nullopt;
   }
   try {
-    return config_from(j);
+    return config_from(*root);
   } catch (const std::exception& e) {
     if (error) *error = e.what();
     return std::nullopt;

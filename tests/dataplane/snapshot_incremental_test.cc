@@ -317,6 +317,9 @@ TEST(SnapshotIncrementalTest, AffinityCookiePathComesFromTheConfigurationOrTheRo
 
 TEST(SnapshotIncrementalTest, EndpointKeysAreCanonicalAndDuplicatesAfterParsingAreRefused) {
   EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("10.0.0.1"), 8080}), "10.0.0.1:8080");
+  EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("0.0.0.0"), 1}), "0.0.0.0:1");
+  EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("255.254.100.9"), 65535}),
+            "255.254.100.9:65535");
   EXPECT_EQ(endpoint_key({boost::asio::ip::make_address("fd00:0::1"), 80}), "[fd00::1]:80");
   Harness h;
   ASSERT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{1, base_config()}), "");

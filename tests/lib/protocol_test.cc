@@ -383,6 +383,28 @@ TEST(ProtocolDecodeTest, BadInputIsAnErrorNotAnException) {
        "duplicate upstream \"u\""},
       {"upstream without endpoints", snapshot_json(config_with_upstream(R"({"name":"u"})")),
        "bad message"},
+      {"endpoints null", snapshot_json(config_with_upstream(R"({"name":"u","endpoints":null})")),
+       "\"endpoints\" must be an array"},
+      {"endpoints an object",
+       snapshot_json(config_with_upstream(
+           R"({"name":"u","endpoints":{"a":{"address":"10.0.0.1","port":80}}})")),
+       "\"endpoints\" must be an array"},
+      {"upstream tls a string",
+       snapshot_json(config_with_upstream(R"({"name":"u","endpoints":[],"tls":"on"})")),
+       "upstream \"tls\" must be an object"},
+      {"route policy with an unknown member",
+       snapshot_json(config_with_host(
+           R"({"host":"a.com","routes":[{"path":"/","match":"Prefix","upstream":"u",)"
+           R"("policy":{"no_such_field":1}}]})")),
+       "bad message"},
+      {"route weight negative",
+       snapshot_json(config_with_host(
+           R"({"host":"a.com","routes":[{"path":"/","match":"Prefix","upstream":"u",)"
+           R"("backends":[{"upstream":"u","weight":-1}]}]})")),
+       "bad message"},
+      {"certificates null",
+       snapshot_json(R"({"virtual_hosts":[],"upstreams":[],"certificates":null})"),
+       "\"certificates\" must be an array"},
       {"endpoint port as string",
        snapshot_json(config_with_upstream(
            R"({"name":"u","endpoints":[{"address":"10.0.0.1","port":"80"}]})")),
@@ -478,6 +500,20 @@ TEST(ProtocolDecodeTest, OptionalFieldsHaveDefaults) {
   auto ack = decode_json(R"({"type":"ack","version":5,"extra":{"a":[1,2]}})");
   ASSERT_TRUE(ack.message) << ack.error;
   EXPECT_EQ(std::get<Ack>(*ack.message).version, 5u);
+}
+
+TEST(ProtocolDecodeTest, AMemberWrittenTwiceCountsOnceWithItsLastValue) {
+  auto ack = decode_json(R"({"type":"ack","version":1,"version":7})");
+  ASSERT_TRUE(ack.message) << ack.error;
+  EXPECT_EQ(std::get<Ack>(*ack.message).version, 7u);
+  auto snap = decode_json(snapshot_json(config_with_host(
+      R"({"host":"a.com","routes":[{"path":"/a","match":"Fuzzy","upstream":"u","match":"Exact",)"
+      R"("path":"/b"}]})")));
+  ASSERT_TRUE(snap.message) << snap.error;
+  const auto& routes = std::get<Snapshot>(*snap.message).config.virtual_hosts.at("a.com").routes;
+  ASSERT_EQ(routes.size(), 1u);
+  EXPECT_EQ(routes[0].path, "/b");
+  EXPECT_EQ(routes[0].match, PathMatch::kExact);
 }
 
 TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
