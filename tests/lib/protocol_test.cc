@@ -246,12 +246,38 @@ TEST(ProtocolRoundTripTest, SnapshotFrameWrittenPieceByPieceIsTheSameBytes) {
     for (auto& route : host.routes) route.ingress = "default/\xff\xfe";
   }
   ASSERT_NE(encode_frame(Snapshot{1, bad_utf8}), encode_frame(Snapshot{1, full}));
+  // Hosts and upstreams without policies are written as text, not through nlohmann's documents:
+  // every optional member of theirs, and strings that need escaping or are not ASCII.
+  model::Config plain;
+  for (const std::string& text :
+       {std::string("a.example"), std::string("q\"uote"), std::string("back\\slash"),
+        std::string("new\nline\x01\x1f"), std::string("del\x7f"), std::string("caf\xc3\xa9"),
+        std::string("bad\xff"), std::string()}) {
+    model::VirtualHost v{text + ".host", {route(PathMatch::kPrefix, "/" + text, "up/" + text)}};
+    v.routes[0].ingress = text;
+    v.routes.push_back(route(PathMatch::kExact, "/x", "up/" + text));
+    v.routes.back().fallback_upstream = "fb/" + text;
+    v.routes.back().precedence_length = 42;
+    v.routes.back().substitution = text;
+    v.routes.push_back(route(PathMatch::kRegex, "/y", "up/" + text));
+    v.routes.back().method = "GET";  // conditions: written through to_json
+    v.listener = text;
+    v.redirect_to = text;
+    v.ssl_redirect = !text.empty();
+    v.falls_through = text.size() % 2 == 0;
+    plain.virtual_hosts[model::host_key(v)] = v;
+    model::Upstream u{"up/" + text, {{"10.0.0.1", 1}, {"fd00::" + text, 65535}}};
+    if (text.size() % 2 == 0) u.tls = {true, text, text};
+    plain.upstreams[u.name] = u;
+  }
+  plain.upstreams["empty"] = {"empty", {}};
   for (const auto& [name, config] :
        std::vector<std::pair<std::string, model::Config>>{{"empty", model::Config{}},
                                                           {"full", full},
                                                           {"no optional sections", no_optional},
                                                           {"only a default route", only_default},
-                                                          {"invalid UTF-8", bad_utf8}}) {
+                                                          {"invalid UTF-8", bad_utf8},
+                                                          {"plain hosts and upstreams", plain}}) {
     for (uint64_t version : {uint64_t{0}, uint64_t{1714550000123}, ~uint64_t{0}}) {
       EXPECT_EQ(encode_snapshot_frame(version, config), encode_frame(Snapshot{version, config}))
           << name << " " << version;
