@@ -2,6 +2,12 @@
 
 #include <re2/re2.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
@@ -348,6 +354,12 @@ std::unique_ptr<const LinearRule> LinearRule::compile(std::string_view pattern, 
       return nullptr;
     }
   }
+  for (Step& s : rule->steps_) {
+    s.vector = s.max > 1 && s.set.words[2] == 0 && s.set.words[3] == 0;
+    for (unsigned c = 0; c < 0x80; ++c) {
+      if (s.set.has(static_cast<unsigned char>(c))) s.nibbles[c & 15] |= uint8_t(1u << (c >> 4));
+    }
+  }
   rule->opens_.assign(steps.size() + 1, 0);
   rule->closes_.assign(steps.size() + 1, 0);
   for (size_t g = 1; g < rule->group_first_.size(); ++g) {
@@ -373,6 +385,50 @@ std::unique_ptr<const LinearRule> LinearRule::compile(std::string_view pattern, 
 
 namespace {
 
+bool cpu_has_vector_walk() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("ssse3");
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> vector_walk{cpu_has_vector_walk()};
+
+#if defined(__x86_64__)
+// How many bytes from *pos step `s` takes, 16 at a time while 16 fit, up to `room` (its maximum
+// less what it took): stops at the first byte not in the set (*pos then points at it; the byte
+// loop decides it, a non-ASCII one included) or where fewer than 16 bytes are left. The set's
+// membership is looked up by each byte's two halves (pshufb): the low half selects the byte of
+// `nibbles` whose bits are the high halves in the set; high halves of 8 and more (non-ASCII
+// bytes) select no bit.
+__attribute__((target("ssse3"))) uint32_t walk_vector(const LinearRule::Step& s,
+                                                      const unsigned char* bytes, size_t size,
+                                                      size_t* pos, uint32_t room) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.nibbles));
+  const __m128i bit_of_high =
+      _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, static_cast<char>(128), 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128i low_half = _mm_set1_epi8(0x0f);
+  size_t p = *pos;
+  uint32_t n = 0;
+  while (p + 16 <= size && n < room) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + p));
+    const __m128i in_low = _mm_shuffle_epi8(table, _mm_and_si128(v, low_half));
+    const __m128i high =
+        _mm_shuffle_epi8(bit_of_high, _mm_and_si128(_mm_srli_epi16(v, 4), low_half));
+    const auto outside = static_cast<uint32_t>(
+        _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(in_low, high), _mm_setzero_si128())));
+    uint32_t take = outside == 0 ? 16 : static_cast<uint32_t>(__builtin_ctz(outside));
+    take = std::min(take, room - n);
+    p += take;
+    n += take;
+    if (take < 16) break;
+  }
+  *pos = p;
+  return n;
+}
+#endif
+
 // Records, for the groups in `opens` and `closes`, that they begin or end at `pos`.
 void mark(GroupSpans* groups, unsigned opens, unsigned closes, size_t pos) {
   for (; opens != 0; opens &= opens - 1) groups->begin[__builtin_ctz(opens)] = pos;
@@ -380,6 +436,11 @@ void mark(GroupSpans* groups, unsigned opens, unsigned closes, size_t pos) {
 }
 
 }  // namespace
+
+bool LinearRule::limit_vector_walk_for_testing(bool allow) {
+  vector_walk.store(allow && cpu_has_vector_walk());
+  return vector_walk.load();
+}
 
 LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* end,
                                      GroupSpans* groups, bool prefix_known) const {
@@ -403,6 +464,11 @@ LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* e
     if (groups != nullptr && (opens_[i] | closes_[i]) != 0) mark(groups, opens_[i], closes_[i], p);
     const Step& s = steps_[i];
     uint32_t n = 0;
+#if defined(__x86_64__)
+    if (s.vector && vector_walk.load(std::memory_order_relaxed)) {
+      n = walk_vector(s, bytes, size, &p, s.max);
+    }
+#endif
     while (n < s.max && p < size) {
       const unsigned char c = bytes[p];
       if (!s.set.has(c)) {

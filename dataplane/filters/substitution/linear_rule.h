@@ -85,8 +85,17 @@ class LinearRule {
     bool exact = true;
     uint32_t min = 1;
     uint32_t max = 1;  // kUnbounded: no maximum
+    // A repeated step of ASCII bytes is walked 16 bytes at a time where the CPU can (SSSE3):
+    // bit h of nibbles[l] when byte (h << 4 | l) is in `set`.
+    bool vector = false;
+    uint8_t nibbles[16] = {};
   };
   static constexpr uint32_t kUnbounded = UINT32_MAX;
+
+  // Whether repeated steps are walked with vectors (the CPU has SSSE3); tests turn it off to
+  // check the byte loop too (RuleSet::limit_scan_level_for_testing does). Returns the setting
+  // now in use.
+  static bool limit_vector_walk_for_testing(bool allow);
 
  private:
   LinearRule() = default;

@@ -110,6 +110,8 @@ std::atomic<RuleSet::ScanLevel> scan_level{cpu_scan_level()};
 RuleSet::ScanLevel RuleSet::limit_scan_level_for_testing(ScanLevel most) {
   const ScanLevel level = std::min(most, cpu_scan_level());
   scan_level.store(level);
+  // The linear matcher's vector walk goes with the vector scans.
+  LinearRule::limit_vector_walk_for_testing(level != ScanLevel::kScalar);
   return level;
 }
 
