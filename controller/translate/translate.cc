@@ -1281,9 +1281,6 @@ class Translator {
                                         ((has_tls(host) || client_auth_claims_.contains(host)) &&
                                          !no_redirect_hosts_.contains(host)));
       for (auto& [key, claim] : claims) {
-        vh.routes.push_back(model::Route{claim.path, key.second, claim.upstream, claim.ingress,
-                                         claim.substitution, claim.policy, claim.canary,
-                                         claim.fallback_upstream});
         referenced.insert(claim.upstream);
         if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
         if (claim.policy.external_auth && !claim.policy.external_auth->upstream.empty()) {
@@ -1291,9 +1288,15 @@ class Translator {
         }
         if (claim.canary) referenced.insert(claim.canary->upstream);
         use_substitution(claim.substitution);
+        // The claims are not read after this: their parts move into the route.
+        vh.routes.push_back(model::Route{
+            std::move(claim.path), key.second, std::move(claim.upstream), std::move(claim.ingress),
+            std::move(claim.substitution), std::move(claim.policy), std::move(claim.canary),
+            std::move(claim.fallback_upstream)});
       }
       model::sort_routes(vh.routes);
-      config.virtual_hosts.emplace(host, std::move(vh));
+      // hosts_ is in the map's own order: each host goes at the end, without a search.
+      config.virtual_hosts.emplace_hint(config.virtual_hosts.end(), host, std::move(vh));
     }
     add_www_redirects(config);
     add_aliases(config);
@@ -1349,7 +1352,7 @@ class Translator {
         }
         upstream.endpoints = endpoints_of(source);
       }
-      config.upstreams.emplace(name, std::move(upstream));
+      config.upstreams.emplace_hint(config.upstreams.end(), name, std::move(upstream));  // sorted
     }
   }
 

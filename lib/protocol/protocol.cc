@@ -387,9 +387,10 @@ void read_section(const Members& m, const char* key, bool required, const char* 
   for (element item : m.array(key)) {
     auto value = read(item);
     std::string k = key_of(value);
-    if (!map.emplace(k, std::move(value)).second) {
-      fail(std::string("duplicate ") + what + " \"" + k + "\"");
-    }
+    // The encoder writes the map's order: each item goes at the end, without a search.
+    const size_t before = map.size();
+    map.emplace_hint(map.end(), k, std::move(value));
+    if (map.size() == before) fail(std::string("duplicate ") + what + " \"" + k + "\"");
   }
 }
 
