@@ -14,6 +14,8 @@ namespace {
 std::optional<std::string> canonical_address(const std::string& address, bool ipv6) {
   int family = ipv6 ? AF_INET6 : AF_INET;
   unsigned char buf[16];
+  // inet_pton reads up to the first NUL: an address with one inside is not an address.
+  if (address.find('\0') != std::string::npos) return std::nullopt;
   if (inet_pton(family, address.c_str(), buf) != 1) return std::nullopt;
   // inet_pton accepts IPv4 only as four decimal numbers of 0-255 without leading zeros: the text
   // is already canonical (inet_ntop's sprintf was a tenth of a first translation).
