@@ -198,8 +198,10 @@ const Spelling* spelling_of(std::string_view name) {
   return nullptr;
 }
 
-// Ours, else (alias mode) the first nginx spelling that is set. When both are set and differ,
-// *shadowed receives the nginx one.
+// The two prefixes as the map's key type (its lookups take std::string).
+const std::string kOurs(kAnnotationPrefix);
+const std::string kTheirs(kNginxAnnotationPrefix);
+
 // Whether some key starts with `prefix` (the map is sorted: the first key not below it).
 bool any_with_prefix(const std::map<std::string, std::string>& annotations,
                      const std::string& prefix) {
@@ -207,14 +209,14 @@ bool any_with_prefix(const std::map<std::string, std::string>& annotations,
   return it != annotations.end() && it->first.starts_with(prefix);
 }
 
+// Ours, else (alias mode) the first nginx spelling that is set. When both are set and differ,
+// *shadowed receives the nginx one.
 std::optional<FoundAnnotation> lookup(const std::map<std::string, std::string>& annotations,
                                       std::string_view name, const AnnotationOptions& options,
                                       std::optional<FoundAnnotation>* shadowed) {
   // Most Ingresses carry none of our annotations (or only kubectl's): the parser asks for each
   // of about a hundred names, and building each key cost a third of a first translation at
   // 10,000 Ingresses (StartupBench). Two searches answer for all of them.
-  static const std::string kOurs(kAnnotationPrefix);
-  static const std::string kTheirs(kNginxAnnotationPrefix);
   const bool theirs_possible = options.nginx_aliases && any_with_prefix(annotations, kTheirs);
   if (!theirs_possible && !any_with_prefix(annotations, kOurs)) return std::nullopt;
   const std::string ours = kOurs + std::string(name);
@@ -338,10 +340,8 @@ AnnotationResult parse_annotations(const std::map<std::string, std::string>& ann
   // the options alone (the context is read only for annotations that are set): one result per
   // combination of options, computed once. The full parse was 40 % of a first translation at
   // 10,000 Ingresses (StartupBench).
-  static const std::string kOurs(kAnnotationPrefix);
-  static const std::string kTheirs(kNginxAnnotationPrefix);
-  if (!annotations_detail::any_with_prefix(annotations, kOurs) &&
-      !annotations_detail::any_with_prefix(annotations, kTheirs)) {
+  if (!annotations_detail::any_with_prefix(annotations, annotations_detail::kOurs) &&
+      !annotations_detail::any_with_prefix(annotations, annotations_detail::kTheirs)) {
     static const auto kNone = [] {
       std::array<AnnotationResult, 4> r;
       const std::map<std::string, std::string> none;

@@ -200,14 +200,9 @@ class Members {
   }
   bool boolean_or(const char* key, bool fallback) const {
     auto v = find(key);
-    if (!v) return fallback;
-    if (v->type() != element_type::BOOL) fail(std::string("\"") + key + "\" must be a boolean");
-    return bool(*v);
+    return v ? boolean_of(*v, key) : fallback;
   }
-  bool boolean(const char* key) const {
-    if (!find(key)) fail(std::string("\"") + key + "\" missing");
-    return boolean_or(key, false);
-  }
+  bool boolean(const char* key) const { return boolean_of(at(key), key); }
   // Numbers on the wire must be exact: -1 or 1.5 are refused, not converted.
   uint64_t u64(const char* key, uint64_t max = UINT64_MAX) const {
     uint64_t n = 0;
@@ -231,6 +226,10 @@ class Members {
   static std::string string_of(element v, const char* key) {
     if (v.type() != element_type::STRING) fail(std::string("\"") + key + "\" must be a string");
     return std::string(std::string_view(v));
+  }
+  static bool boolean_of(element v, const char* key) {
+    if (v.type() != element_type::BOOL) fail(std::string("\"") + key + "\" must be a boolean");
+    return bool(v);
   }
 
  private:
@@ -638,15 +637,8 @@ std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
   std::string frame(4, '\0');
   frame += R"({"config":{)";
   bool first_key = true;
-  auto key = [&](std::string_view k) {
-    if (!first_key) frame += ',';
-    first_key = false;
-    frame += '"';
-    frame += k;
-    frame += "\":";
-  };
   auto array = [&](std::string_view k, const auto& map) {
-    key(k);
+    put_member(frame, first_key, k);
     frame += '[';
     bool first = true;
     for (const auto& [_, item] : map) {
@@ -657,8 +649,8 @@ std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
     frame += ']';
   };
   auto object = [&](std::string_view k, const auto& value) {
-    key(k);
-    frame += dump(to_json(value));
+    put_member(frame, first_key, k);
+    put_item(frame, value);
   };
   config_sections(c, array, object);
   frame += R"(},"type":"snapshot","version":)";
