@@ -31,7 +31,6 @@ class Builder {
       case element_type::OBJECT: {
         objects::Document::Data* d = doc_->add(objects::NodeType::kMap);
         const simdjson::dom::object object(v);
-        d->entries.reserve(object.size());
         for (const auto field : object) {
           const std::string_view key = field.key;
           if (skip_managed_fields_ && role == Role::kMetadata && key == "managedFields") continue;
@@ -40,17 +39,17 @@ class Builder {
           // The root is a list (its "items") or a watch event (its "object").
           if (depth == 0 && key == "items") child = Role::kItems;
           if (depth == 0 && key == "object") child = Role::kObject;
-          d->entries.emplace_back(scalar(key), build(field.value, child, depth + 1));
+          const objects::Document::Data* k = scalar(key);
+          doc_->append(d, k, build(field.value, child, depth + 1));
         }
         return d;
       }
       case element_type::ARRAY: {
         objects::Document::Data* d = doc_->add(objects::NodeType::kSequence);
         const simdjson::dom::array array(v);
-        d->items.reserve(array.size());
         const Role child = role == Role::kItems ? Role::kObject : Role::kOther;
         for (const simdjson::dom::element item : array) {
-          d->items.push_back(build(item, child, depth + 1));
+          doc_->push(d, build(item, child, depth + 1));
         }
         return d;
       }
@@ -68,7 +67,7 @@ class Builder {
         return scalar(ec == std::errc() ? std::string_view(buf, end - buf) : std::string_view());
       }
       case element_type::BOOL:
-        return scalar(bool(v) ? "true" : "false");
+        return doc_->add_static_scalar(bool(v) ? "true" : "false");
       case element_type::NULL_VALUE:
         return doc_->add(objects::NodeType::kNull);
     }
@@ -76,11 +75,7 @@ class Builder {
   }
 
  private:
-  const objects::Document::Data* scalar(std::string_view text) {
-    objects::Document::Data* d = doc_->add(objects::NodeType::kScalar);
-    d->scalar = text;
-    return d;
-  }
+  const objects::Document::Data* scalar(std::string_view text) { return doc_->add_scalar(text); }
 
   objects::Document* doc_;
   bool skip_managed_fields_;

@@ -312,7 +312,7 @@ class Builder {
       }
       case Type::kBool:
         expect_wire(f, wire, kVarint);
-        put(map, f, scalar(r.varint() != 0 ? "true" : "false"));
+        put(map, f, doc_->add_static_scalar(r.varint() != 0 ? "true" : "false"));
         return;
       case Type::kMessage: {
         expect_wire(f, wire, kBytes);
@@ -338,7 +338,8 @@ class Builder {
             entry.skip(w);
           }
         }
-        child(map, f.name, NodeType::kMap)->entries.emplace_back(scalar(key), scalar(value));
+        const Data* k = scalar(key);
+        doc_->append(child(map, f.name, NodeType::kMap), k, scalar(value));
         return;
       }
       case Type::kTime: {
@@ -391,7 +392,7 @@ class Builder {
       slot(map, f.name) = value;
       return;
     }
-    child(map, f.name, NodeType::kSequence)->items.push_back(value);
+    doc_->push(child(map, f.name, NodeType::kSequence), value);
   }
 
   // The node under `name` in `map`, added (of `type`) when there is none yet.
@@ -405,23 +406,19 @@ class Builder {
   // nodes are shared, so entries are compared by the key node's address.
   const Data*& slot(Data* map, const char* name) {
     const Data* key = key_node(name);
-    for (auto& [k, v] : map->entries) {
-      if (k == key) return v;
+    for (objects::Document::Cell* c = map->first; c != nullptr; c = c->next) {
+      if (c->key == key) return c->value;
     }
-    return map->entries.emplace_back(key, nullptr).second;
+    return doc_->append(map, key, nullptr)->value;
   }
 
-  const Data* scalar(std::string_view text) {
-    Data* d = doc_->add(NodeType::kScalar);
-    d->scalar.assign(text.data(), text.size());
-    return d;
-  }
+  const Data* scalar(std::string_view text) { return doc_->add_scalar(text); }
   // One node per key name in a document, shared by every mapping that has the key.
   const Data* key_node(const char* name) {
     for (const auto& [n, node] : keys_) {
       if (n == name) return node;
     }
-    const Data* node = scalar(name);
+    const Data* node = doc_->add_static_scalar(name);  // the schema's names are literals
     keys_.emplace_back(name, node);
     return node;
   }

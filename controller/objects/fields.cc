@@ -53,7 +53,7 @@ std::optional<std::string> opt_string(const Node& parent, const char* key,
   Node n = child(parent, key);
   if (!present(n)) return std::nullopt;
   if (!n.IsScalar()) fail(field(path, key), std::string("expected a string, got ") + type_name(n));
-  return n.Scalar();
+  return std::string(n.ScalarView());
 }
 
 std::string req_string(const Node& parent, const char* key, const std::string& path) {
@@ -62,7 +62,7 @@ std::string req_string(const Node& parent, const char* key, const std::string& p
   return *s;
 }
 
-std::optional<int64_t> to_integer(const std::string& s) {
+std::optional<int64_t> to_integer(std::string_view s) {
   std::string_view v = s;
   if (v.starts_with('+')) v.remove_prefix(1);
   int64_t out = 0;
@@ -77,7 +77,7 @@ std::optional<int32_t> opt_port_number(const Node& parent, const char* key,
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected an integer, got ") + type_name(n));
-  auto v = to_integer(n.Scalar());
+  auto v = to_integer(n.ScalarView());
   if (!v) fail(where, "expected an integer, got \"" + n.Scalar() + "\"");
   if (*v < 1 || *v > 65535) fail(where, std::to_string(*v) + " is out of range 1-65535");
   return static_cast<int32_t>(*v);
@@ -89,10 +89,10 @@ std::optional<bool> opt_bool(const Node& parent, const char* key, const std::str
   std::string where = field(path, key);
   if (n.IsScalar()) {
     // The YAML 1.2 core schema's spellings; JSON's true/false are among them.
-    const std::string& s = n.Scalar();
+    const std::string_view s = n.ScalarView();
     if (s == "true" || s == "True" || s == "TRUE") return true;
     if (s == "false" || s == "False" || s == "FALSE") return false;
-    fail(where, "expected true or false, got \"" + s + "\"");
+    fail(where, "expected true or false, got \"" + std::string(s) + "\"");
   }
   fail(where, std::string("expected true or false, got ") + type_name(n));
 }
@@ -105,13 +105,13 @@ std::optional<PortRef> opt_int_or_string(const Node& parent, const char* key,
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected a number or a name, got ") + type_name(n));
-  const std::string& s = n.Scalar();
+  const std::string_view s = n.ScalarView();
   if (s.empty()) return std::nullopt;
   if (auto v = to_integer(s)) {
     if (*v < 1 || *v > 65535) fail(where, std::to_string(*v) + " is out of range 1-65535");
     return PortRef{static_cast<int32_t>(*v), {}};
   }
-  return PortRef{std::nullopt, s};
+  return PortRef{std::nullopt, std::string(s)};
 }
 
 std::optional<int64_t> opt_integer(const Node& parent, const char* key, const std::string& path) {
@@ -119,7 +119,7 @@ std::optional<int64_t> opt_integer(const Node& parent, const char* key, const st
   if (!present(n)) return std::nullopt;
   std::string where = field(path, key);
   if (!n.IsScalar()) fail(where, std::string("expected an integer, got ") + type_name(n));
-  auto v = to_integer(n.Scalar());
+  auto v = to_integer(n.ScalarView());
   if (!v) fail(where, "expected an integer, got \"" + n.Scalar() + "\"");
   return v;
 }
@@ -128,7 +128,7 @@ std::vector<std::string> string_list(const Node& parent, const char* key, const 
   std::vector<std::string> out;
   for_each_item(parent, key, path, [&](const Node& n, const std::string& where) {
     if (!n.IsScalar()) fail(where, std::string("expected a string, got ") + type_name(n));
-    out.push_back(n.Scalar());
+    out.emplace_back(n.ScalarView());
   });
   return out;
 }
@@ -143,12 +143,13 @@ std::map<std::string, std::string> string_map(const Node& parent, const char* ke
   expect_map(n, where);
   for (const auto& kv : n) {
     if (!kv.first.IsScalar()) fail(where, "keys must be strings");
-    const std::string& k = kv.first.Scalar();
+    const std::string_view k = kv.first.ScalarView();
     if (present(kv.second) && !kv.second.IsScalar()) {
-      fail(where + "[\"" + k + "\"]",
+      fail(where + "[\"" + std::string(k) + "\"]",
            std::string("expected a string, got ") + type_name(kv.second));
     }
-    out[k] = present(kv.second) ? kv.second.Scalar() : std::string();
+    out.insert_or_assign(std::string(k),
+                         present(kv.second) ? std::string(kv.second.ScalarView()) : std::string());
   }
   return out;
 }

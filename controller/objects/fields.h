@@ -39,7 +39,7 @@ Node child(const Node& parent, const char* key);
 void expect_map(const Node& n, const std::string& path);
 std::optional<std::string> opt_string(const Node& parent, const char* key, const std::string& path);
 std::string req_string(const Node& parent, const char* key, const std::string& path);
-std::optional<int64_t> to_integer(const std::string& s);
+std::optional<int64_t> to_integer(std::string_view s);
 std::optional<int64_t> opt_integer(const Node& parent, const char* key, const std::string& path);
 std::optional<int32_t> opt_port_number(const Node& parent, const char* key,
                                        const std::string& path);
@@ -62,7 +62,8 @@ void for_each_item(const Node& parent, const char* key, const std::string& path,
   if (!present(n)) return;
   std::string where = field(path, key);
   if (!n.IsSequence()) fail(where, std::string("expected a sequence, got ") + type_name(n));
-  for (size_t i = 0; i < n.size(); ++i) fn(n[i], item(where, i));
+  size_t i = 0;
+  for (const Node& element : n) fn(element, item(where, i++));
 }
 
 template <typename T, typename Convert>

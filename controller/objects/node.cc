@@ -2,30 +2,34 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace tidegate::controller::objects {
 namespace {
+
+// The arena's blocks: the first small (a watch event, a manifest), each next one twice the last
+// up to kMaxBlock; a request larger than half a block gets a block of its own.
+constexpr size_t kFirstBlock = 1024;
+constexpr size_t kMaxBlock = 256 * 1024;
 
 const Document::Data* copy_yaml(Document* doc, const YAML::Node& yaml) {
   switch (yaml.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       return doc->add(NodeType::kNull);
-    case YAML::NodeType::Scalar: {
-      Document::Data* d = doc->add(NodeType::kScalar);
-      d->scalar = yaml.Scalar();
-      return d;
-    }
+    case YAML::NodeType::Scalar:
+      return doc->add_scalar(yaml.Scalar());
     case YAML::NodeType::Sequence: {
       Document::Data* d = doc->add(NodeType::kSequence);
-      d->items.reserve(yaml.size());
-      for (const auto& item : yaml) d->items.push_back(copy_yaml(doc, item));
+      for (const auto& item : yaml) doc->push(d, copy_yaml(doc, item));
       return d;
     }
     case YAML::NodeType::Map: {
       Document::Data* d = doc->add(NodeType::kMap);
-      d->entries.reserve(yaml.size());
       for (const auto& kv : yaml) {
-        d->entries.emplace_back(copy_yaml(doc, kv.first), copy_yaml(doc, kv.second));
+        const Document::Data* key = copy_yaml(doc, kv.first);
+        doc->append(d, key, copy_yaml(doc, kv.second));
       }
       return d;
     }
@@ -33,12 +37,30 @@ const Document::Data* copy_yaml(Document* doc, const YAML::Node& yaml) {
   return doc->add(NodeType::kNull);
 }
 
-const std::string& empty_string() {
-  static const std::string empty;
-  return empty;
+}  // namespace
+
+std::string_view Document::keep(std::string_view text) {
+  if (text.empty()) return {};
+  char* p = static_cast<char*>(allocate(text.size(), 1));
+  std::memcpy(p, text.data(), text.size());
+  return {p, text.size()};
 }
 
-}  // namespace
+void* Document::grow(size_t n, size_t align) {
+  const size_t need = n + align;
+  if (need > kMaxBlock / 2) {
+    // A block of its own, kept beside the current one (which still has room for small ones).
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(need));
+    char* p = blocks_.back().get();
+    return p + (align - reinterpret_cast<uintptr_t>(p) % align) % align;
+  }
+  block_size_ = std::min(kMaxBlock, std::max(block_size_ * 2, kFirstBlock));
+  while (block_size_ < need) block_size_ *= 2;
+  blocks_.push_back(std::make_unique_for_overwrite<char[]>(block_size_));
+  next_ = blocks_.back().get();
+  end_ = next_ + block_size_;
+  return allocate(n, align);
+}
 
 Node::Node(const YAML::Node& yaml) {
   if (!yaml.IsDefined()) return;
@@ -47,14 +69,11 @@ Node::Node(const YAML::Node& yaml) {
   document_ = std::move(doc);
 }
 
-const std::string& Node::Scalar() const { return IsScalar() ? data_->scalar : empty_string(); }
-
 size_t Node::size() const {
   switch (Type()) {
     case NodeType::kSequence:
-      return data_->items.size();
     case NodeType::kMap:
-      return data_->entries.size();
+      return data_->size;
     default:
       return 0;
   }
@@ -62,25 +81,31 @@ size_t Node::size() const {
 
 Node Node::operator[](std::string_view key) const {
   if (!IsMap()) return Node();
-  for (const auto& [k, v] : data_->entries) {
-    if (k->type == NodeType::kScalar && k->scalar == key) return Node(document_, v);
+  for (const Document::Cell* c = data_->first; c != nullptr; c = c->next) {
+    if (c->key->type == NodeType::kScalar && c->key->scalar == key)
+      return Node(document_, c->value);
   }
   return Node();
 }
 
 Node Node::operator[](size_t i) const {
-  if (!IsSequence() || i >= data_->items.size()) return Node();
-  return Node(document_, data_->items[i]);
+  if (!IsSequence() || i >= data_->size) return Node();
+  const Document::Cell* c = data_->first;
+  while (i-- > 0) c = c->next;
+  return Node(document_, c->value);
+}
+
+Node::Iterator Node::begin() const {
+  return Iterator(this, IsSequence() || IsMap() ? data_->first : nullptr);
 }
 
 Node::Entry Node::Iterator::operator*() const {
   Entry e;
   if (node_->IsSequence()) {
-    static_cast<Node&>(e) = (*node_)[i_];
+    static_cast<Node&>(e) = Node(node_->document_, cell_->value);
   } else if (node_->IsMap()) {
-    const auto& [k, v] = node_->data_->entries[i_];
-    e.first = Node(node_->document_, k);
-    e.second = Node(node_->document_, v);
+    e.first = Node(node_->document_, cell_->key);
+    e.second = Node(node_->document_, cell_->value);
   }
   return e;
 }

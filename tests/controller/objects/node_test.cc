@@ -86,5 +86,43 @@ TEST(Node, AChildKeepsItsDocumentAlive) {
   EXPECT_EQ(child["metadata"]["name"].Scalar(), "kept");
 }
 
+// The arena: many nodes over many blocks, scalars larger than a block and empty ones, each read
+// back as written and in order (a node or text overwritten by a later allocation, or a block
+// dropped while a node points into it, fails this; ASan reports the latter).
+TEST(Node, ALargeDocumentReadsBackAsWritten) {
+  std::string text = "{\"items\":[";
+  const std::string big(300 * 1024, 'x');  // more than a block: a block of its own
+  for (int i = 0; i < 5000; ++i) {
+    if (i > 0) text += ",";
+    text += "{\"name\":\"item-" + std::to_string(i) + "\",\"n\":" + std::to_string(i) +
+            ",\"empty\":\"\",\"flag\":" + (i % 2 ? "true" : "false") + ",\"list\":[" +
+            std::to_string(i) + ",\"" + std::to_string(i + 1) + "\"]";
+    if (i % 1000 == 7) text += ",\"big\":\"" + big + std::to_string(i) + "\"";
+    text += "}";
+  }
+  text += "]}";
+  const Node root = json(text);
+  const Node items = root["items"];
+  ASSERT_EQ(items.size(), 5000u);
+  int i = 0;
+  for (const auto& item : items) {
+    ASSERT_EQ(item["name"].Scalar(), "item-" + std::to_string(i));
+    EXPECT_EQ(item["n"].ScalarView(), std::to_string(i));
+    EXPECT_TRUE(item["empty"].IsScalar());
+    EXPECT_EQ(item["empty"].Scalar(), "");
+    EXPECT_EQ(item["flag"].Scalar(), i % 2 ? "true" : "false");
+    EXPECT_EQ(item["list"].size(), 2u);
+    EXPECT_EQ(item["list"][1].Scalar(), std::to_string(i + 1));
+    if (i % 1000 == 7) {
+      EXPECT_EQ(item["big"].Scalar(), big + std::to_string(i));
+    } else {
+      EXPECT_FALSE(item["big"].IsDefined());
+    }
+    ++i;
+  }
+  EXPECT_EQ(i, 5000);
+  EXPECT_EQ(items[4999]["name"].Scalar(), "item-4999");
+}
+
 }  // namespace
 }  // namespace tidegate::controller::objects
