@@ -110,8 +110,7 @@ std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_secrets(
 
 std::vector<std::pair<std::string, std::string>> KubeSource::reconcile_all_secrets() {
   std::set<std::string> keys = keys_of(store_.secrets());
-  for (const auto& [key, ingress] : store_.ingresses()) keys.merge(tls_secrets_of(&ingress));
-  for (const auto& [key, gateway] : store_.gateways()) keys.merge(store::secrets_named(gateway));
+  keys.merge(store_.secrets_named_by_any());  // every Ingress's and Gateway's, from the indexes
   return reconcile_secrets(keys);
 }
 
@@ -226,8 +225,10 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
     }
     for (auto& o : objects) {
       const auto& meta = objects::meta_of(o);
-      before.erase(
-          store::object_key(objects::is_namespaced(kind) ? meta.namespace_ : "", meta.name));
+      if (!before.empty()) {  // (empty on the first list)
+        before.erase(
+            store::object_key(objects::is_namespaced(kind) ? meta.namespace_ : "", meta.name));
+      }
       if (kind == Kind::kSecret && !secret_referenced(meta.namespace_, meta.name)) continue;
       if (kind == Kind::kConfigMap && !store_.config_map_named(meta.namespace_, meta.name)) {
         continue;  // only CA bundles a BackendTLSPolicy names are kept

@@ -160,20 +160,27 @@ std::set<std::string> secrets_named(const objects::Ingress& ingress) {
   // own namespace (the translator refuses others). Both spellings count whether or not
   // --nginx-annotations is on: keeping one Secret too many costs memory, missing one would make
   // the check it serves fail.
-  for (std::string_view prefix : {"tidegate.io/", "nginx.ingress.kubernetes.io/"}) {
-    for (std::string_view annotation : {"proxy-ssl-secret", "auth-secret", "auth-tls-secret"}) {
-      auto it = ingress.metadata.annotations.find(std::string(prefix) + std::string(annotation));
-      if (it == ingress.metadata.annotations.end()) continue;
-      std::string_view ref = it->second;
-      while (!ref.empty() && (ref.front() == ' ' || ref.front() == '\t')) ref.remove_prefix(1);
-      while (!ref.empty() && (ref.back() == ' ' || ref.back() == '\t')) ref.remove_suffix(1);
-      if (ref.empty()) continue;
-      auto slash = ref.find('/');
-      if (slash == std::string_view::npos) {
-        out.insert(object_key(ns, ref));
-      } else if (ref.substr(0, slash) == ns && slash + 1 < ref.size()) {
-        out.insert(object_key(ns, ref.substr(slash + 1)));
-      }
+  static const std::string kAnnotations[] = {
+      "tidegate.io/proxy-ssl-secret",
+      "tidegate.io/auth-secret",
+      "tidegate.io/auth-tls-secret",
+      "nginx.ingress.kubernetes.io/proxy-ssl-secret",
+      "nginx.ingress.kubernetes.io/auth-secret",
+      "nginx.ingress.kubernetes.io/auth-tls-secret",
+  };
+  if (ingress.metadata.annotations.empty()) return out;
+  for (const std::string& annotation : kAnnotations) {
+    auto it = ingress.metadata.annotations.find(annotation);
+    if (it == ingress.metadata.annotations.end()) continue;
+    std::string_view ref = it->second;
+    while (!ref.empty() && (ref.front() == ' ' || ref.front() == '\t')) ref.remove_prefix(1);
+    while (!ref.empty() && (ref.back() == ' ' || ref.back() == '\t')) ref.remove_suffix(1);
+    if (ref.empty()) continue;
+    auto slash = ref.find('/');
+    if (slash == std::string_view::npos) {
+      out.insert(object_key(ns, ref));
+    } else if (ref.substr(0, slash) == ns && slash + 1 < ref.size()) {
+      out.insert(object_key(ns, ref.substr(slash + 1)));
     }
   }
   return out;
@@ -255,6 +262,13 @@ bool Store::secret_named(const std::string& namespace_, const std::string& secre
   return secrets_by_ingress_ref_.contains(object_key(namespace_, secret));
 }
 
+std::set<std::string> Store::secrets_named_by_any() const {
+  std::set<std::string> out;
+  for (const auto& [secret, _] : secrets_by_ingress_ref_) out.emplace_hint(out.end(), secret);
+  for (const auto& [secret, _] : secrets_by_gateway_ref_) out.insert(secret);
+  return out;
+}
+
 bool Store::secret_named_by_gateway(const std::string& namespace_,
                                     const std::string& secret) const {
   return secrets_by_gateway_ref_.contains(object_key(namespace_, secret));
@@ -272,13 +286,14 @@ std::set<std::string> secrets_named(const objects::Gateway& gateway) {
 
 bool Store::service_referenced(const std::string& namespace_, const std::string& service) const {
   if (service.empty()) return false;
+  const std::string service_key = object_key(namespace_, service);
   if (!options_.default_backend_service.empty() &&
-      options_.default_backend_service == object_key(namespace_, service)) {
+      options_.default_backend_service == service_key) {
     return true;
   }
-  return any_in(services_by_ingress_ref_, object_key(namespace_, service),
+  return any_in(services_by_ingress_ref_, service_key,
                 [&](const std::string& key) { return ingress_matters(ingresses_.at(key)); }) ||
-         any_in(services_by_route_ref_, object_key(namespace_, service),
+         any_in(services_by_route_ref_, service_key,
                 [&](const std::string& key) { return route_key_matters(key); });
 }
 
@@ -418,9 +433,10 @@ void Store::index(const T& object, bool add) {
 template <typename T>
 bool Store::upsert(std::map<std::string, T>& map, T value) {
   std::string key = object_key(value.metadata.namespace_, value.metadata.name);
-  auto it = map.find(key);
-  if (it == map.end()) {
-    auto [inserted, _] = map.emplace(std::move(key), std::move(value));
+  // One descent: a list gives its objects in key order, so a new one usually goes at the end.
+  auto it = !map.empty() && std::prev(map.end())->first < key ? map.end() : map.lower_bound(key);
+  if (it == map.end() || it->first != key) {
+    auto inserted = map.emplace_hint(it, std::move(key), std::move(value));
     index(inserted->second, true);
     bool result = matters(inserted->second);
     if (result) record(inserted->second);
