@@ -52,7 +52,7 @@ void* Document::grow(size_t n, size_t align) {
     // A block of its own, kept beside the current one (which still has room for small ones).
     blocks_.push_back(std::make_unique_for_overwrite<char[]>(need));
     char* p = blocks_.back().get();
-    return p + (align - reinterpret_cast<uintptr_t>(p) % align) % align;
+    return p + (align - reinterpret_cast<std::uintptr_t>(p) % align) % align;
   }
   block_size_ = std::min(kMaxBlock, std::max(block_size_ * 2, kFirstBlock));
   while (block_size_ < need) block_size_ *= 2;

@@ -97,7 +97,7 @@ class Document {
   }
   std::string_view keep(std::string_view text);
   void* allocate(size_t n, size_t align) {
-    size_t pad = (align - reinterpret_cast<uintptr_t>(next_) % align) % align;
+    size_t pad = (align - reinterpret_cast<std::uintptr_t>(next_) % align) % align;
     if (next_ == nullptr || static_cast<size_t>(end_ - next_) < pad + n) return grow(n, align);
     void* p = next_ + pad;
     next_ += pad + n;

@@ -225,6 +225,12 @@ bool matters_rule_set(const Store& s, const objects::SubstitutionRuleSet& o) {
 }
 
 void check_lookups(const Store& s) {
+  // Every Secret any stored Ingress or Gateway names, of any class: the indexes' keys against
+  // the union computed object by object (what the source's reconciliation did before).
+  std::set<std::string> named;
+  for (const auto& [key, in] : s.ingresses()) named.merge(secrets_named(in));
+  for (const auto& [key, gw] : s.gateways()) named.merge(secrets_named(gw));
+  EXPECT_EQ(s.secrets_named_by_any(), named);
   for (const auto& ns : kNamespaces) {
     for (const auto& service : kServices) {
       EXPECT_EQ(s.service_referenced(ns, service), scan_service_referenced(s, ns, service))
