@@ -181,19 +181,30 @@ std::optional<balancer::Policy> balance_policy(const model::Upstream& up,
 
 // The state of one upstream; `reuse` (from the previous snapshot, or null) when its model is the
 // same. Returns null with *error set on a problem.
+// `up` is taken by value and kept as the state's model at the end: the full build moves each
+// upstream of its Config in (a copy of each, and the tag's text, were 6 % of the instructions
+// of a first snapshot's build).
 std::shared_ptr<const UpstreamState> build_upstream(
-    const model::Upstream& up, size_t workers, const UpstreamState* reuse,
+    model::Upstream up, size_t workers, const UpstreamState* reuse,
     const std::shared_ptr<const UpstreamState>& owner, std::string* error) {
   if (reuse != nullptr && reuse->model == up) return owner;
   auto state = std::make_shared<UpstreamState>();
   state->name = up.name;
-  state->model = up;
-  // Most upstreams have the default policy: its text is written once, not per upstream (a
-  // JSON document per upstream was a twentieth of a first snapshot's build at 10,000).
-  static const std::string kDefaultPolicy = model::to_json(model::UpstreamPolicy{}).dump();
-  state->config_tag = std::hash<std::string>{}(
-      (up.policy == model::UpstreamPolicy{} ? kDefaultPolicy : model::to_json(up.policy).dump()) +
-      '\n' + (up.tls.enabled ? "tls\n" : "plain\n") + up.tls.server_name + '\n' + up.tls.ca_pem);
+  // Most upstreams have the default policy: its text's hash is computed once, not per upstream
+  // (a JSON document per upstream was a twentieth of a first snapshot's build at 10,000).
+  static const size_t kDefaultPolicy =
+      std::hash<std::string>{}(model::to_json(model::UpstreamPolicy{}).dump());
+  const size_t policy_hash = up.policy == model::UpstreamPolicy{}
+                                 ? kDefaultPolicy
+                                 : std::hash<std::string>{}(model::to_json(up.policy).dump());
+  // The parts hashed apart and combined (boost::hash_combine's mixing), without a string of them.
+  size_t tag = policy_hash;
+  for (size_t part :
+       {std::hash<bool>{}(up.tls.enabled), std::hash<std::string>{}(up.tls.server_name),
+        std::hash<std::string>{}(up.tls.ca_pem)}) {
+    tag ^= part + 0x9e3779b97f4a7c15ULL + (tag << 6) + (tag >> 2);
+  }
+  state->config_tag = tag;
   std::vector<balancer::EndpointSpec> specs;
   specs.reserve(up.endpoints.size());
   for (const auto& ep : up.endpoints) {
@@ -249,6 +260,7 @@ std::shared_ptr<const UpstreamState> build_upstream(
         std::hash<std::string>{}(up.tls.server_name) * 31 + std::hash<std::string>{}(up.tls.ca_pem);
     state->tls_key = key == 0 ? 1 : key;
   }
+  state->model = std::move(up);
   return state;
 }
 
@@ -354,7 +366,7 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
         reuse = owner.get();
       }
     }
-    auto state = build_upstream(up, workers, reuse, owner, error);
+    auto state = build_upstream(std::move(up), workers, reuse, owner, error);
     if (!state) return nullptr;
     add_endpoints(all_endpoints, *state);
     upstreams.insert_or_assign(name, std::move(state));
