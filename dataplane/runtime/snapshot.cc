@@ -485,7 +485,7 @@ std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapsho
     if (last[up.name] != i) continue;
     // The checks model::validate makes on an upstream, on this one alone.
     model::Config alone;
-    alone.upstreams.emplace(up.name, up);
+    model::Upstream& checked = alone.upstreams.emplace(up.name, up).first->second;
     if (auto problems = model::validate(alone); !problems.empty()) {
       *error = join(problems);
       return nullptr;
@@ -496,7 +496,7 @@ std::shared_ptr<const Snapshot> update_upstreams(uint64_t version, const Snapsho
       owner = *state;
       reuse = owner.get();
     }
-    auto state = build_upstream(up, workers, reuse, owner, error);
+    auto state = build_upstream(std::move(checked), workers, reuse, owner, error);  // one copy
     if (!state) return nullptr;
     if (const auto* now = upstreams.get(up.name); now != nullptr && *now == state) {
       continue;  // unchanged (and not removed above): the tables stay shared
