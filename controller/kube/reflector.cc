@@ -137,8 +137,8 @@ std::optional<objects::Object> Reflector::convert(const objects::Node& node) {
     }
   }
   // The message names the field, never a value, so this is safe for Secrets too.
-  const std::string& ns = node["metadata"]["namespace"].Scalar();
-  const std::string& name = node["metadata"]["name"].Scalar();
+  const std::string_view ns = node["metadata"]["namespace"].ScalarView();
+  const std::string_view name = node["metadata"]["name"].ScalarView();
   TG_WARN("kube", objects::to_string(kind_) << " " << ns << (ns.empty() ? "" : "/") << name
                                             << " ignored: " << result.error);
   return std::nullopt;

@@ -433,8 +433,8 @@ void Store::index(const T& object, bool add) {
 template <typename T>
 bool Store::upsert(std::map<std::string, T>& map, T value) {
   std::string key = object_key(value.metadata.namespace_, value.metadata.name);
-  // One descent: a list gives its objects in key order, so a new one usually goes at the end.
-  auto it = !map.empty() && std::prev(map.end())->first < key ? map.end() : map.lower_bound(key);
+  // One descent: the same position finds an existing object or hints where a new one goes.
+  auto it = map.lower_bound(key);
   if (it == map.end() || it->first != key) {
     auto inserted = map.emplace_hint(it, std::move(key), std::move(value));
     index(inserted->second, true);
