@@ -234,7 +234,8 @@ ENCODE_RE = re.compile(r"snapshot of (\d+) bytes: encoded in (\d+) ms, sent and 
 FIRST_ACK_RE = re.compile(STAMP + r".*version \d+ acked at t=\d+ us: batch waited \d+ us, build "
                           r"(\d+) us, push (\d+) us", re.M)
 DP_SNAPSHOT_RE = re.compile(r"snapshot version \d+ \((\d+) bytes, (\d+) hosts\): decoded in (\d+) "
-                            r"ms, built and published in (\d+) ms")
+                            r"ms, built and published in (\d+) ms"
+                            r"(?: \((\d+) \+ (\d+) minor page faults\))?")
 
 
 def stamp_s(text: str) -> float:
@@ -266,8 +267,9 @@ def start_phases(ctl_log: str, dp_log: str, started_wall: float) -> list[str]:
         out.append(f"first snapshot: {int(m.group(1)) / 1e6:.1f} MB encoded in {m.group(2)} ms, "
                    f"sent and answered in {m.group(3)} ms")
     if m := DP_SNAPSHOT_RE.search(dp_log):
+        faults = f" ({m.group(5)} + {m.group(6)} page faults)" if m.group(5) else ""
         out.append(f"  data plane: decoded in {m.group(3)} ms, built and published in "
-                   f"{m.group(4)} ms")
+                   f"{m.group(4)} ms{faults}")
     if m := FIRST_ACK_RE.search(ctl_log):
         out.append(f"first push acknowledged at +{(stamp_s(m.group(1)) - started_wall) * 1000:.0f}"
                    f" ms (build {int(m.group(2)) / 1000:.0f} ms, push to ACK "

@@ -153,6 +153,15 @@ std::optional<ListPage> parse_list(std::string_view body, std::string* error) {
     ListPage page;
     page.resource_version = scalar(root["metadata"]["resourceVersion"]);
     page.continue_token = scalar(root["metadata"]["continue"]);
+    if (const objects::Node remaining = root["metadata"]["remainingItemCount"];
+        remaining.IsScalar()) {
+      uint64_t n = 0;
+      const std::string_view text = remaining.ScalarView();
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (ec == std::errc() && end == text.data() + text.size()) {
+        page.remaining_items = n;
+      }
+    }
     if (root["items"].IsSequence()) {
       page.items.reserve(root["items"].size());
       for (const auto& item : root["items"]) page.items.push_back(item);

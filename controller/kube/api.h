@@ -3,6 +3,7 @@
 // reading list pages and watch events. No I/O here, so the rules are unit-tested without a server.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <random>
 #include <string>
@@ -53,6 +54,9 @@ struct ListPage {
   std::vector<objects::Node> items;
   std::string resource_version;
   std::string continue_token;
+  // metadata.remainingItemCount: how many items the pages after this one hold, when the server
+  // says (a hint for reserving room, never trusted for more).
+  std::optional<uint64_t> remaining_items;
 };
 // Never throws; nullopt and *error on a body that is not a list.
 std::optional<ListPage> parse_list(std::string_view body, std::string* error);

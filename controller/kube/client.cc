@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <cpprest/containerstream.h>
@@ -17,6 +18,10 @@ namespace http = web::http;
 namespace client = web::http::client;
 
 namespace {
+
+// The most room reserved for a list page from the size of the page before it (64 MiB: pages of
+// 5,000 large objects; a bigger page still grows as it arrives).
+constexpr size_t kMaxReservedBody = size_t{64} << 20;
 
 // cpprestsdk runs its completions on a shared pool of 40 threads unless told otherwise before
 // first use; a handful is plenty for seven connections and keeps the controller's footprint small.
@@ -140,7 +145,7 @@ struct RestClient::Impl {
     return *shared_client;
   }
 
-  Response run(http::http_request req) {
+  Response run(http::http_request req, size_t expected_bytes = 0) {
     Response out;
     try {
       // The bytes as they come (JSON or protobuf), written by the client straight into the
@@ -148,6 +153,8 @@ struct RestClient::Impl {
       // cpprestsdk's, then copied out and freed (about 30 ms of the controller's CPU in a start
       // with 10,000 objects of each kind: docs/benchmarks.md, "Start-up at scale").
       concurrency::streams::container_buffer<std::string> body;
+      // Capped: a hint, not a promise (a page is bounded by its item count, not its bytes).
+      body.collection().reserve(std::min<size_t>(expected_bytes, kMaxReservedBody));
       req.set_response_stream(
           concurrency::streams::ostream(concurrency::streams::streambuf<uint8_t>(body)));
       http::http_response resp = http_client().request(std::move(req)).get();
@@ -174,12 +181,14 @@ Response RestClient::get(const std::string& path_and_query) {
   return impl_->run(impl_->make_request(http::methods::GET, path_and_query));
 }
 
-Response RestClient::get_list(const std::string& path_and_query, bool protobuf) {
+Response RestClient::get_list(const std::string& path_and_query, bool protobuf,
+                              size_t expected_bytes) {
   // Protobuf first, JSON if the server cannot (an aggregated API, a custom resource).
   static constexpr const char* kProtobufOrJson =
       "application/vnd.kubernetes.protobuf, application/json;q=0.9";
   return impl_->run(impl_->make_request(http::methods::GET, path_and_query,
-                                        protobuf ? kProtobufOrJson : "application/json"));
+                                        protobuf ? kProtobufOrJson : "application/json"),
+                    expected_bytes);
 }
 
 Response RestClient::send(const std::string& method, const std::string& path,

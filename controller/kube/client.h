@@ -37,9 +37,13 @@ class ApiClient {
   virtual Response get(const std::string& path_and_query) = 0;
   // A list page, asked for in Kubernetes' protobuf encoding (falling back to JSON) when
   // `protobuf`; the answer's content_type says which it is (kube/proto_reader.h). Clients
-  // that speak JSON only (the tests' fakes) answer as get() does.
-  virtual Response get_list(const std::string& path_and_query, bool protobuf) {
+  // that speak JSON only (the tests' fakes) answer as get() does. `expected_bytes` is the
+  // answer's likely size (the page before's) or 0: room for it is reserved up front, so that a
+  // page of megabytes is not grown by copies (each a new range of memory to fault in).
+  virtual Response get_list(const std::string& path_and_query, bool protobuf,
+                            size_t expected_bytes) {
     (void)protobuf;
+    (void)expected_bytes;
     return get(path_and_query);
   }
   // A GET whose body is read as it arrives. Returns nullptr and fills *failed when the response
@@ -71,7 +75,8 @@ class RestClient : public ApiClient {
   RestClient(ClusterConfig config, RestClientOptions options = {});
   ~RestClient() override;
   Response get(const std::string& path_and_query) override;
-  Response get_list(const std::string& path_and_query, bool protobuf) override;
+  Response get_list(const std::string& path_and_query, bool protobuf,
+                    size_t expected_bytes) override;
   std::unique_ptr<LineStream> stream(const std::string& path_and_query, Response* failed) override;
   Response send(const std::string& method, const std::string& path, const std::string& body,
                 const std::string& content_type) override;

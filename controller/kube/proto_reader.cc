@@ -463,8 +463,9 @@ Envelope envelope(std::string_view body) {
   return {kind, *raw};
 }
 
-// ListMeta's resourceVersion (2) and continue (3).
-void list_meta(std::string_view bytes, std::string* resource_version, std::string* token) {
+// ListMeta's resourceVersion (2), continue (3) and remainingItemCount (4).
+void list_meta(std::string_view bytes, std::string* resource_version, std::string* token,
+               std::optional<uint64_t>* remaining = nullptr) {
   Reader r(bytes);
   while (!r.done()) {
     uint32_t number = 0, wire = 0;
@@ -472,6 +473,9 @@ void list_meta(std::string_view bytes, std::string* resource_version, std::strin
     if ((number == 2 || number == 3) && wire == kBytes) {
       const std::string_view v = r.bytes();
       (number == 2 ? resource_version : token)->assign(v.data(), v.size());
+    } else if (number == 4 && wire == kVarint && remaining != nullptr) {
+      // An int64: a negative count (never sent) reads as huge and is capped by the reader.
+      *remaining = r.varint();
     } else {
       r.skip(wire);
     }
@@ -528,7 +532,7 @@ std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind
       uint32_t number = 0, wire = 0;
       r.tag(&number, &wire);
       if (number == 1 && wire == kBytes) {
-        list_meta(r.bytes(), &page.resource_version, &page.continue_token);
+        list_meta(r.bytes(), &page.resource_version, &page.continue_token, &page.remaining_items);
       } else if (number == 2 && wire == kBytes) {
         Data* item = builder.map();
         builder.message(r.bytes(), *schema, item);

@@ -88,6 +88,9 @@ class Reflector {
   Backoff backoff_;
   std::mt19937 rng_;
   std::string resource_version_;
+  // The first page of the last list, in bytes: the room reserved for the next list's first
+  // page (each later page is expected to be the size of the one before).
+  size_t first_page_bytes_ = 0;
   bool failing_ = false;  // the last watch attempt failed: log retries quietly
   std::atomic<bool> synced_{false};
   std::atomic<bool> absent_{false};

@@ -616,7 +616,7 @@ class Translator {
                        const objects::HTTPIngressPath& path, const std::string& where) {
     auto routed = route_path(ctx, path, where);
     if (!routed) return;
-    const auto& [text, match] = *routed;
+    auto& [text, match] = *routed;
     const std::string described = "canary " + std::string(model::to_string(match)) + " path " +
                                   quote(text) + " on host " + quote(host);
     Claim* main = nullptr;
@@ -794,7 +794,9 @@ class Translator {
     auto key = std::make_pair(conflict_key(text, match), match);
     auto it = routes.find(key);
     if (it == routes.end()) {
-      Claim claim{*upstream, ctx.name, text, ctx.substitution, ctx.policy.route};
+      // The upstream's name and the path text are not read after this: they move.
+      Claim claim{std::move(*upstream), ctx.name, std::move(text), ctx.substitution,
+                  ctx.policy.route};
       claim.fallback_upstream = ctx.fallback_upstream;
       routes.emplace(std::move(key), std::move(claim));
       return;
@@ -1089,8 +1091,12 @@ class Translator {
           tls.server_name.empty() ? ref.name + "." + ns + ".svc" : tls.server_name;
       claim.tls.ca_pem = tls.ca_pem;
     }
-    auto [it, inserted] = upstream_claims_.emplace(name, claim);
-    if (!inserted && (it->second.tls != claim.tls || it->second.fail_closed != claim.fail_closed)) {
+    auto it = upstream_claims_.lower_bound(name);
+    if (it == upstream_claims_.end() || it->first != name) {
+      upstream_claims_.emplace_hint(it, name, std::move(claim));  // the first claim: no copy
+      return name;
+    }
+    if (it->second.tls != claim.tls || it->second.fail_closed != claim.fail_closed) {
       // Verification settings are not merged: the younger Ingress would otherwise talk to its
       // backend with a CA or name it did not ask for.
       *error = "upstream " + name + " is already used by Ingress " + it->second.ingress +
@@ -1098,8 +1104,7 @@ class Translator {
                "older one wins)";
       return std::nullopt;
     }
-    if (!inserted && it->second.policy != claim.policy &&
-        upstream_conflicts_.emplace(ctx.name, name).second) {
+    if (it->second.policy != claim.policy && upstream_conflicts_.emplace(ctx.name, name).second) {
       // Upstreams are shared; their settings (balancer tables, affinity) cannot be per Ingress.
       report(ctx.object, Severity::kError,
              "upstream " + name + " already has the settings " +
@@ -1327,23 +1332,25 @@ class Translator {
       referenced.insert(flag_upstream_);
     }
     for (const auto& name : referenced) {
-      const UpstreamClaim& claim = upstream_claims_.at(name);
+      UpstreamClaim& claim = upstream_claims_.at(name);
       const UpstreamSource& source = claim.source;
       if (source.service->spec.type == "ExternalName") {
         warn_once("Service " + store::object_key(source.service->metadata.namespace_,
                                                  source.service->metadata.name),
                   "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      model::Upstream upstream{name, {}, claim.tls, claim.policy};
+      // Each referenced upstream is emitted once and its claim not read again: its settings move.
+      model::Upstream upstream{name, {}, std::move(claim.tls), std::move(claim.policy)};
       if (claim.fail_closed) {
         result_.fail_closed_upstreams.insert(name);
-      } else if (claim.policy.service_upstream && is_ip_address(source.service->spec.cluster_ip)) {
+      } else if (upstream.policy.service_upstream &&
+                 is_ip_address(source.service->spec.cluster_ip)) {
         // service-upstream: one endpoint, the ClusterIP and the Service port.
         upstream.endpoints = {model::Endpoint{source.service->spec.cluster_ip,
                                               static_cast<uint16_t>(source.port->port)}};
         result_.service_ip_upstreams.insert(name);
       } else {
-        if (claim.policy.service_upstream) {
+        if (upstream.policy.service_upstream) {
           warn_once("Ingress " + claim.ingress,
                     "annotation service-upstream: Service " +
                         store::object_key(source.service->metadata.namespace_,

@@ -1,5 +1,6 @@
 #include "control/control_server.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +24,14 @@ namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
 
 namespace {
+
+// This thread's minor page faults so far: a full configuration's build in a young process is
+// mostly first touches of memory (docs/benchmarks.md, start-up at scale).
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_minflt;
+}
 
 class ControlSession : public std::enable_shared_from_this<ControlSession> {
  public:
@@ -58,8 +67,10 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
 
   void handle(const std::string& payload) {
     const auto received = std::chrono::steady_clock::now();
+    const long faults_at_start = minor_faults();
     auto decoded = protocol::decode_json(payload);
     const auto decoded_at = std::chrono::steady_clock::now();
+    const long faults_decoded = minor_faults();
     if (!decoded.message) {
       TG_WARN("control", "rejected message: " << decoded.error);
       send(protocol::Nack{0, decoded.error});
@@ -87,7 +98,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
                              << version << " (" << payload.size() << " bytes, " << hosts
                              << " hosts): decoded in " << ms(decoded_at - received)
                              << " ms, built and published in "
-                             << ms(std::chrono::steady_clock::now() - decoded_at) << " ms");
+                             << ms(std::chrono::steady_clock::now() - decoded_at) << " ms ("
+                             << faults_decoded - faults_at_start << " + "
+                             << minor_faults() - faults_decoded << " minor page faults)");
       answer(version, error);
     } else if (auto* delta = std::get_if<protocol::DeltaMsg>(&msg)) {
       answer(delta->version, publisher_.apply_delta(*delta));

@@ -694,18 +694,42 @@ DecodeResult decode_json(std::string_view text) {
   return r;
 }
 
+namespace {
+
+uint32_t frame_length(const char* header) {
+  const auto* p = reinterpret_cast<const unsigned char*>(header);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+}  // namespace
+
+void FrameReader::append(const char* data, size_t n) {
+  buffer_.append(data, n);
+  if (buffer_.size() - consumed_ >= 4) {
+    const size_t frame = 4 + size_t{frame_length(buffer_.data() + consumed_)};
+    if (frame <= kMaxReservedFrame) buffer_.reserve(consumed_ + frame);
+  }
+}
+
 std::optional<std::string> FrameReader::next() {
   if (!error_.empty()) return std::nullopt;
   size_t avail = buffer_.size() - consumed_;
   if (avail < 4) return std::nullopt;
-  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + consumed_);
-  uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+  const uint32_t n = frame_length(buffer_.data() + consumed_);
   if (n > kMaxFrameBytes) {
     error_ = "frame of " + std::to_string(n) + " bytes exceeds the limit of " +
              std::to_string(kMaxFrameBytes);
     return std::nullopt;
   }
   if (avail - 4 < n) return std::nullopt;
+  if (consumed_ == 0 && buffer_.size() == 4 + size_t{n}) {
+    // The buffer is this one frame (the usual case): its bytes become the payload without a
+    // copy, and the reader starts again with no memory held.
+    std::string payload = std::move(buffer_);
+    buffer_ = std::string();
+    payload.erase(0, 4);
+    return payload;
+  }
   std::string payload = buffer_.substr(consumed_ + 4, n);
   consumed_ += 4 + n;
   if (consumed_ == buffer_.size()) {

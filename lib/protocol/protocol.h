@@ -66,14 +66,18 @@ DecodeResult decode_json(std::string_view json);
 // Incremental frame splitter for a byte stream.
 class FrameReader {
  public:
-  // Appends bytes read from the socket.
-  void append(const char* data, size_t n) { buffer_.append(data, n); }
+  // Appends bytes read from the socket. Once a frame's length is known, room for the whole
+  // frame is reserved (up to kMaxReservedFrame): a full configuration of megabytes is then not
+  // grown by doubling, each step a copy into memory touched for the first time.
+  void append(const char* data, size_t n);
   // Returns the next complete payload, or nullopt if more bytes are needed. Sets error() on an
   // oversized frame; the connection should then be closed.
   std::optional<std::string> next();
   const std::string& error() const { return error_; }
 
  private:
+  static constexpr size_t kMaxReservedFrame = size_t{64} << 20;
+
   std::string buffer_;
   size_t consumed_ = 0;
   std::string error_;

@@ -736,6 +736,32 @@ TEST(FrameReaderTest, ManyLargeFramesAcrossBufferCompaction) {
   EXPECT_EQ(got, payloads);
 }
 
+// A frame of megabytes (a full configuration) arriving in reads of 64 KiB, then one that shares
+// its last read with the next frame's first bytes: room is reserved once the length is known,
+// and a buffer holding exactly one frame becomes its payload.
+TEST(FrameReaderTest, MegabyteFramesInSocketSizedReads) {
+  std::string big(3'000'000, 'x');
+  for (size_t i = 0; i < big.size(); i += 4'099) big[i] = static_cast<char>('a' + i % 26);
+  const std::vector<std::string> payloads = {big, "{}", big.substr(17), "", "tail"};
+  for (const size_t chunk : {size_t{65'536}, size_t{1'000'003}}) {
+    const std::string stream = stream_of(payloads);
+    FrameReader reader;
+    std::vector<std::string> got;
+    for (size_t pos = 0; pos < stream.size(); pos += chunk) {
+      reader.append(stream.data() + pos, std::min(chunk, stream.size() - pos));
+      auto more = drain(reader);
+      got.insert(got.end(), more.begin(), more.end());
+    }
+    EXPECT_EQ(got, payloads) << "reads of " << chunk;
+    EXPECT_EQ(reader.error(), "");
+    EXPECT_EQ(reader.next(), std::nullopt);
+    // The reader works on after the moved-out buffer.
+    const std::string again = frame_of(big);
+    reader.append(again.data(), again.size());
+    EXPECT_EQ(reader.next(), big);
+  }
+}
+
 TEST(FrameReaderTest, OversizedFrameIsAnError) {
   FrameReader reader;
   const std::string header = header_of(kMaxFrameBytes + 1);

@@ -69,6 +69,7 @@ TEST(KubeApi, ParseList) {
   ASSERT_TRUE(page) << error;
   EXPECT_EQ(page->resource_version, "42");
   EXPECT_EQ(page->continue_token, "c1");
+  EXPECT_FALSE(page->remaining_items);
   ASSERT_EQ(page->items.size(), 1u);
   auto svc = objects::parse_service(page->items[0]);
   ASSERT_TRUE(svc.ok()) << svc.error;
@@ -77,6 +78,21 @@ TEST(KubeApi, ParseList) {
   auto empty = parse_list(R"({"metadata":{"resourceVersion":"7"},"items":null})", &error);
   ASSERT_TRUE(empty) << error;
   EXPECT_TRUE(empty->items.empty());
+
+  // remainingItemCount, a hint for reserving room: read when it is a count, ignored otherwise.
+  auto counted = parse_list(
+      R"({"metadata":{"resourceVersion":"7","continue":"c","remainingItemCount":12345},"items":[]})",
+      &error);
+  ASSERT_TRUE(counted) << error;
+  EXPECT_EQ(counted->remaining_items, std::optional<uint64_t>(12345));
+  for (const char* bad : {R"(-1)", R"("")", R"(1.5)", R"({})", R"(true)"}) {
+    auto page_with =
+        parse_list(std::string(R"({"metadata":{"resourceVersion":"7","remainingItemCount":)") +
+                       bad + R"(},"items":[]})",
+                   &error);
+    ASSERT_TRUE(page_with) << bad << ": " << error;
+    EXPECT_FALSE(page_with->remaining_items) << bad;
+  }
 
   EXPECT_FALSE(parse_list(R"({"kind":"Status","code":403})", &error));
   EXPECT_FALSE(parse_list("{not json", &error));

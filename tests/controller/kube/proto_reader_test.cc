@@ -75,6 +75,10 @@ void expect_same_objects(const std::string& name, objects::Kind kind, Parse pars
   EXPECT_EQ(pb->resource_version, js->resource_version);
   EXPECT_EQ(pb->continue_token.empty(), js->continue_token.empty());
   EXPECT_EQ(peek_protobuf_continue_token(body), pb->continue_token);
+  // remainingItemCount (ListMeta field 4): the captured pages say how many items follow.
+  EXPECT_EQ(pb->remaining_items, js->remaining_items);
+  EXPECT_EQ(pb->remaining_items.has_value(), !pb->continue_token.empty());
+  EXPECT_GE(pb->remaining_items.value_or(1), 1u);
   ASSERT_EQ(pb->items.size(), js->items.size());
   ASSERT_FALSE(pb->items.empty());
   for (size_t i = 0; i < pb->items.size(); ++i) {

@@ -21,12 +21,14 @@ class FakeClient : public ApiClient {
   std::deque<Response> lists;
   std::deque<std::vector<std::string>> watches;
   std::vector<std::string> requests;
-  std::vector<bool> list_protobuf;  // get_list's `protobuf`, per list request
+  std::vector<bool> list_protobuf;    // get_list's `protobuf`, per list request
+  std::vector<size_t> list_expected;  // get_list's `expected_bytes`, per list request
 
-  Response get_list(const std::string& path, bool protobuf) override {
+  Response get_list(const std::string& path, bool protobuf, size_t expected_bytes) override {
     {
       std::lock_guard lock(mu);
       list_protobuf.push_back(protobuf);
+      list_expected.push_back(expected_bytes);
     }
     return get(path);
   }
@@ -184,11 +186,12 @@ TEST(Reflector, ListsInPagesThenWatchesFromTheListVersion) {
 // for the next, which is dropped with the failed list.
 TEST(Reflector, AsksForTheNextPageBeforeDecodingThisOne) {
   FakeClient client;
-  client.lists.push_back(
-      {200, R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[{"broken":)", ""});
+  const std::string broken =
+      R"({"metadata":{"resourceVersion":"10","continue":"tok"},"items":[{"broken":)";
+  const std::string first = list_json("12", {class_json("a", "5"), class_json("b", "6")}, "tok2");
+  client.lists.push_back({200, broken, ""});
   client.lists.push_back({200, list_json("10", {class_json("c", "7")}), ""});
-  client.lists.push_back(
-      {200, list_json("12", {class_json("a", "5"), class_json("b", "6")}, "tok2"), ""});
+  client.lists.push_back({200, first, ""});
   client.lists.push_back({200, list_json("12", {class_json("c", "7")}), ""});
   RecordingSink sink;
   Reflector r(client, Kind::kIngressClass, "", sink, fast());
@@ -204,6 +207,10 @@ TEST(Reflector, AsksForTheNextPageBeforeDecodingThisOne) {
   // The broken page failed the list: it starts over.
   EXPECT_EQ(client.requests[2], "/apis/networking.k8s.io/v1/ingressclasses?limit=2");
   EXPECT_EQ(client.requests[3], "/apis/networking.k8s.io/v1/ingressclasses?limit=2&continue=tok2");
+  // Room for each answer: a next page is expected to be the size of the page before it, a list's
+  // first page the size of the last list's first page; nothing is known before the first.
+  EXPECT_EQ(client.list_expected,
+            (std::vector<size_t>{0, broken.size(), broken.size(), first.size()}));
 }
 
 TEST(Reflector, GoneMeansRelist) {
