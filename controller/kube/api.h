@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -52,6 +53,9 @@ Status status_from_body(int http_status, std::string_view body);
 
 struct ListPage {
   std::vector<objects::Node> items;
+  // The items' tree, for parse_protobuf_list to read the next page into once the items are
+  // dropped (null for a JSON page).
+  std::shared_ptr<objects::Document> document;
   std::string resource_version;
   std::string continue_token;
   // metadata.remainingItemCount: how many items the pages after this one hold, when the server

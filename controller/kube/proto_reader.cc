@@ -516,14 +516,21 @@ bool is_protobuf(std::string_view content_type) {
 }
 
 std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind kind,
-                                            std::string* error) {
+                                            std::string* error,
+                                            std::shared_ptr<objects::Document> reuse) {
   const Schema* schema = item_schema(kind);
   if (schema == nullptr) {
     *error = "no protobuf schema for " + std::string(objects::to_string(kind));
     return std::nullopt;
   }
   try {
-    auto doc = std::make_shared<objects::Document>();
+    std::shared_ptr<objects::Document> doc;
+    if (reuse && reuse.use_count() == 1) {
+      reuse->reset();
+      doc = std::move(reuse);
+    } else {
+      doc = std::make_shared<objects::Document>();
+    }
     Builder builder(doc.get());
     ListPage page;
     std::vector<const Data*> items;
@@ -547,6 +554,7 @@ std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind
     }
     page.items.reserve(items.size());
     for (const Data* item : items) page.items.emplace_back(doc, item);
+    page.document = std::move(doc);
     return page;
   } catch (const std::exception& e) {
     *error = std::string("invalid protobuf: ") + e.what();

@@ -39,9 +39,11 @@ bool has_protobuf_schema(objects::Kind kind);
 // Whether a response's Content-Type is the protobuf encoding.
 bool is_protobuf(std::string_view content_type);
 
-// A list page of `kind` (has_protobuf_schema) in protobuf. Never throws.
+// A list page of `kind` (has_protobuf_schema) in protobuf. Never throws. `reuse`, the page
+// before's document, is read into (reset) when nothing else holds it, instead of a new one.
 std::optional<ListPage> parse_protobuf_list(std::string_view body, objects::Kind kind,
-                                            std::string* error);
+                                            std::string* error,
+                                            std::shared_ptr<objects::Document> reuse = nullptr);
 
 // An error answer in protobuf (a metav1.Status: the API server answers a protobuf request's
 // failures, 410 Expired included, in protobuf); nullopt when the body is not one.

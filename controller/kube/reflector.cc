@@ -200,6 +200,8 @@ Reflector::ListEnd Reflector::list() {
   // decoded: the API server prepares it (and the connection is set up) meanwhile.
   std::future<Response> next;
   std::string next_token;  // the token `next` asked with
+  // The page before's tree, its items converted: the next protobuf page is read into it.
+  std::shared_ptr<objects::Document> scratch;
   Response r = fetch("", first_page_bytes_);
   waiting += clock::now() - started;
   for (;;) {
@@ -230,7 +232,8 @@ Reflector::ListEnd Reflector::list() {
       next = std::async(std::launch::async, fetch, next_token, page_bytes);
     }
     std::string error;
-    auto page = is_pb ? parse_protobuf_list(r.body, kind_, &error) : parse_list(r.body, &error);
+    auto page = is_pb ? parse_protobuf_list(r.body, kind_, &error, std::move(scratch))
+                      : parse_list(r.body, &error);
     if (!page && is_pb) {
       // A page our schema cannot read (an API server whose encoding changed under us): this
       // kind's lists are asked for in JSON from now on, which reads any object it can.
@@ -258,6 +261,8 @@ Reflector::ListEnd Reflector::list() {
       if (auto o = convert(item)) all.push_back(std::move(*o));
     }
     version = page->resource_version;
+    page->items.clear();
+    scratch = std::move(page->document);
     decoding += clock::now() - decode_start;
     decoding_cpu_ms += thread_cpu_ms() - decode_cpu_start;
     if (page->continue_token.empty()) break;

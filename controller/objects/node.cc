@@ -51,15 +51,40 @@ void* Document::grow(size_t n, size_t align) {
   if (need > kMaxBlock / 2) {
     // A block of its own, kept beside the current one (which still has room for small ones).
     blocks_.push_back(std::make_unique_for_overwrite<char[]>(need));
+    block_sizes_.push_back(need);
     char* p = blocks_.back().get();
     return p + (align - reinterpret_cast<std::uintptr_t>(p) % align) % align;
   }
-  block_size_ = std::min(kMaxBlock, std::max(block_size_ * 2, kFirstBlock));
-  while (block_size_ < need) block_size_ *= 2;
-  blocks_.push_back(std::make_unique_for_overwrite<char[]>(block_size_));
+  if (!spare_.empty()) {
+    // A block kept by reset(): memory this process has touched already.
+    block_size_ = kMaxBlock;
+    blocks_.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+  } else {
+    block_size_ = std::min(kMaxBlock, std::max(block_size_ * 2, kFirstBlock));
+    while (block_size_ < need) block_size_ *= 2;
+    blocks_.push_back(std::make_unique_for_overwrite<char[]>(block_size_));
+  }
+  block_sizes_.push_back(block_size_);
   next_ = blocks_.back().get();
   end_ = next_ + block_size_;
   return allocate(n, align);
+}
+
+void Document::reset() {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (block_sizes_[i] == kMaxBlock) spare_.push_back(std::move(blocks_[i]));
+  }
+  blocks_.clear();
+  block_sizes_.clear();
+  next_ = end_ = nullptr;
+  block_size_ = 0;
+}
+
+size_t Document::capacity() const {
+  size_t bytes = spare_.size() * kMaxBlock;
+  for (size_t b : block_sizes_) bytes += b;
+  return bytes;
 }
 
 Node::Node(const YAML::Node& yaml) {

@@ -83,6 +83,13 @@ class Document {
   // An entry appended to the mapping `map`; its value may be set later through the cell.
   Cell* append(Data* map, const Data* key, const Data* value) { return link(map, key, value); }
 
+  // Forgets every node and text, keeping the full-size blocks for the nodes to come: the pages
+  // of one list, alike in size, are read into one document in turn without touching new memory.
+  // No node of before may be used after (the caller holds the only reference).
+  void reset();
+  // Bytes in blocks, spare ones included (for tests).
+  size_t capacity() const;
+
  private:
   Cell* link(Data* parent, const Data* key, const Data* value) {
     Cell* c = new (allocate(sizeof(Cell), alignof(Cell))) Cell{key, value, nullptr};
@@ -106,6 +113,8 @@ class Document {
   void* grow(size_t n, size_t align);
 
   std::vector<std::unique_ptr<char[]>> blocks_;
+  std::vector<size_t> block_sizes_;             // of blocks_
+  std::vector<std::unique_ptr<char[]>> spare_;  // full-size blocks kept by reset()
   char* next_ = nullptr;
   char* end_ = nullptr;
   size_t block_size_ = 0;

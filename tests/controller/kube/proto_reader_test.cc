@@ -221,6 +221,45 @@ TEST(ProtoReader, PagesCarryTheContinueToken) {
   }
 }
 
+// A page read into the page before's document (the reflector's reuse) gives the same objects as
+// one read into a new document; while anything still holds the earlier page's nodes, its document
+// is left alone and a new one is made.
+TEST(ProtoReader, APageReadIntoThePageBeforesDocument) {
+  std::string error;
+  const std::string services = read_file(kLists / "services.pb");
+  const std::string ingresses = read_file(kLists / "ingresses.pb");
+  auto fresh = parse_protobuf_list(ingresses, objects::Kind::kIngress, &error);
+  ASSERT_TRUE(fresh) << error;
+
+  auto first = parse_protobuf_list(services, objects::Kind::kService, &error);
+  ASSERT_TRUE(first) << error;
+  ASSERT_TRUE(first->document);
+  const objects::Node held = first->items.at(0);  // still in use: its document must stay
+  const std::string held_name = held["metadata"]["name"].Scalar();
+  const objects::Document* first_document = first->document.get();
+  first->items.clear();
+  auto second =
+      parse_protobuf_list(ingresses, objects::Kind::kIngress, &error, std::move(first->document));
+  ASSERT_TRUE(second) << error;
+  EXPECT_NE(second->document.get(), first_document);
+  EXPECT_EQ(held["metadata"]["name"].Scalar(), held_name);
+
+  // Nothing holds the second page's nodes once they are dropped: the third page reuses it.
+  const objects::Document* second_document = second->document.get();
+  second->items.clear();
+  auto third =
+      parse_protobuf_list(ingresses, objects::Kind::kIngress, &error, std::move(second->document));
+  ASSERT_TRUE(third) << error;
+  EXPECT_EQ(third->document.get(), second_document);
+  ASSERT_EQ(third->items.size(), fresh->items.size());
+  for (size_t i = 0; i < fresh->items.size(); ++i) {
+    const auto a = objects::parse_ingress(fresh->items[i]);
+    const auto b = objects::parse_ingress(third->items[i]);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_TRUE(*a.value == *b.value) << "items[" << i << "] differ";
+  }
+}
+
 TEST(ProtoReader, MalformedAnswersAreErrors) {
   const std::string body = read_file(kLists / "ingresses.pb");
   std::string error;

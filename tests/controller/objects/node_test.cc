@@ -124,5 +124,37 @@ TEST(Node, ALargeDocumentReadsBackAsWritten) {
   EXPECT_EQ(items[4999]["name"].Scalar(), "item-4999");
 }
 
+// A document reset for the next list page keeps its full-size blocks: a second tree as large as
+// the first takes no new memory, and reads back as written, with nothing of the first in it.
+TEST(Node, AResetDocumentReusesItsBlocks) {
+  auto doc = std::make_shared<Document>();
+  auto fill = [&](const std::string& prefix) {
+    Document::Data* seq = doc->add(NodeType::kSequence);
+    for (int i = 0; i < 20000; ++i) {
+      Document::Data* map = doc->add(NodeType::kMap);
+      doc->append(map, doc->add_static_scalar("name"), doc->add_scalar(prefix + std::to_string(i)));
+      doc->push(seq, map);
+    }
+    return seq;
+  };
+  fill("first-");
+  const size_t used = doc->capacity();
+  ASSERT_GT(used, 4u * 256 * 1024);  // several full-size blocks, and the small first ones
+  doc->reset();
+  EXPECT_LT(doc->capacity(), used);  // the small blocks are gone, the full-size ones kept
+  const Document::Data* seq = fill("other-");
+  // The kept blocks, and one more full-size block in place of the small first ones (without the
+  // reuse it would be about twice `used`).
+  EXPECT_GE(doc->capacity(), used);
+  EXPECT_LE(doc->capacity(), used + 256 * 1024);
+  const Node root(doc, seq);
+  ASSERT_EQ(root.size(), 20000u);
+  int i = 0;
+  for (const auto& item : root) {
+    ASSERT_EQ(item["name"].Scalar(), "other-" + std::to_string(i));
+    ++i;
+  }
+}
+
 }  // namespace
 }  // namespace tidegate::controller::objects
