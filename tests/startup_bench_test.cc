@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -45,6 +46,13 @@ struct Clock {
 };
 
 double ms_since(Clock::time_point start) { return Clock::now() - start; }
+
+// Every thread's CPU time so far, in ms.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 // Items as kube-apiserver 1.36 lists them for bench/propagation.py's objects (compact JSON).
 std::string service_json(int i) {
@@ -192,15 +200,25 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
   const double heap_decoded = heap_mb();
   ASSERT_TRUE(decoded.message) << decoded.error;
   dataplane::runtime::Publisher publisher(2);
+  // The snapshot's upstreams are built on a second thread (runtime/snapshot.cc): its CPU time is
+  // the process's, and its wall time what a start waits for.
+  const double publish_process_start = process_cpu_ms();
+  const auto publish_wall_start = std::chrono::steady_clock::now();
   start = Clock::now();
   // As the control server does: the decoded message's configuration is taken, not copied.
   ASSERT_EQ(publisher.apply_snapshot(std::move(std::get<protocol::Snapshot>(*decoded.message))),
             "");
   const double publish_ms = ms_since(start);
+  const double publish_process_ms = process_cpu_ms() - publish_process_start;
+  const double publish_wall_ms = std::chrono::duration<double, std::milli>(
+                                     std::chrono::steady_clock::now() - publish_wall_start)
+                                     .count();
   std::printf(
       "N=%d: translation %.0f ms; snapshot frame %.1f MB: encode %.0f ms; data plane decode %.0f "
-      "ms, apply_snapshot %.0f ms\n",
-      n, translate_ms, frame.size() / 1e6, encode_ms, decode_ms, publish_ms);
+      "ms, apply_snapshot %.0f ms on this thread (%.0f ms of the process's CPU, %.0f ms of wall "
+      "time)\n",
+      n, translate_ms, frame.size() / 1e6, encode_ms, decode_ms, publish_ms, publish_process_ms,
+      publish_wall_ms);
   const double heap_published = heap_mb();
   decoded = {};
   const double heap_decoded_dropped = heap_mb();

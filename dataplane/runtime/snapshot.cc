@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <future>
+#include <map>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -347,6 +349,33 @@ model::Config Snapshot::config() const {
   return c;
 }
 
+namespace {
+
+// From this many upstreams on, a full configuration's are built by two threads.
+constexpr size_t kUpstreamsForAThread = 1000;
+
+// Builds models[begin, end) into states[begin, end). False, with *error set, at the first that
+// cannot be built.
+bool build_range(std::vector<model::Upstream>& models,
+                 std::vector<std::shared_ptr<const UpstreamState>>& states, size_t begin,
+                 size_t end, size_t workers, const Snapshot* previous, std::string* error) {
+  for (size_t i = begin; i < end; ++i) {
+    const UpstreamState* reuse = nullptr;
+    std::shared_ptr<const UpstreamState> owner;
+    if (previous != nullptr) {
+      if (const auto* state = previous->upstreams.get(models[i].name); state != nullptr) {
+        owner = *state;
+        reuse = owner.get();
+      }
+    }
+    states[i] = build_upstream(std::move(models[i]), workers, reuse, owner, error);
+    if (!states[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config config,
                                                size_t workers, std::string* error,
                                                const Snapshot* previous) {
@@ -355,23 +384,21 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
     *error = join(problems);
     return nullptr;
   }
-  UpstreamMap::Transient upstreams;
-  EndpointSet::Transient all_endpoints;
-  for (auto& [name, up] : config.upstreams) {
-    const UpstreamState* reuse = nullptr;
-    std::shared_ptr<const UpstreamState> owner;
-    if (previous != nullptr) {
-      if (const auto* state = previous->upstreams.get(name); state != nullptr) {
-        owner = *state;
-        reuse = owner.get();
-      }
-    }
-    auto state = build_upstream(std::move(up), workers, reuse, owner, error);
-    if (!state) return nullptr;
-    add_endpoints(all_endpoints, *state);
-    upstreams.insert_or_assign(name, std::move(state));
-  }
+  // The upstreams are built beside the routing: each upstream's state comes from its model
+  // alone, and a full configuration's build is the last step of a start before serving
+  // (docs/benchmarks.md, "Start-up at scale"). With many, a second thread builds the first two
+  // thirds while this one builds the routing and then the rest.
+  std::vector<model::Upstream> models;
+  models.reserve(config.upstreams.size());
+  for (auto& [name, up] : config.upstreams) models.push_back(std::move(up));
   config.upstreams.clear();
+  std::vector<std::shared_ptr<const UpstreamState>> states(models.size());
+  const size_t split = models.size() >= kUpstreamsForAThread ? models.size() * 2 / 3 : 0;
+  std::string helper_error;
+  // (Declared after what it uses: on an early return its destructor waits for it first.)
+  std::future<bool> helper = std::async(
+      split > 0 ? std::launch::async : std::launch::deferred,
+      [&] { return build_range(models, states, 0, split, workers, previous, &helper_error); });
 
   // The router may point into the model, so it is built from the Routing's own copy.
   auto routing = std::make_shared<Routing>();
@@ -443,6 +470,24 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
       return nullptr;
     }
     routing->listener_routers.emplace(name, std::move(router));
+  }
+  std::string rest_error;
+  const bool rest_built =
+      build_range(models, states, split, models.size(), workers, previous, &rest_error);
+  if (!helper.get()) {
+    *error = std::move(helper_error);  // the first upstream, in name order, that failed
+    return nullptr;
+  }
+  if (!rest_built) {
+    *error = std::move(rest_error);
+    return nullptr;
+  }
+  UpstreamMap::Transient upstreams;
+  EndpointSet::Transient all_endpoints;
+  for (auto& state : states) {
+    add_endpoints(all_endpoints, *state);
+    const std::string& name = state->name;
+    upstreams.insert_or_assign(name, std::move(state));
   }
   auto snap = std::make_shared<Snapshot>(std::move(routing));
   snap->version = version;

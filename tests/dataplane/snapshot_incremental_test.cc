@@ -372,6 +372,68 @@ TEST(SnapshotIncrementalTest, BadUpstreamIsRefusedAndNothingChanges) {
   EXPECT_EQ(h.publisher.current(), before);
 }
 
+// A full build of many upstreams (two threads build them: runtime/snapshot.cc) gives the tables
+// that adding the same upstreams one delta at a time gives; an upstream that cannot be built is
+// reported, the first in name order, wherever it falls.
+TEST(SnapshotIncrementalTest, AFullBuildOfManyUpstreamsEqualsOneByDeltas) {
+  auto name_of = [](int i) {
+    std::string n = std::to_string(i);
+    return "ns/app-" + std::string(5 - n.size(), '0') + n + ":80";  // name order is index order
+  };
+  model::Config config;
+  for (int i = 0; i < 1600; ++i) {
+    config.upstreams[name_of(i)] =
+        upstream(name_of(i),
+                 {{"10.2." + std::to_string(i % 7) + "." + std::to_string(i % 5 + 1),
+                   static_cast<uint16_t>(8000 + i % 3)}},
+                 i % 97 == 0);
+  }
+  std::string error;
+  auto full = build_snapshot(1, config, kWorkers, &error);
+  ASSERT_NE(full, nullptr) << error;
+  model::Config one;
+  one.upstreams[name_of(0)] = config.upstreams.at(name_of(0));
+  auto by_deltas = build_snapshot(1, one, kWorkers, &error);
+  ASSERT_NE(by_deltas, nullptr) << error;
+  for (int i = 1; i < 1600; i += 100) {
+    std::vector<model::Upstream> more;
+    for (int j = i; j < std::min(1600, i + 100); ++j)
+      more.push_back(config.upstreams.at(name_of(j)));
+    by_deltas = update_upstreams(by_deltas->version + 1, *by_deltas, more, {}, kWorkers, &error);
+    ASSERT_NE(by_deltas, nullptr) << error;
+  }
+  EXPECT_EQ(full->config(), by_deltas->config());
+  EXPECT_EQ(full->upstreams.size(), 1600u);
+  EXPECT_EQ(full->all_endpoints, by_deltas->all_endpoints);  // counts included
+  for (const auto& [name, up] : config.upstreams) {
+    const UpstreamState* a = full->upstream(name);
+    const UpstreamState* b = by_deltas->upstream(name);
+    ASSERT_NE(a, nullptr) << name;
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(a->name, name);
+    EXPECT_EQ(a->model, up);
+    EXPECT_EQ(a->endpoints, b->endpoints) << name;
+    EXPECT_EQ(a->config_tag, b->config_tag) << name;
+    EXPECT_EQ(a->tls_context != nullptr, up.tls.enabled) << name;
+  }
+
+  // A CA bundle without a certificate (refused by the build, not by the model's checks) early,
+  // late, or both.
+  auto broken = [&](std::initializer_list<int> at) {
+    model::Config c = config;
+    for (int i : at) c.upstreams[name_of(i)].tls = {true, "backend.internal", "not a PEM bundle"};
+    std::string why;
+    EXPECT_EQ(build_snapshot(2, c, kWorkers, &why), nullptr);
+    return why;
+  };
+  const std::string early = broken({3});
+  const std::string late = broken({1590});
+  EXPECT_NE(early.find(name_of(3)), std::string::npos) << early;
+  EXPECT_NE(late.find(name_of(1590)), std::string::npos) << late;
+  EXPECT_EQ(broken({3, 1590}), early);
+  EXPECT_EQ(broken({1590, 1200}), broken({1200}));
+}
+
 // The tables of a snapshot that many upstreams share endpoints in: random deltas (upserts of new
 // and known names, removes, removes of unknown names, a remove and an upsert of one name) applied
 // one after the other must give the upstreams and the endpoint counts a build from scratch of the
