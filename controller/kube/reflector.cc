@@ -146,8 +146,9 @@ std::optional<objects::Object> Reflector::convert(const objects::Node& node) {
 
 namespace {
 
-// The most later items reserved for from a page's remainingItemCount.
-constexpr uint64_t kMaxReservedItems = 1'000'000;
+// The most later items reserved for from a page's remainingItemCount (a larger count is not
+// believed: beyond it the vector grows as it fills).
+constexpr uint64_t kMaxReservedItems = 250'000;
 
 bool not_there(int status) { return status == 404 || status == 403; }
 
@@ -249,14 +250,14 @@ Reflector::ListEnd Reflector::list() {
     r = Response{};  // the body is read; its objects live in the page
     // Room for this page's objects, and the later pages' when the server says how many there
     // are (a list's vector grown by doubling was a fifth of the controller's page faults over a
-    // start at 10,000 objects per kind: docs/benchmarks.md). A count beyond kMaxReservedItems is
-    // not believed: room is address space until it is written, but not unbounded.
+    // start at 10,000 objects per kind: docs/benchmarks.md).
     size_t room = all.size() + page->items.size();
     if (page->remaining_items && !page->continue_token.empty()) {
       room += static_cast<size_t>(
           std::min<uint64_t>(*page->remaining_items, uint64_t{kMaxReservedItems}));
     }
-    all.reserve(room);
+    // Without the count (a server that does not send it) the vector still grows by doubling.
+    if (room > all.capacity()) all.reserve(std::max(room, 2 * all.capacity()));
     for (const auto& item : page->items) {
       if (auto o = convert(item)) all.push_back(std::move(*o));
     }
@@ -275,6 +276,7 @@ Reflector::ListEnd Reflector::list() {
     }
     waiting += clock::now() - wait_start;
   }
+  scratch.reset();  // the last page's tree is not kept while the objects are stored
   const size_t count = all.size();
   const auto store_start = clock::now();
   sink_.replace(kind_, std::move(all));

@@ -616,7 +616,7 @@ class Translator {
                        const objects::HTTPIngressPath& path, const std::string& where) {
     auto routed = route_path(ctx, path, where);
     if (!routed) return;
-    auto& [text, match] = *routed;
+    const auto& [text, match] = *routed;
     const std::string described = "canary " + std::string(model::to_string(match)) + " path " +
                                   quote(text) + " on host " + quote(host);
     Claim* main = nullptr;
@@ -782,7 +782,7 @@ class Translator {
     const std::string& object = ctx.object;
     auto routed = route_path(ctx, path, where);
     if (!routed) return;
-    const auto& [text, match] = *routed;
+    auto& [text, match] = *routed;
     std::string error;
     auto upstream = resolve(ctx, path.backend, &error);
     if (!upstream) {

@@ -25,11 +25,12 @@ using local = asio::local::stream_protocol;
 
 namespace {
 
-// This thread's minor page faults so far: a full configuration's build in a young process is
-// mostly first touches of memory (docs/benchmarks.md, start-up at scale).
+// The process's minor page faults so far (the helper threads of a full configuration's
+// decoding and build included): its build in a young process is mostly first touches of memory
+// (docs/benchmarks.md, start-up at scale).
 long minor_faults() {
   rusage usage{};
-  getrusage(RUSAGE_THREAD, &usage);
+  getrusage(RUSAGE_SELF, &usage);
   return usage.ru_minflt;
 }
 

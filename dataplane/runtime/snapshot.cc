@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "filters/substitution/stream.h"
+#include "side_thread.h"
 #include "tls/certificate_cache.h"
 #include "tls/upstream_context.h"
 
@@ -351,6 +352,72 @@ model::Config Snapshot::config() const {
 
 namespace {
 
+// The routing of `routing.config` (TLS hosts, redirects, referenced upstreams, substitutions,
+// routers), or the reason it cannot be built.
+std::string build_routing(Routing& routing, const Snapshot* previous) {
+  for (const auto& [key, th] : routing.config.tls_hosts) {
+    const std::string& host = th.host;
+    TlsEntry entry;
+    if (!th.passthrough_upstream.empty()) {
+      entry.passthrough_upstream = &th.passthrough_upstream;
+      routing.passthrough = true;
+      routing.referenced_upstreams.insert(th.passthrough_upstream);
+    }
+    if (!th.certificate.empty()) {
+      const auto& cert = routing.config.certificates.at(th.certificate);  // validated above
+      entry.certificate = &cert;
+      entry.fingerprint = tls::fingerprint(cert);
+    }
+    if (th.client_auth) {
+      std::string problem;
+      entry.client_auth = tls::CompiledClientAuth::build(*th.client_auth, &problem);
+      if (!entry.client_auth) {
+        return "TLS host " + host + ": " + problem;
+      }
+      routing.client_auth = true;
+    }
+    if (th.listener.empty()) {
+      routing.tls_hosts.emplace(host, std::move(entry));
+    } else {
+      routing.listener_tls_hosts[th.listener].emplace(host, std::move(entry));
+    }
+  }
+  for (const auto& [key, vh] : routing.config.virtual_hosts) {
+    const std::string& host = vh.host;
+    if (vh.listener.empty()) {
+      if (vh.ssl_redirect) routing.ssl_redirect_hosts.insert(host);
+      if (!vh.redirect_to.empty()) routing.host_redirects.emplace(host, vh.redirect_to);
+    }
+    for (const auto& r : vh.routes) {
+      routing.referenced_upstreams.insert(r.upstream);
+      if (!r.fallback_upstream.empty()) routing.referenced_upstreams.insert(r.fallback_upstream);
+      for (const auto& b : r.backends) {
+        if (!b.upstream.empty()) routing.referenced_upstreams.insert(b.upstream);
+      }
+      for (const auto& m : r.policy.mirrors) routing.referenced_upstreams.insert(m.upstream);
+    }
+  }
+  if (routing.config.default_route) {
+    routing.referenced_upstreams.insert(routing.config.default_route->upstream);
+    if (const auto& f = routing.config.default_route->fallback_upstream; !f.empty()) {
+      routing.referenced_upstreams.insert(f);
+    }
+  }
+  if (std::string problem = compile_substitutions(routing, previous); !problem.empty()) {
+    return problem;
+  }
+  std::string router_error;
+  // The routers point into routing.config (which lives as long as they do) rather than copy it.
+  routing.router = router::Router::build_borrowing(routing.config, {}, &router_error);
+  if (!routing.router) return "router: " + router_error;
+  for (const auto& [name, listener] : routing.config.listeners) {
+    auto router = router::Router::build_borrowing(routing.config, name, &router_error);
+    if (!router) return "router of listener " + name + ": " + router_error;
+    routing.listener_routers.emplace(name, std::move(router));
+  }
+  return "";
+}
+
 // From this many upstreams on, a full configuration's are built by two threads.
 constexpr size_t kUpstreamsForAThread = 1000;
 
@@ -396,81 +463,16 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   const size_t split = models.size() >= kUpstreamsForAThread ? models.size() * 2 / 3 : 0;
   std::string helper_error;
   // (Declared after what it uses: on an early return its destructor waits for it first.)
-  std::future<bool> helper = std::async(
-      split > 0 ? std::launch::async : std::launch::deferred,
-      [&] { return build_range(models, states, 0, split, workers, previous, &helper_error); });
+  std::future<bool> helper = run_beside(split > 0, [&] {
+    return build_range(models, states, 0, split, workers, previous, &helper_error);
+  });
 
   // The router may point into the model, so it is built from the Routing's own copy.
   auto routing = std::make_shared<Routing>();
   routing->config = std::move(config);
-  for (const auto& [key, th] : routing->config.tls_hosts) {
-    const std::string& host = th.host;
-    TlsEntry entry;
-    if (!th.passthrough_upstream.empty()) {
-      entry.passthrough_upstream = &th.passthrough_upstream;
-      routing->passthrough = true;
-      routing->referenced_upstreams.insert(th.passthrough_upstream);
-    }
-    if (!th.certificate.empty()) {
-      const auto& cert = routing->config.certificates.at(th.certificate);  // validated above
-      entry.certificate = &cert;
-      entry.fingerprint = tls::fingerprint(cert);
-    }
-    if (th.client_auth) {
-      std::string problem;
-      entry.client_auth = tls::CompiledClientAuth::build(*th.client_auth, &problem);
-      if (!entry.client_auth) {
-        *error = "TLS host " + host + ": " + problem;
-        return nullptr;
-      }
-      routing->client_auth = true;
-    }
-    if (th.listener.empty()) {
-      routing->tls_hosts.emplace(host, std::move(entry));
-    } else {
-      routing->listener_tls_hosts[th.listener].emplace(host, std::move(entry));
-    }
-  }
-  for (const auto& [key, vh] : routing->config.virtual_hosts) {
-    const std::string& host = vh.host;
-    if (vh.listener.empty()) {
-      if (vh.ssl_redirect) routing->ssl_redirect_hosts.insert(host);
-      if (!vh.redirect_to.empty()) routing->host_redirects.emplace(host, vh.redirect_to);
-    }
-    for (const auto& r : vh.routes) {
-      routing->referenced_upstreams.insert(r.upstream);
-      if (!r.fallback_upstream.empty()) routing->referenced_upstreams.insert(r.fallback_upstream);
-      for (const auto& b : r.backends) {
-        if (!b.upstream.empty()) routing->referenced_upstreams.insert(b.upstream);
-      }
-      for (const auto& m : r.policy.mirrors) routing->referenced_upstreams.insert(m.upstream);
-    }
-  }
-  if (routing->config.default_route) {
-    routing->referenced_upstreams.insert(routing->config.default_route->upstream);
-    if (const auto& f = routing->config.default_route->fallback_upstream; !f.empty()) {
-      routing->referenced_upstreams.insert(f);
-    }
-  }
-  if (std::string problem = compile_substitutions(*routing, previous); !problem.empty()) {
-    *error = problem;
-    return nullptr;
-  }
-  std::string router_error;
-  // The routers point into routing->config (which lives as long as they do) rather than copy it.
-  routing->router = router::Router::build_borrowing(routing->config, {}, &router_error);
-  if (!routing->router) {
-    *error = "router: " + router_error;
-    return nullptr;
-  }
-  for (const auto& [name, listener] : routing->config.listeners) {
-    auto router = router::Router::build_borrowing(routing->config, name, &router_error);
-    if (!router) {
-      *error = "router of listener " + name + ": " + router_error;
-      return nullptr;
-    }
-    routing->listener_routers.emplace(name, std::move(router));
-  }
+  const std::string routing_error = build_routing(*routing, previous);
+  // An upstream's error is reported before the routing's, as when the upstreams were built first:
+  // the rest are built even when the routing failed, to find the first upstream that cannot be.
   std::string rest_error;
   const bool rest_built =
       build_range(models, states, split, models.size(), workers, previous, &rest_error);
@@ -480,6 +482,10 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   }
   if (!rest_built) {
     *error = std::move(rest_error);
+    return nullptr;
+  }
+  if (!routing_error.empty()) {
+    *error = routing_error;
     return nullptr;
   }
   UpstreamMap::Transient upstreams;

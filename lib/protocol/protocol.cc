@@ -4,11 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <future>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
 
 #include "model/policy.h"
+#include "side_thread.h"
 
 namespace tidegate::protocol {
 
@@ -393,13 +395,27 @@ void read_section(const Members& m, const char* key, bool required, const char* 
   }
 }
 
+// From this many upstreams on, a configuration's upstreams are read on a second thread.
+constexpr size_t kUpstreamsForAThread = 1000;
+
 model::Config config_from(element v) {
   const Members m(v, "config");
   model::Config c;
   auto name = [](const auto& item) { return item.name; };
   auto host = [](const auto& item) { return model::host_key(item); };
+  // The upstreams are read beside the virtual hosts, on a second thread when there are many: the
+  // parsed document is only read, the two sections fill two maps, and a full configuration's
+  // decoding is on a start's way to serving (docs/benchmarks.md, "Start-up at scale"). An error
+  // in the virtual hosts is reported before one in the upstreams, as when read in turn.
+  const auto upstreams = m.find("upstreams");
+  const bool beside = upstreams && upstreams->type() == element_type::ARRAY &&
+                      simdjson::dom::array(*upstreams).size() >= kUpstreamsForAThread;
+  // (Declared after what it uses: when the virtual hosts throw, its destructor waits for it.)
+  std::future<void> read_upstreams = run_beside(beside, [&] {
+    read_section(m, "upstreams", true, "upstream", c.upstreams, upstream_from, name);
+  });
   read_section(m, "virtual_hosts", true, "virtual host", c.virtual_hosts, vhost_from, host);
-  read_section(m, "upstreams", true, "upstream", c.upstreams, upstream_from, name);
+  read_upstreams.get();
   if (auto d = m.find_non_null("default_route")) c.default_route = route_from(*d);
   read_section(m, "certificates", false, "certificate", c.certificates, certificate_from, name);
   read_section(m, "tls_hosts", false, "TLS host", c.tls_hosts, tls_host_from, host);

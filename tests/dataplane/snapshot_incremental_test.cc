@@ -432,6 +432,22 @@ TEST(SnapshotIncrementalTest, AFullBuildOfManyUpstreamsEqualsOneByDeltas) {
   EXPECT_NE(late.find(name_of(1590)), std::string::npos) << late;
   EXPECT_EQ(broken({3, 1590}), early);
   EXPECT_EQ(broken({1590, 1200}), broken({1200}));
+
+  // The routing fails too (a client-certificate CA that is not one): an upstream's error is still
+  // the one reported, as when the upstreams were built before the routing.
+  model::Config bad_routing = config;
+  model::ClientAuth auth;
+  auth.ca_pem = "not a PEM bundle";
+  bad_routing.tls_hosts["a.example"] = model::TlsHost{"a.example", "", auth};
+  std::string why;
+  EXPECT_EQ(build_snapshot(2, bad_routing, kWorkers, &why), nullptr);
+  EXPECT_EQ(why.rfind("TLS host a.example", 0), 0u) << why;
+  for (int at : {3, 1590}) {
+    model::Config both = bad_routing;
+    both.upstreams[name_of(at)].tls = {true, "backend.internal", "not a PEM bundle"};
+    EXPECT_EQ(build_snapshot(2, both, kWorkers, &why), nullptr);
+    EXPECT_EQ(why, broken({at})) << at;
+  }
 }
 
 // The tables of a snapshot that many upstreams share endpoints in: random deltas (upserts of new

@@ -290,6 +290,51 @@ TEST(ProtocolRoundTripTest, SnapshotFrameWrittenPieceByPieceIsTheSameBytes) {
   EXPECT_EQ(std::get<Snapshot>(*decoded.message).config, full);
 }
 
+// With 1,000 upstreams or more the upstreams are read on a second thread beside the virtual
+// hosts: the configuration decodes to what was encoded, and of two errors the virtual hosts' is
+// reported, as when the sections are read in turn.
+TEST(ProtocolRoundTripTest, ManyUpstreamsReadBesideTheHosts) {
+  model::Config big = sample_config();
+  for (int i = 0; i < 1500; ++i) {
+    const std::string n = std::to_string(i);
+    model::Upstream u{"ns/app" + n + ":80", {{"10.3." + std::to_string(i % 200) + ".1", 8080}}};
+    if (i % 7 == 0) u.tls = {true, "app" + n + ".internal", ""};
+    big.upstreams[u.name] = u;
+    big.virtual_hosts["h" + n + ".example"] = {"h" + n + ".example",
+                                               {route(PathMatch::kPrefix, "/", u.name)}};
+  }
+  const std::string frame = encode_snapshot_frame(9, big);
+  auto decoded = decode_json(std::string_view(frame).substr(4));
+  ASSERT_TRUE(decoded.message) << decoded.error;
+  EXPECT_EQ(std::get<Snapshot>(*decoded.message).config, big);
+
+  // A duplicate upstream and a duplicate host spliced into the encoded text.
+  const std::string text(std::string_view(frame).substr(4));
+  auto with = [&](bool bad_host, bool bad_upstream) {
+    std::string t = text;
+    if (bad_upstream) {
+      const std::string first = R"("name":"ns/app1000:80")";
+      const size_t at = t.find(first);
+      EXPECT_NE(at, std::string::npos);
+      t.replace(at, first.size(), R"("name":"ns/app1001:80")");
+    }
+    if (bad_host) {
+      const std::string first = R"("host":"h1000.example")";
+      const size_t at = t.find(first);
+      EXPECT_NE(at, std::string::npos);
+      t.replace(at, first.size(), R"("host":"h1001.example")");
+    }
+    DecodeResult r = decode_json(t);
+    EXPECT_FALSE(r.message.has_value());
+    return r.error;
+  };
+  EXPECT_NE(with(false, true).find("duplicate upstream \"ns/app1001:80\""), std::string::npos)
+      << with(false, true);
+  EXPECT_NE(with(true, false).find("duplicate virtual host \"h1001.example\""), std::string::npos)
+      << with(true, false);
+  EXPECT_EQ(with(true, true), with(true, false));
+}
+
 TEST(ProtocolRoundTripTest, ConfigJsonRoundTrip) {
   const model::Config c = sample_config();
   std::string error;
