@@ -11,7 +11,7 @@
 namespace tidegate {
 
 template <class F>
-std::future<std::invoke_result_t<F&>> run_beside(bool on_a_thread, F f) {
+std::future<std::invoke_result_t<std::decay_t<F>>> run_beside(bool on_a_thread, F f) {
   if (on_a_thread) {
     try {
       return std::async(std::launch::async, f);

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <functional>
 #include <future>
-#include <map>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -470,7 +469,7 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
   // The router may point into the model, so it is built from the Routing's own copy.
   auto routing = std::make_shared<Routing>();
   routing->config = std::move(config);
-  const std::string routing_error = build_routing(*routing, previous);
+  std::string routing_error = build_routing(*routing, previous);
   // An upstream's error is reported before the routing's, as when the upstreams were built first:
   // the rest are built even when the routing failed, to find the first upstream that cannot be.
   std::string rest_error;
@@ -485,7 +484,7 @@ std::shared_ptr<const Snapshot> build_snapshot(uint64_t version, model::Config c
     return nullptr;
   }
   if (!routing_error.empty()) {
-    *error = routing_error;
+    *error = std::move(routing_error);
     return nullptr;
   }
   UpstreamMap::Transient upstreams;
