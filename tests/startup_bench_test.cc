@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -181,7 +182,12 @@ TEST(StartupBench, DISABLED_FirstPushAtScale) {
         store_ms, heap_mb() - heap_pages);
   }
   const double heap_before_translate = heap_mb();
-  translate::IncrementalTranslator translator;
+  // STARTUP_BENCH_ONE_THREAD=1: the translation's upstreams on this thread (to compare).
+  translate::TranslateOptions translate_options;
+  if (std::getenv("STARTUP_BENCH_ONE_THREAD") != nullptr) {
+    translate_options.upstreams_beside_from = std::numeric_limits<size_t>::max();
+  }
+  translate::IncrementalTranslator translator(translate_options);
   auto start = Clock::now();
   const model::Config* config =
       source.with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {

@@ -16,6 +16,7 @@
 
 #include <re2/re2.h>
 #include <nlohmann/json.hpp>
+#include "side_thread.h"
 #include "text/text.h"
 
 namespace tidegate::controller::translate {
@@ -1115,13 +1116,6 @@ class Translator {
     return name;
   }
 
-  std::vector<model::Endpoint> endpoints_of(const UpstreamSource& source) {
-    return endpoints_for(store_, *source.service, *source.port,
-                         [this](std::string object, std::string message) {
-                           warn_once(std::move(object), std::move(message));
-                         });
-  }
-
   void warn_once(std::string object, std::string message) {
     if (warned_.emplace(object, message).second) {
       report(std::move(object), Severity::kWarning, std::move(message));
@@ -1266,7 +1260,53 @@ class Translator {
 
   void assemble() {
     model::Config& config = result_.config;
+    // The upstreams the routes name, known before the routes take the claims' parts: the
+    // upstreams (with their endpoints, the larger part of the work) are then built beside the
+    // virtual hosts, on a second thread when there are many (TranslateOptions::
+    // upstreams_beside_from). Neither side reads what the other writes: the hosts read the host
+    // claims, TLS claims and certificates and report into result_; the upstreams read the
+    // upstream claims and the Store and report into their own list, which follows the hosts'
+    // reports as it would on one thread.
+    const std::set<std::string> referenced = referenced_upstreams();
+    BuiltUpstreams built;
+    auto upstreams_done = run_beside(referenced.size() >= options_.upstreams_beside_from,
+                                     [&] { build_upstreams(referenced, &built); });
+    try {
+      assemble_hosts(config);
+    } catch (...) {
+      upstreams_done.wait();  // it reads this Translator: not past its end
+      throw;
+    }
+    upstreams_done.get();
+    for (auto& d : built.diagnostics) result_.diagnostics.push_back(std::move(d));
+    config.upstreams = std::move(built.upstreams);
+    result_.fail_closed_upstreams = std::move(built.fail_closed);
+    result_.service_ip_upstreams = std::move(built.service_ip);
+  }
+
+  // The upstreams the routes (and the default route) will name.
+  std::set<std::string> referenced_upstreams() const {
     std::set<std::string> referenced;
+    auto add_claim = [&](const Claim& claim) {
+      referenced.insert(claim.upstream);
+      if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
+      if (claim.policy.external_auth && !claim.policy.external_auth->upstream.empty()) {
+        referenced.insert(claim.policy.external_auth->upstream);
+      }
+      if (claim.canary) referenced.insert(claim.canary->upstream);
+    };
+    for (const auto& [host, claims] : hosts_) {
+      for (const auto& [key, claim] : claims) add_claim(claim);
+    }
+    if (default_claim_) {
+      add_claim(*default_claim_);
+    } else if (!flag_upstream_.empty()) {
+      referenced.insert(flag_upstream_);
+    }
+    return referenced;
+  }
+
+  void assemble_hosts(model::Config& config) {
     for (const auto& [host, claim] : tls_claims_) {
       config.tls_hosts.emplace(host, model::TlsHost{host, claim.certificate});
     }
@@ -1286,12 +1326,6 @@ class Translator {
                                         ((has_tls(host) || client_auth_claims_.contains(host)) &&
                                          !no_redirect_hosts_.contains(host)));
       for (auto& [key, claim] : claims) {
-        referenced.insert(claim.upstream);
-        if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
-        if (claim.policy.external_auth && !claim.policy.external_auth->upstream.empty()) {
-          referenced.insert(claim.policy.external_auth->upstream);
-        }
-        if (claim.canary) referenced.insert(claim.canary->upstream);
         use_substitution(claim.substitution);
         // The claims are not read after this: their parts move into the route.
         vh.routes.push_back(model::Route{
@@ -1316,50 +1350,60 @@ class Translator {
                                           default_claim_->substitution,
                                           default_claim_->policy};
       config.default_route->fallback_upstream = default_claim_->fallback_upstream;
-      referenced.insert(default_claim_->upstream);
-      if (const auto& auth = default_claim_->policy.external_auth;
-          auth && !auth->upstream.empty()) {
-        referenced.insert(auth->upstream);
-      }
-      if (!default_claim_->fallback_upstream.empty()) {
-        referenced.insert(default_claim_->fallback_upstream);
-      }
       use_substitution(default_claim_->substitution);
     } else if (!flag_upstream_.empty()) {
       // --default-backend-service takes what no route takes (an Ingress's defaultBackend wins).
       config.default_route =
           model::Route{"/", model::PathMatch::kPrefix, flag_upstream_, "--default-backend-service"};
-      referenced.insert(flag_upstream_);
     }
+  }
+
+  struct BuiltUpstreams {
+    std::map<std::string, model::Upstream> upstreams;
+    std::vector<Diagnostic> diagnostics;
+    std::set<std::string> fail_closed;
+    std::set<std::string> service_ip;
+  };
+
+  // Each referenced upstream with its endpoints. Touches only the upstream claims (their
+  // settings move out: each is emitted once), warned_ (nothing else uses it meanwhile), the
+  // Store (read) and *out.
+  void build_upstreams(const std::set<std::string>& referenced, BuiltUpstreams* out) {
+    auto warn = [&](std::string object, std::string message) {
+      if (warned_.emplace(object, message).second) {
+        out->diagnostics.push_back(
+            Diagnostic{std::move(object), std::move(message), Severity::kWarning});
+      }
+    };
+    const EndpointWarning warn_endpoint = warn;
     for (const auto& name : referenced) {
       UpstreamClaim& claim = upstream_claims_.at(name);
       const UpstreamSource& source = claim.source;
       if (source.service->spec.type == "ExternalName") {
-        warn_once("Service " + store::object_key(source.service->metadata.namespace_,
-                                                 source.service->metadata.name),
-                  "type ExternalName is not supported; its upstreams have no endpoints");
+        warn("Service " + store::object_key(source.service->metadata.namespace_,
+                                            source.service->metadata.name),
+             "type ExternalName is not supported; its upstreams have no endpoints");
       }
-      // Each referenced upstream is emitted once and its claim not read again: its settings move.
       model::Upstream upstream{name, {}, std::move(claim.tls), std::move(claim.policy)};
       if (claim.fail_closed) {
-        result_.fail_closed_upstreams.insert(name);
+        out->fail_closed.insert(name);
       } else if (upstream.policy.service_upstream &&
                  is_ip_address(source.service->spec.cluster_ip)) {
         // service-upstream: one endpoint, the ClusterIP and the Service port.
         upstream.endpoints = {model::Endpoint{source.service->spec.cluster_ip,
                                               static_cast<uint16_t>(source.port->port)}};
-        result_.service_ip_upstreams.insert(name);
+        out->service_ip.insert(name);
       } else {
         if (upstream.policy.service_upstream) {
-          warn_once("Ingress " + claim.ingress,
-                    "annotation service-upstream: Service " +
-                        store::object_key(source.service->metadata.namespace_,
-                                          source.service->metadata.name) +
-                        " has no cluster IP (headless or ExternalName); its endpoints are used");
+          warn("Ingress " + claim.ingress,
+               "annotation service-upstream: Service " +
+                   store::object_key(source.service->metadata.namespace_,
+                                     source.service->metadata.name) +
+                   " has no cluster IP (headless or ExternalName); its endpoints are used");
         }
-        upstream.endpoints = endpoints_of(source);
+        upstream.endpoints = endpoints_for(store_, *source.service, *source.port, warn_endpoint);
       }
-      config.upstreams.emplace_hint(config.upstreams.end(), name, std::move(upstream));  // sorted
+      out->upstreams.emplace_hint(out->upstreams.end(), name, std::move(upstream));  // sorted
     }
   }
 

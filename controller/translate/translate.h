@@ -3,6 +3,7 @@
 // Store gives the same Config and the same diagnostics, in the same order, every time. Invalid
 // parts of an object are dropped and reported, never thrown. The rules are in docs/translation.md.
 
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -43,6 +44,10 @@ struct TranslateOptions {
   uint16_t gateway_listener_ports_from = 0;
   uint16_t gateway_listener_ports_to = 0;
   bool per_gateway_listeners() const { return gateway_listener_ports_from != 0; }
+  // From this many upstreams on, they are built (endpoints and all) on a second thread while
+  // the virtual hosts are assembled; the result is the same either way. Tests lower it, or raise
+  // it to compare with the one-thread build.
+  size_t upstreams_beside_from = 1000;
 };
 
 enum class Severity {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -388,6 +389,16 @@ void run_case(const Case& c) {
   TranslateResult again = translate(load_store(reversed, c.options), c.options);
   EXPECT_EQ(again.config, got.config);
   EXPECT_EQ(again.diagnostics, got.diagnostics);
+
+  // Nor does building the upstreams on a second thread, beside the virtual hosts (done from
+  // TranslateOptions::upstreams_beside_from upstreams on; here for every case).
+  TranslateOptions beside = c.options;
+  beside.upstreams_beside_from = 0;
+  TranslateResult threaded = translate(load_store(c.objects, c.options), beside);
+  EXPECT_EQ(threaded.config, got.config);
+  EXPECT_EQ(threaded.diagnostics, got.diagnostics);
+  EXPECT_EQ(threaded.fail_closed_upstreams, got.fail_closed_upstreams);
+  EXPECT_EQ(threaded.service_ip_upstreams, got.service_ip_upstreams);
 }
 
 void run_cases(const std::vector<Case>& cases) {
@@ -1650,6 +1661,73 @@ TEST(TranslateTest, Passthrough) {
        {error("Ingress default/other",
               "host pt.com is already passed through by the older Ingress default/web")}},
   });
+}
+
+// From 1,000 upstreams on, they are built on a second thread while the virtual hosts are
+// assembled; the result, diagnostics and their order included, is the one-thread result. The
+// objects give diagnostics from both sides: the hosts' (a server-alias that is a host of its own)
+// and the upstreams' (ExternalName Services, a headless Service under service-upstream, an
+// invalid endpoint address in a slice two upstreams share, reported once).
+TEST(TranslateTest, ManyUpstreamsBuiltBesideTheHostsGiveTheOneThreadResult) {
+  std::vector<std::string> docs;
+  constexpr int kApps = 1100;
+  for (int i = 0; i < kApps; ++i) {
+    const std::string app = "app-" + std::to_string(i);
+    IngressYaml ing = ingress(app);
+    ing.rule(app + ".example", {path("/", "Prefix", app, "80")});
+    if (i % 100 == 5) {
+      ing.annotation("tidegate.io/server-alias", "app-" + std::to_string(i + 1) + ".example");
+    }
+    if (i % 10 == 1) ing.annotation("tidegate.io/service-upstream", "true");
+    docs.push_back(ing);
+    if (i % 10 == 0) {
+      docs.push_back(service(app, {{"http", 80, "8080"}}, "default", "ExternalName"));
+    } else if (i % 10 == 1) {
+      std::string svc = web_service(app);
+      docs.push_back(svc.replace(svc.find("spec:\n") + 6, 0, "  clusterIP: None\n"));
+    } else {
+      docs.push_back(web_service(app));
+    }
+    std::vector<Ep> eps = {{"10.1." + std::to_string(i / 250) + "." + std::to_string(i % 250)}};
+    if (i % 50 == 7) {
+      eps.push_back({"not-an-address"});
+      // A second upstream of the same Service (HTTPS to the same port) reads the same slice.
+      docs.push_back(ingress(app + "-tls")
+                         .annotation("tidegate.io/backend-protocol", "HTTPS")
+                         .rule(app + "-tls.example", {path("/", "Prefix", app, "80")}));
+    }
+    docs.push_back(slice(app + "-1", app, eps, {{"http", 8080}}));
+  }
+  const store::Store store = load_store(docs, {});
+  TranslateOptions one_thread;
+  one_thread.upstreams_beside_from = std::numeric_limits<size_t>::max();
+  const TranslateResult want = translate(store, one_thread);
+  ASSERT_GE(want.config.upstreams.size(), TranslateOptions{}.upstreams_beside_from);
+  const TranslateResult got = translate(store);  // the default: on a second thread
+
+  EXPECT_EQ(got.config, want.config);
+  EXPECT_EQ(got.diagnostics, want.diagnostics);
+  EXPECT_EQ(got.fail_closed_upstreams, want.fail_closed_upstreams);
+  EXPECT_EQ(got.service_ip_upstreams, want.service_ip_upstreams);
+  EXPECT_EQ(model::validate(got.config), std::vector<std::string>{});
+
+  // Both sides reported, in the one-thread order: the hosts' first, then the upstreams'.
+  auto count = [&](const std::string& text) {
+    return std::count_if(got.diagnostics.begin(), got.diagnostics.end(), [&](const Diagnostic& d) {
+      return d.message.find(text) != d.message.npos;
+    });
+  };
+  auto first = [&](const std::string& text) {
+    return std::find_if(
+               got.diagnostics.begin(), got.diagnostics.end(),
+               [&](const Diagnostic& d) { return d.message.find(text) != d.message.npos; }) -
+           got.diagnostics.begin();
+  };
+  EXPECT_EQ(count("is a host of its own"), kApps / 100);
+  EXPECT_EQ(count("type ExternalName is not supported"), kApps / 10);
+  EXPECT_EQ(count("has no cluster IP"), kApps / 10);
+  EXPECT_EQ(count("not-an-address"), kApps / 50);  // once per slice, not per upstream
+  EXPECT_LT(first("is a host of its own"), first("type ExternalName is not supported"));
 }
 
 // service-upstream: the Service's ClusterIP and port are the upstream's one endpoint.
