@@ -85,6 +85,10 @@ json to_json(const model::Listener& l) {
   return json{{"name", l.name}, {"port", l.port}, {"tls", l.tls}};
 }
 
+// From this many upstreams (virtual hosts) on, a configuration's upstreams are read (its virtual
+// hosts written) on a second thread beside the rest.
+constexpr size_t kItemsForAThread = 1000;
+
 // The Config's sections as the wire names them, in the order nlohmann writes an object's keys
 // (sorted): `array(name, map)` for each list (the map's values, in its order), `object(name,
 // value)` for the default route; empty lists and an absent default route are left out, but for
@@ -395,9 +399,6 @@ void read_section(const Members& m, const char* key, bool required, const char* 
   }
 }
 
-// From this many upstreams on, a configuration's upstreams are read on a second thread.
-constexpr size_t kUpstreamsForAThread = 1000;
-
 model::Config config_from(element v) {
   const Members m(v, "config");
   model::Config c;
@@ -409,7 +410,7 @@ model::Config config_from(element v) {
   // in the virtual hosts is reported before one in the upstreams, as when read in turn.
   const auto upstreams = m.find("upstreams");
   const bool beside = upstreams && upstreams->type() == element_type::ARRAY &&
-                      simdjson::dom::array(*upstreams).size() >= kUpstreamsForAThread;
+                      simdjson::dom::array(*upstreams).size() >= kItemsForAThread;
   // (Declared after what it uses: when the virtual hosts throw, its destructor waits for it.)
   std::future<void> read_upstreams = run_beside(beside, [&] {
     read_section(m, "upstreams", true, "upstream", c.upstreams, upstream_from, name);
@@ -650,19 +651,34 @@ std::string encode_snapshot_frame(uint64_t version, const model::Config& c) {
   // What dump(Encoder{}(Snapshot{version, c})) writes, in the same order: nlohmann's objects
   // keep their keys sorted, so "config" (its sections in config_sections' order) comes before
   // "type" and "version" (protocol_test.cc compares the two encodings).
+  auto write_items = [](std::string& out, const auto& map) {
+    out += '[';
+    bool first = true;
+    for (const auto& [_, item] : map) {
+      if (!first) out += ',';
+      first = false;
+      put_item(out, item);
+    }
+    out += ']';
+  };
+  // The virtual hosts are written beside the other sections, on a second thread when there are
+  // many (a full configuration's frame is on a start's way to serving), and put in their place.
+  std::future<std::string> hosts =
+      run_beside(c.virtual_hosts.size() >= kItemsForAThread, [&c, &write_items] {
+        std::string out;
+        write_items(out, c.virtual_hosts);
+        return out;
+      });
   std::string frame(4, '\0');
   frame += R"({"config":{)";
   bool first_key = true;
   auto array = [&](std::string_view k, const auto& map) {
     put_member(frame, first_key, k);
-    frame += '[';
-    bool first = true;
-    for (const auto& [_, item] : map) {
-      if (!first) frame += ',';
-      first = false;
-      put_item(frame, item);
+    if (static_cast<const void*>(&map) == static_cast<const void*>(&c.virtual_hosts)) {
+      frame += hosts.get();
+    } else {
+      write_items(frame, map);
     }
-    frame += ']';
   };
   auto object = [&](std::string_view k, const auto& value) {
     put_member(frame, first_key, k);
