@@ -1116,12 +1116,6 @@ class Translator {
     return name;
   }
 
-  void warn_once(std::string object, std::string message) {
-    if (warned_.emplace(object, message).second) {
-      report(std::move(object), Severity::kWarning, std::move(message));
-    }
-  }
-
   // True when a TLS host (exact, or a wildcard one label up) covers `host`.
   bool has_tls(const std::string& host) const {
     if (tls_claims_.contains(host)) return true;
@@ -1269,14 +1263,10 @@ class Translator {
     // reports as it would on one thread.
     const std::set<std::string> referenced = referenced_upstreams();
     BuiltUpstreams built;
+    // (Declared after what it uses: when the hosts throw, its destructor waits for it.)
     auto upstreams_done = run_beside(referenced.size() >= options_.upstreams_beside_from,
                                      [&] { build_upstreams(referenced, &built); });
-    try {
-      assemble_hosts(config);
-    } catch (...) {
-      upstreams_done.wait();  // it reads this Translator: not past its end
-      throw;
-    }
+    assemble_hosts(config);
     upstreams_done.get();
     for (auto& d : built.diagnostics) result_.diagnostics.push_back(std::move(d));
     config.upstreams = std::move(built.upstreams);
@@ -1284,7 +1274,8 @@ class Translator {
     result_.service_ip_upstreams = std::move(built.service_ip);
   }
 
-  // The upstreams the routes (and the default route) will name.
+  // The upstreams the routes (and the default route) will name: every upstream a model::Route
+  // built in assemble_hosts() can name (a field that names another upstream goes here too).
   std::set<std::string> referenced_upstreams() const {
     std::set<std::string> referenced;
     auto add_claim = [&](const Claim& claim) {
@@ -1366,8 +1357,8 @@ class Translator {
   };
 
   // Each referenced upstream with its endpoints. Touches only the upstream claims (their
-  // settings move out: each is emitted once), warned_ (nothing else uses it meanwhile), the
-  // Store (read) and *out.
+  // settings move out: each is emitted once), warned_ (used by nothing else), the Store (read)
+  // and *out.
   void build_upstreams(const std::set<std::string>& referenced, BuiltUpstreams* out) {
     auto warn = [&](std::string object, std::string message) {
       if (warned_.emplace(object, message).second) {
@@ -1425,6 +1416,8 @@ class Translator {
   std::set<std::pair<std::string, std::string>>
       upstream_conflicts_;                // (Ingress, upstream) reported
   std::vector<IngressContext> canaries_;  // canary Ingresses, oldest first
+  // (object, message) of the warnings build_upstreams() reported: each once. Only it uses this
+  // (on the upstreams' thread), so that the hosts' side cannot race with it.
   std::set<std::pair<std::string, std::string>> warned_;
   struct TlsClaim {
     std::string certificate;  // Secret key "namespace/name"
