@@ -21,12 +21,7 @@ bool is_word(unsigned char c) {
 
 bool is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-// RE2's \b: a word byte on exactly one side (the text's ends count as non-word).
-bool boundary(std::string_view text, size_t pos) {
-  const bool before = pos > 0 && is_word(static_cast<unsigned char>(text[pos - 1]));
-  const bool after = pos < text.size() && is_word(static_cast<unsigned char>(text[pos]));
-  return before != after;
-}
+bool boundary(std::string_view text, size_t pos) { return LinearRule::word_boundary(text, pos); }
 
 // The ASCII bytes the atom matches, as RE2 says (the atom alone, with the rule's folding).
 std::optional<ByteSet> ascii_members(std::string_view atom, bool fold) {

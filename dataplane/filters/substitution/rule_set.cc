@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include <type_traits>
 #include <utility>
 
 #include "substitution/prefix_regex.h"
@@ -259,6 +260,12 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     }
     max_offset_ = std::max(max_offset_, l.offset);
   }
+  fixed_length_.assign(rules_.size(), 0);
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (linear_[i] != nullptr && rules_[i].max_group == 0) {
+      fixed_length_[i] = linear_[i]->fixed_length();
+    }
+  }
 }
 
 // The prefixes of `buckets` whose fingerprint may be at `pos`: those that start at or after
@@ -290,7 +297,7 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
 // the branch is almost never taken.
 //
 // GCC warns that passing AVX vectors by value changes the ABI when AVX is off; these helpers are
-// only ever inlined into scan_ssse3 and scan_avx2, which have their instruction sets on, so no
+// only ever inlined into find_ssse3 and find_avx2, which have their instruction sets on, so no
 // call with that ABI exists.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -386,38 +393,23 @@ template <typename Scan>
 
 #pragma GCC diagnostic pop
 
-// One instance per instruction set; each runs only where the CPU has it.
-__attribute__((target("ssse3"))) size_t RuleSet::scan_ssse3(std::string_view text, size_t from,
-                                                            size_t* i, size_t* best,
-                                                            uint64_t* at_best) const {
-  return scan_vector<Ssse3>(text, from, i, best, at_best);
-}
-
-__attribute__((target("avx2"))) size_t RuleSet::scan_avx2(std::string_view text, size_t from,
-                                                          size_t* i, size_t* best,
-                                                          uint64_t* at_best) const {
-#ifndef TIDEGATE_NO_AVX2_SCAN
-  return scan_vector<Avx2>(text, from, i, best, at_best);
-#else
-  return scan_ssse3(text, from, i, best, at_best);
-#endif
-}
 #endif
 
 // The leftmost position >= from where some rule's prefix lies whole inside `text`, or npos;
 // *at_best: the prefixes there.
-size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_best) const {
+template <typename Scan>
+[[gnu::always_inline]] inline size_t RuleSet::next_candidate(std::string_view text, size_t from,
+                                                             uint64_t* at_best) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   size_t best = std::string_view::npos;
   *at_best = 0;
   size_t i = from;
 #if defined(__x86_64__)
-  const ScanLevel level = scan_level.load(std::memory_order_relaxed);
-  const size_t found = level == ScanLevel::kAvx2    ? scan_avx2(text, from, &i, &best, at_best)
-                       : level == ScanLevel::kSsse3 ? scan_ssse3(text, from, &i, &best, at_best)
-                                                    : std::string_view::npos;
-  if (found != std::string_view::npos) return found;
+  if constexpr (!std::is_void_v<Scan>) {
+    const size_t found = scan_vector<Scan>(text, from, &i, &best, at_best);
+    if (found != std::string_view::npos) return found;
+  }
 #endif
   // The scalar test, for the tail (and CPUs without SSSE3). An index past the end allows every
   // byte: check_hit knows a prefix that does not fit.
@@ -431,9 +423,18 @@ size_t RuleSet::next_candidate(std::string_view text, size_t from, uint64_t* at_
   return best;
 }
 
-size_t RuleSet::anchored(size_t i, std::string_view text, size_t at, bool prefix_known,
-                         GroupSpans* spans, bool* spans_known) const {
+[[gnu::always_inline]] inline size_t RuleSet::anchored(size_t i, std::string_view text, size_t at,
+                                                       bool prefix_known, GroupSpans* spans,
+                                                       bool* spans_known) const {
   *spans_known = false;
+  if (prefix_known && fixed_length_[i] != 0) {
+    // The prefilter compared the whole rule: only its \b are left to check.
+    const LinearRule& linear = *linear_[i];
+    const size_t end = at + fixed_length_[i];
+    if (linear.lead_boundary() && !LinearRule::word_boundary(text, at)) return at;
+    if (linear.trail_boundary() && !LinearRule::word_boundary(text, end)) return at;
+    return end;
+  }
   if (const LinearRule* linear = linear_[i].get()) {
     size_t end = at;
     const bool want_spans = rules_[i].max_group > 0;
@@ -461,15 +462,31 @@ bool RuleSet::find(std::string_view text, size_t from, Match* m) const {
     rule_for(text, m);
     return true;
   }
-  // Every match starts with its rule's prefix, so only candidates can start one. At a
-  // candidate, each rule whose prefix is there runs anchored (longest match); the longest wins,
-  // the earlier rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups
-  // come with it; one RE2 call per rule otherwise. Either way the rule is known without the
-  // second pass the joined pattern would need.
+#if defined(__x86_64__)
+  switch (scan_level.load(std::memory_order_relaxed)) {
+    case ScanLevel::kAvx2:
+      return find_avx2(text, from, m);
+    case ScanLevel::kSsse3:
+      return find_ssse3(text, from, m);
+    case ScanLevel::kScalar:
+      break;
+  }
+#endif
+  return find_scalar(text, from, m);
+}
+
+// Every match starts with its rule's prefix, so only candidates can start one. At a candidate,
+// each rule whose prefix is there runs anchored (longest match); the longest wins, the earlier
+// rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups come with it;
+// one RE2 call per rule otherwise. Either way the rule is known without the second pass the
+// joined pattern would need.
+template <typename Scan>
+[[gnu::always_inline]] inline bool RuleSet::find_prefiltered(std::string_view text, size_t from,
+                                                             Match* m) const {
   GroupSpans spans[2];
   for (size_t at = from;;) {
     uint64_t here = 0;
-    const size_t c = next_candidate(text, at, &here);
+    const size_t c = next_candidate<Scan>(text, at, &here);
     if (c == std::string_view::npos) return false;
     size_t best_end = c;
     int best_spans = 0;
@@ -498,6 +515,35 @@ bool RuleSet::find(std::string_view text, size_t from, Match* m) const {
     at = c + 1;
   }
 }
+
+bool RuleSet::find_scalar(std::string_view text, size_t from, Match* m) const {
+  return find_prefiltered<void>(text, from, m);
+}
+
+#if defined(__x86_64__)
+// One instance per instruction set; each runs only where the CPU has it.
+__attribute__((target("ssse3"))) bool RuleSet::find_ssse3(std::string_view text, size_t from,
+                                                          Match* m) const {
+  return find_prefiltered<Ssse3>(text, from, m);
+}
+
+__attribute__((target("avx2"))) bool RuleSet::find_avx2(std::string_view text, size_t from,
+                                                        Match* m) const {
+#ifndef TIDEGATE_NO_AVX2_SCAN
+  return find_prefiltered<Avx2>(text, from, m);
+#else
+  return find_ssse3(text, from, m);
+#endif
+}
+#else
+bool RuleSet::find_ssse3(std::string_view text, size_t from, Match* m) const {
+  return find_scalar(text, from, m);
+}
+
+bool RuleSet::find_avx2(std::string_view text, size_t from, Match* m) const {
+  return find_scalar(text, from, m);
+}
+#endif
 
 void RuleSet::rule_for(std::string_view text, Match* m) const {
   m->rule = 0;

@@ -127,6 +127,15 @@ class RuleSet {
   std::optional<std::string> build(const substitution::CompiledRules& joined,
                                    std::shared_ptr<const RE2> viable_tail = nullptr);
   void build_prefilter(const std::vector<SubstitutionRule>& valid);
+  // find() with the prefilter, compiled once per scan level (Scan: Avx2, Ssse3, or void for a
+  // byte at a time) so that the scan, its hits and the rules' dispatch make one function, without
+  // a call per candidate.
+  template <typename Scan>
+  bool find_prefiltered(std::string_view text, size_t from, Match* m) const;
+  bool find_avx2(std::string_view text, size_t from, Match* m) const;
+  bool find_ssse3(std::string_view text, size_t from, Match* m) const;
+  bool find_scalar(std::string_view text, size_t from, Match* m) const;
+  template <typename Scan>
   size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
@@ -163,6 +172,9 @@ class RuleSet {
   std::vector<Prefix> prefixes_;        // empty: no prefilter
   std::vector<uint16_t> rule_prefix_;   // each rule's prefix in prefixes_
   std::vector<RuleBits> prefix_rules_;  // the rules (bit i: rule i of this set) of each prefix
+  // Per rule: LinearRule::fixed_length() when it has a linear matcher and no group is needed for
+  // its replacement (a match is then its prefix and its \b), else 0.
+  std::vector<size_t> fixed_length_;
 
   // The prefilter is a fingerprint scan in the manner of Hyperscan's Teddy: prefix k is in
   // bucket k % 8; position p is a candidate for bucket b when byte p + i is one that bucket b's
@@ -185,10 +197,6 @@ class RuleSet {
   template <typename Scan>
   size_t scan_vector(std::string_view text, size_t from, size_t* i, size_t* best,
                      uint64_t* at_best) const;
-  size_t scan_ssse3(std::string_view text, size_t from, size_t* i, size_t* best,
-                    uint64_t* at_best) const;
-  size_t scan_avx2(std::string_view text, size_t from, size_t* i, size_t* best,
-                   uint64_t* at_best) const;
 };
 
 }  // namespace tidegate::dataplane::filters
