@@ -135,7 +135,7 @@ void SyncLoop::run() {
     previous_pushed = true;
     switch (result.status) {
       case push::PushStatus::kAcked:
-        ++acked_;
+        acked_.fetch_add(1, std::memory_order_relaxed);
         nacked.reset();
         retry_pending = false;
         backoff = options_.retry_min;

@@ -6,6 +6,7 @@
 // restarts is resynced.
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -72,7 +73,8 @@ class SyncLoop {
   void stop();    // any thread
   void run();     // blocks until stop()
 
-  uint64_t pushes_acked() const { return acked_; }
+  // Any thread (tests watch it while run() goes on).
+  uint64_t pushes_acked() const { return acked_.load(std::memory_order_relaxed); }
 
  private:
   // Waits for a batch of changes, a retry deadline, a liveness check or stop. Returns false on
@@ -104,7 +106,7 @@ class SyncLoop {
   static constexpr size_t kCosts = 5;
   std::array<std::chrono::steady_clock::duration, kCosts> costs_{};
   size_t costs_seen_ = 0;
-  uint64_t acked_ = 0;
+  std::atomic<uint64_t> acked_{0};
   std::mt19937 rng_{std::random_device{}()};
 };
 
