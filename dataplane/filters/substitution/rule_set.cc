@@ -175,6 +175,7 @@ std::optional<std::string> RuleSet::build(const substitution::CompiledRules& joi
 }
 
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
+  fixed_length_.assign(rules_.size(), 0);  // read only with a prefilter; sized either way
   std::vector<Prefix> prefixes;
   std::vector<uint16_t> rule_prefix;
   for (size_t r = 0; r < valid.size(); ++r) {
@@ -260,7 +261,6 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     }
     max_offset_ = std::max(max_offset_, l.offset);
   }
-  fixed_length_.assign(rules_.size(), 0);
   for (size_t i = 0; i < rules_.size(); ++i) {
     if (linear_[i] != nullptr && rules_[i].max_group == 0) {
       fixed_length_[i] = linear_[i]->fixed_length();

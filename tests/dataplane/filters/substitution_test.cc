@@ -942,6 +942,77 @@ TEST(SubstitutionLinearRuleTest, ShapesTakenAndRefused) {
   EXPECT_EQ(LinearRule::compile("ask", true)->prefix().size(), 1u);
 }
 
+// A rule whose prefix is all of it (every step exact, of a fixed count, within 16 bytes) has a
+// fixed length: the engine then matches it where the prefilter compared its prefix, once its \b
+// hold, without the walk. At the edges (16 and 17 bytes, a repeat that fits or not, a variable
+// step, folded s, a group) the engine agrees with the reference at every scan level.
+TEST(SubstitutionLinearRuleTest, FixedLengthWhenThePrefixIsTheWholeRule) {
+  auto fixed = [](const char* pattern, bool fold = false) {
+    const auto rule = LinearRule::compile(pattern, fold);
+    EXPECT_NE(rule, nullptr) << pattern;
+    return rule ? rule->fixed_length() : size_t{99};
+  };
+  EXPECT_EQ(fixed("<code>"), 6u);
+  EXPECT_EQ(fixed(R"(\bcrate\b)"), 5u);
+  EXPECT_EQ(fixed("[Cc]argo"), 5u);
+  EXPECT_EQ(fixed("abcdefghijklmnop"), 16u);
+  EXPECT_EQ(fixed("abcdefghijklmnopq"), 0u);  // past the 16 bytes of a prefix: walked
+  EXPECT_EQ(fixed("xa{15}"), 16u);
+  EXPECT_EQ(fixed("xa{16}"), 0u);
+  EXPECT_EQ(fixed("ab+"), 0u);
+  EXPECT_EQ(fixed("ask", true), 0u);  // folded s may be LONG S: not exact
+  EXPECT_EQ(fixed("qz", true), 2u);
+  EXPECT_EQ(fixed("(ab)c"), 3u);  // the rule set walks it anyway when the replacement names $1
+
+  const std::vector<SubstitutionRule> rules = {
+      {"abcdefghijklmnop", "<16>", ""},
+      {"abcdefghijklmnopq", "<17>", ""},
+      {"xa{15}", "<xa15>", ""},
+      {R"(\bqz\b)", "<qz>", "i"},
+      {"(ab)c", "[$1]", ""},
+      {"[Cc]argo", "<cargo>", ""},
+      {R"(\bcrate\b)", "<crate>", ""},
+      {"ab+", "<ab+>", ""},
+  };
+  const auto compiled = RuleSet::compile(rules);
+  ASSERT_TRUE(compiled.errors.empty());
+  ASSERT_TRUE(compiled.rules->prefiltered());
+  std::mt19937 rng(23);
+  const std::vector<std::string> kPieces = {"abcdefghijklmnop",
+                                            "abcdefghijklmnopq",
+                                            "abcdefghijklmno",
+                                            "x",
+                                            "a",
+                                            "xaaaaaaaaaaaaaaa",
+                                            " qz ",
+                                            "Qz",
+                                            "qzq",
+                                            "abc",
+                                            "ab",
+                                            "Cargo",
+                                            "crate",
+                                            " crate ",
+                                            "crates",
+                                            "_",
+                                            "é",
+                                            "\xff"};
+  at_every_scan_level([&] {
+    for (int round = 0; round < 20; ++round) {
+      std::string body;
+      while (body.size() < 3000) body += kPieces[rng() % kPieces.size()];
+      const std::string want = fuzz::detail::reference_substitute(rules, body);
+      std::vector<std::string_view> pieces;
+      for (size_t pos = 0; pos < body.size();) {
+        const size_t n = 1 + rng() % 40;
+        pieces.push_back(std::string_view(body).substr(pos, n));
+        pos += n;
+      }
+      EXPECT_EQ(run_pieces(compiled.rules, pieces), want);
+      EXPECT_EQ(run_interrupted(compiled.rules, pieces, 1 + rng() % 64), want);
+    }
+  });
+}
+
 // The stream with linear rules (and others) over bodies dense with matches, against the
 // reference: the prefilter's candidates, the matcher's groups and its unknowns, RE2 where it
 // refuses, all streamed in random pieces and interrupted calls.
