@@ -15,13 +15,9 @@
 namespace tidegate::dataplane::filters {
 namespace {
 
-bool is_word(unsigned char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool is_word(unsigned char c) { return LinearRule::word_byte(c); }
 
 bool is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-bool boundary(std::string_view text, size_t pos) { return LinearRule::word_boundary(text, pos); }
 
 // The ASCII bytes the atom matches, as RE2 says (the atom alone, with the rule's folding).
 std::optional<ByteSet> ascii_members(std::string_view atom, bool fold) {
@@ -439,7 +435,7 @@ bool LinearRule::limit_vector_walk_for_testing(bool allow) {
 
 LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* end,
                                      GroupSpans* groups, bool prefix_known) const {
-  if (lead_boundary_ && !boundary(text, at)) return Result::kNoMatch;
+  if (lead_boundary_ && !word_boundary(text, at)) return Result::kNoMatch;
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const size_t size = text.size();
   size_t p = at;
@@ -475,7 +471,7 @@ LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* e
     }
     if (n < s.min) return Result::kNoMatch;
   }
-  if (trail_boundary_ && !boundary(text, p)) return Result::kNoMatch;
+  if (trail_boundary_ && !word_boundary(text, p)) return Result::kNoMatch;
   if (groups != nullptr) {
     mark(groups, opens_[i], closes_[i], p);
     groups->begin[0] = at;

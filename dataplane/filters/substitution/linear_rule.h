@@ -84,14 +84,14 @@ class LinearRule {
   size_t fixed_length() const { return prefix_steps_ == steps_.size() ? prefix_bytes_ : 0; }
   bool lead_boundary() const { return lead_boundary_; }
   bool trail_boundary() const { return trail_boundary_; }
-  // RE2's \b at `pos`: a word byte ([0-9A-Za-z_]) on exactly one side (the text's ends count as
-  // non-word).
+  // A byte of \w ([0-9A-Za-z_]).
+  static bool word_byte(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  }
+  // RE2's \b at `pos`: a word byte on exactly one side (the text's ends count as non-word).
   static bool word_boundary(std::string_view text, size_t pos) {
-    auto word = [](unsigned char c) {
-      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    };
-    const bool before = pos > 0 && word(static_cast<unsigned char>(text[pos - 1]));
-    const bool after = pos < text.size() && word(static_cast<unsigned char>(text[pos]));
+    const bool before = pos > 0 && word_byte(static_cast<unsigned char>(text[pos - 1]));
+    const bool after = pos < text.size() && word_byte(static_cast<unsigned char>(text[pos]));
     return before != after;
   }
 

@@ -535,14 +535,6 @@ __attribute__((target("avx2"))) bool RuleSet::find_avx2(std::string_view text, s
   return find_ssse3(text, from, m);
 #endif
 }
-#else
-bool RuleSet::find_ssse3(std::string_view text, size_t from, Match* m) const {
-  return find_scalar(text, from, m);
-}
-
-bool RuleSet::find_avx2(std::string_view text, size_t from, Match* m) const {
-  return find_scalar(text, from, m);
-}
 #endif
 
 void RuleSet::rule_for(std::string_view text, Match* m) const {

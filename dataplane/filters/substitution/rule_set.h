@@ -132,8 +132,10 @@ class RuleSet {
   // a call per candidate.
   template <typename Scan>
   bool find_prefiltered(std::string_view text, size_t from, Match* m) const;
+#if defined(__x86_64__)
   bool find_avx2(std::string_view text, size_t from, Match* m) const;
   bool find_ssse3(std::string_view text, size_t from, Match* m) const;
+#endif
   bool find_scalar(std::string_view text, size_t from, Match* m) const;
   template <typename Scan>
   size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
