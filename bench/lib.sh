@@ -100,6 +100,53 @@ perf_counts_finish() {  # total requests of the run
   echo "${out:--}"
 }
 
+# tcp_segments PID...: one line per established TCP socket of those processes, "local peer
+# segs_out data_segs_out segs_in data_segs_in" (the kernel's per-socket counters, ss -ti). What
+# a socket sent that was not data (segs_out - data_segs_out) is pure ACKs (and SYN/FIN): each a
+# packet through loopback that its sender's CPU pays for.
+tcp_segments() {
+  local pids
+  pids=" $* "
+  ss -tinpH state established 2>/dev/null | awk -v pids="$pids" '
+    /users:\(/ {
+      keep = 0
+      if (match($0, /pid=[0-9]+/)) keep = index(pids, " " substr($0, RSTART + 4, RLENGTH - 4) " ") > 0
+      local = $3; peer = $4; next
+    }
+    keep {
+      so = 0; dso = 0; si = 0; dsi = 0
+      for (i = 1; i <= NF; i++) {
+        split($i, kv, ":")
+        if (kv[1] == "segs_out") so = kv[2]
+        else if (kv[1] == "data_segs_out") dso = kv[2]
+        else if (kv[1] == "segs_in") si = kv[2]
+        else if (kv[1] == "data_segs_in") dsi = kv[2]
+      }
+      print local, peer, so, dso, si, dsi
+      keep = 0
+    }'
+}
+
+# tcp_segments_per_request BEFORE AFTER LISTEN_PORT: from two tcp_segments listings, per request
+# (a request: a data segment received on the listening port's side), the segments sent on the
+# client side and on the upstream side, and how many of them carried no data:
+# "client:OUT(pure:N)/upstream:OUT(pure:N)".
+tcp_segments_per_request() {
+  awk -v port="$3" '
+    FNR == NR { so[$1 " " $2] = $3; dso[$1 " " $2] = $4; dsi[$1 " " $2] = $6; next }
+    {
+      k = $1 " " $2
+      side = ($1 ~ ":" port "$") ? "c" : "u"
+      out[side] += $3 - so[k]; pure[side] += ($3 - $4) - (so[k] - dso[k])
+      if (side == "c") req += $6 - dsi[k]
+    }
+    END {
+      if (req == 0) { print "-"; exit }
+      printf "segments/request(client:%.2f(pure:%.2f),upstream:%.2f(pure:%.2f))\n",
+        out["c"] / req, pure["c"] / req, out["u"] / req, pure["u"] / req
+    }' "$1" "$2"
+}
+
 write_backend_conf() {  # [http-lines]: $WORK/backend.conf, nginx serving $WORK/www on $BACKEND_PORT
   cat >"$WORK/backend.conf" <<CONF
 worker_processes 1;

@@ -16,7 +16,9 @@
 # ACCESS_LOG=1 turns the access logs on: tidegate's JSON lines and nginx's ingress-nginx
 # `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out),
 # SYSCALLS=1 / PERF_EVENTS=list count each proxy's system calls / perf events per request
-# (bench/lib.sh, perf_counts_start), PERF_RECORD=dir records a profile of each run there.
+# (bench/lib.sh, perf_counts_start), PERF_RECORD=dir records a profile of each run there,
+# SEGMENTS=1 counts the TCP segments each proxy sends per request on each side, and how many of
+# them carry no data (pure ACKs; bench/lib.sh, tcp_segments; DURATION at least 3).
 # Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,7 @@ ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-50}
 PIN=${PIN:-1}
 ACCESS_LOG=${ACCESS_LOG:-0}
+SEGMENTS=${SEGMENTS:-0}
 BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
 
 if [ ! -x "$BIN/tidegate-dataplane" ] || [ ! -x "$BIN/tidegate-controller" ]; then
@@ -148,6 +151,13 @@ measure() {  # name port
   mapfile -t pids < <(proxy_pids "$1")
   perf_counts_start "${pids[*]}" "$DURATION" "$1"
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
+  local sampler=""
+  if [ "$SEGMENTS" = 1 ]; then
+    # Sampled while wrk's connections are open: from 1 s in to 1 s before the end.
+    (sleep 1 && tcp_segments "${pids[@]}" >"$WORK/segs0.txt" && sleep $((DURATION - 2)) &&
+      tcp_segments "${pids[@]}" >"$WORK/segs1.txt") &
+    sampler=$!
+  fi
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
     "http://127.0.0.1:$2/1k.html")
   read -r u1 s1 < <(cpu_ticks "${pids[@]}")
@@ -161,7 +171,11 @@ measure() {  # name port
     /Non-2xx|Socket errors/ { errors = errors $0 }
     END { printf "%s %s %s %.2f %.2f ", rps, p99, (errors == "" ? "none" : "yes"),
           du * 1e6 / hz / total, ds * 1e6 / hz / total }'
-  cat "$WORK/counts.txt"
+  if [ -n "$sampler" ]; then
+    wait "$sampler"
+    tcp_segments_per_request "$WORK/segs0.txt" "$WORK/segs1.txt" "$2" >>"$WORK/counts.txt"
+  fi
+  grep -vx -- - "$WORK/counts.txt" | paste -sd, | grep . || echo -
 }
 
 # peer_over_tidegate PEER: the peer's CPU per request over tidegate's in this round, which is
