@@ -385,6 +385,30 @@ TEST(ValidateTest, Table) {
               c.upstreams["default/web:80"].tls = {true, std::string(254, 'a'), ""};
             }),
        {"upstream default/web:80: TLS server name longer than 253 characters"}},
+      {"an endpoint three times is two duplicates",
+       with(valid_config(),
+            [](Config& c) {
+              auto& eps = c.upstreams["default/web:80"].endpoints;
+              eps.push_back({"10.0.0.9", 80});
+              eps.push_back({"10.0.0.1", 8080});
+              eps.push_back({"10.0.0.1", 8080});
+            }),
+       {"upstream default/web:80: duplicate endpoint 10.0.0.1:8080",
+        "upstream default/web:80: duplicate endpoint 10.0.0.1:8080"}},
+      // Beyond 16 endpoints the duplicates are found with a set instead of in place: the same
+      // reports, in the endpoints' order.
+      {"duplicates among many endpoints",
+       with(valid_config(),
+            [](Config& c) {
+              auto& eps = c.upstreams["default/web:80"].endpoints;
+              for (int i = 0; i < 20; ++i) eps.push_back({"10.1.0." + std::to_string(i), 80});
+              eps.push_back({"10.1.0.3", 80});
+              eps.push_back({"10.0.0.1", 8080});
+              eps.push_back({"10.1.0.3", 80});
+            }),
+       {"upstream default/web:80: duplicate endpoint 10.1.0.3:80",
+        "upstream default/web:80: duplicate endpoint 10.0.0.1:8080",
+        "upstream default/web:80: duplicate endpoint 10.1.0.3:80"}},
       {"same address on two ports is not a duplicate",
        with(valid_config(),
             [](Config& c) {
@@ -562,6 +586,16 @@ TEST(ValidateTest, Table) {
               c.virtual_hosts["foo.com"].routes[1].canary = Canary{"default/web:80"};
             }),
        {"canary upstream is the route's own"}},
+      {"conditions of the default route and of a host's route",
+       with(valid_config(),
+            [](Config& c) {
+              c.default_route = route(PathMatch::kPrefix, "/", "default/web:80");
+              c.default_route->method = "get";
+              c.virtual_hosts["foo.com"].routes[0].query.push_back(
+                  {"a=b", "1", ValueMatch::kExact});
+            }),
+       {"host foo.com path \"/login\": query condition \"a=b\": the name must be",
+        "default route path \"/\": method \"get\" is not an upper-case token"}},
       {"every problem is reported, not just the first",
        with(valid_config(),
             [](Config& c) {
