@@ -133,7 +133,7 @@ tcp_segments() {
 # "client:OUT(pure:N)/upstream:OUT(pure:N)".
 tcp_segments_per_request() {
   awk -v port="$3" '
-    FNR == NR { so[$1 " " $2] = $3; dso[$1 " " $2] = $4; dsi[$1 " " $2] = $6; next }
+    FILENAME == ARGV[1] { so[$1 " " $2] = $3; dso[$1 " " $2] = $4; dsi[$1 " " $2] = $6; next }
     {
       k = $1 " " $2
       side = ($1 ~ ":" port "$") ? "c" : "u"

@@ -30,6 +30,10 @@ CONNECTIONS=${CONNECTIONS:-50}
 PIN=${PIN:-1}
 ACCESS_LOG=${ACCESS_LOG:-0}
 SEGMENTS=${SEGMENTS:-0}
+if [ "$SEGMENTS" = 1 ] && [ "$DURATION" -lt 3 ]; then
+  echo "bench: SEGMENTS=1 samples from 1 s into a run to 1 s before its end: DURATION >= 3" >&2
+  exit 1
+fi
 BIN=${TIDEGATE_BIN_DIR:-$ROOT/build/bin}
 
 if [ ! -x "$BIN/tidegate-dataplane" ] || [ ! -x "$BIN/tidegate-controller" ]; then
@@ -154,8 +158,11 @@ measure() {  # name port
   local sampler=""
   if [ "$SEGMENTS" = 1 ]; then
     # Sampled while wrk's connections are open: from 1 s in to 1 s before the end.
-    (sleep 1 && tcp_segments "${pids[@]}" >"$WORK/segs0.txt" && sleep $((DURATION - 2)) &&
-      tcp_segments "${pids[@]}" >"$WORK/segs1.txt") &
+    # ss on wrk's CPU, not the proxy's.
+    (sleep 1 && "${LOAD_CPU[@]}" bash -c "$(declare -f tcp_segments); tcp_segments ${pids[*]}" \
+      >"$WORK/segs0.txt" && sleep $((DURATION - 2)) &&
+      "${LOAD_CPU[@]}" bash -c "$(declare -f tcp_segments); tcp_segments ${pids[*]}" \
+        >"$WORK/segs1.txt") &
     sampler=$!
   fi
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \
@@ -172,8 +179,11 @@ measure() {  # name port
     END { printf "%s %s %s %.2f %.2f ", rps, p99, (errors == "" ? "none" : "yes"),
           du * 1e6 / hz / total, ds * 1e6 / hz / total }'
   if [ -n "$sampler" ]; then
-    wait "$sampler"
-    tcp_segments_per_request "$WORK/segs0.txt" "$WORK/segs1.txt" "$2" >>"$WORK/counts.txt"
+    # A failed sample (ss missing, say) leaves the counts out, not the run.
+    if wait "$sampler" && [ -s "$WORK/segs0.txt" ] && [ -s "$WORK/segs1.txt" ]; then
+      tcp_segments_per_request "$WORK/segs0.txt" "$WORK/segs1.txt" "$2" >>"$WORK/counts.txt"
+    fi
+    rm -f "$WORK/segs0.txt" "$WORK/segs1.txt"
   fi
   grep -vx -- - "$WORK/counts.txt" | paste -sd, | grep . || echo -
 }
@@ -201,7 +211,7 @@ for round in $(seq 1 "$ROUNDS"); do
     read -r rps p99 errors user_us sys_us counts < <(measure "$name" "$port")
     echo "bench: round $round $name: $rps req/s, p99 ${p99} ms, errors: $errors," \
       "CPU per request: user ${user_us} us, system ${sys_us} us" \
-      "$([ "$counts" != - ] && echo ", syscalls/events $counts")" >&2
+      "$([ "$counts" != - ] && echo ", counts $counts")" >&2
     RPS[$name]+="$rps "
     P99[$name]+="$p99 "
     CPU[$name]=$(awk -v u="$user_us" -v s="$sys_us" 'BEGIN { print u + s }')

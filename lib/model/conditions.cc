@@ -98,6 +98,9 @@ std::vector<Condition> conditions_from(const json& array, const char* what) {
 
 }  // namespace
 
+// Every check here is about the route's method, headers, query or weighted backends:
+// validate_route (model.cc) skips the call, and the context it would build, for a route without
+// any of them. A check of anything else belongs there too.
 void validate_conditions(const Route& r, const std::string& where,
                          std::vector<std::string>& problems) {
   if (!r.method.empty() && !is_upper_token(r.method)) {
