@@ -127,23 +127,24 @@ tcp_segments() {
     }'
 }
 
-# tcp_segments_per_request BEFORE AFTER LISTEN_PORT: from two tcp_segments listings, per request
-# (a request: a data segment received on the listening port's side), the segments sent on the
-# client side and on the upstream side, and how many of them carried no data:
-# "client:OUT(pure:N)/upstream:OUT(pure:N)".
+# tcp_segments_per_request BEFORE AFTER LISTEN_PORT: from two tcp_segments listings, the data
+# segments sent to clients per request (a request: a data segment received on the listening
+# port's side) and, on each side, the pure ACKs sent per data segment sent. The pure ACKs are
+# counted against the data of the same sockets, because a socket closed between the two listings
+# drops out of both (nginx closes an upstream connection every 1,000 requests by default).
 tcp_segments_per_request() {
   awk -v port="$3" '
     FILENAME == ARGV[1] { so[$1 " " $2] = $3; dso[$1 " " $2] = $4; dsi[$1 " " $2] = $6; next }
     {
       k = $1 " " $2
       side = ($1 ~ ":" port "$") ? "c" : "u"
-      out[side] += $3 - so[k]; pure[side] += ($3 - $4) - (so[k] - dso[k])
+      data[side] += $4 - dso[k]; pure[side] += ($3 - $4) - (so[k] - dso[k])
       if (side == "c") req += $6 - dsi[k]
     }
     END {
-      if (req == 0) { print "-"; exit }
-      printf "segments/request(client:%.2f(pure:%.2f),upstream:%.2f(pure:%.2f))\n",
-        out["c"] / req, pure["c"] / req, out["u"] / req, pure["u"] / req
+      if (req == 0 || data["u"] == 0) { print "-"; exit }
+      printf "segments(client: %.2f data per request, %.3f pure ACKs per data; upstream: %.3f" \
+        " pure ACKs per data)\n", data["c"] / req, pure["c"] / data["c"], pure["u"] / data["u"]
     }' "$1" "$2"
 }
 

@@ -17,8 +17,8 @@
 # `upstreaminfo` lines, each to a file (HAProxy, which logs through syslog, is then left out),
 # SYSCALLS=1 / PERF_EVENTS=list count each proxy's system calls / perf events per request
 # (bench/lib.sh, perf_counts_start), PERF_RECORD=dir records a profile of each run there,
-# SEGMENTS=1 counts the TCP segments each proxy sends per request on each side, and how many of
-# them carry no data (pure ACKs; bench/lib.sh, tcp_segments; DURATION at least 3).
+# SEGMENTS=1 counts the TCP data segments each proxy sends to clients per request and the pure
+# ACKs it sends per data segment on each side (bench/lib.sh, tcp_segments; DURATION at least 3).
 # Needs: scripts/build done (or it builds), nginx, haproxy, wrk (scripts/install-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -157,12 +157,11 @@ measure() {  # name port
   read -r u0 s0 < <(cpu_ticks "${pids[@]}")
   local sampler=""
   if [ "$SEGMENTS" = 1 ]; then
-    # Sampled while wrk's connections are open: from 1 s in to 1 s before the end.
-    # ss on wrk's CPU, not the proxy's.
-    (sleep 1 && "${LOAD_CPU[@]}" bash -c "$(declare -f tcp_segments); tcp_segments ${pids[*]}" \
-      >"$WORK/segs0.txt" && sleep $((DURATION - 2)) &&
-      "${LOAD_CPU[@]}" bash -c "$(declare -f tcp_segments); tcp_segments ${pids[*]}" \
-        >"$WORK/segs1.txt") &
+    # Sampled while wrk's connections are open: from 1 s in to 1 s before the end, with ss on
+    # wrk's CPU, not the proxy's.
+    sample() { "${LOAD_CPU[@]}" bash -c "$(declare -f tcp_segments); tcp_segments ${pids[*]}"; }
+    (sleep 1 && sample >"$WORK/segs0.txt" && sleep $((DURATION - 2)) &&
+      sample >"$WORK/segs1.txt") &
     sampler=$!
   fi
   out=$("${LOAD_CPU[@]}" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency \

@@ -15,8 +15,6 @@
 namespace tidegate::dataplane::filters {
 namespace {
 
-bool is_word(unsigned char c) { return LinearRule::word_byte(c); }
-
 bool is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // The ASCII bytes the atom matches, as RE2 says (the atom alone, with the rule's folding).
@@ -200,7 +198,7 @@ class Parser {
       }
       default:
         // Escaped punctuation is the character itself; letters and digits are other syntax.
-        if (e == 0 || e >= 0x80 || is_word(e)) return false;
+        if (e == 0 || e >= 0x80 || LinearRule::word_byte(e)) return false;
         return literal(e, s);
     }
   }
@@ -232,8 +230,8 @@ class Parser {
         const auto e = static_cast<unsigned char>(peek(1));
         if (e == 0) return false;
         // Only escapes that name ASCII characters keep the class exact.
-        if (is_word(e) && e != 'd' && e != 's' && e != 'w' && e != 'n' && e != 't' && e != 'r' &&
-            e != 'f' && e != 'v' && e != 'a') {
+        if (LinearRule::word_byte(e) && e != 'd' && e != 's' && e != 'w' && e != 'n' && e != 't' &&
+            e != 'r' && e != 'f' && e != 'v' && e != 'a') {
           exact = false;
         }
         if (e == 'x' && peek(2) == '{') {
@@ -307,7 +305,8 @@ class Parser {
 
 bool all_word(const ByteSet& set, bool want) {
   for (int c = 0; c < 256; ++c) {
-    if (set.has(static_cast<unsigned char>(c)) && is_word(static_cast<unsigned char>(c)) != want) {
+    if (set.has(static_cast<unsigned char>(c)) &&
+        LinearRule::word_byte(static_cast<unsigned char>(c)) != want) {
       return false;
     }
   }

@@ -142,8 +142,7 @@ class RuleSet {
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
   // Rule i's longest match anchored at `at` (its end; `at` itself: none) and its groups when
-  // known.
-  // With `prefix_known`, rule i's prefix is known to be at `at`.
+  // known. With `prefix_known`, rule i's prefix is known to be at `at`.
   size_t anchored(size_t i, std::string_view text, size_t at, bool prefix_known, GroupSpans* spans,
                   bool* spans_known) const;
 
