@@ -384,18 +384,24 @@ def test_the_metrics_count_the_backends_grpc_status(stack_factory, log_args):
     b = GrpcBackend("g6")
     try:
         s.manifests.write("routes.yaml", *routes(b))
+        labels = f'ingress="svc-grpc",namespace="default",host="{HOST}",service="svc-grpc"'
+
+        def key(code: str):
+            return f'tidegate_grpc_responses_total{{{labels},grpc_status="{code}"}}'
         wait_grpc(s.port)
-        before = scrape_metrics(s.dataplane)
+        # An exchange is counted when it ends, which can be just after its client has read the
+        # answer: the baseline is taken once wait_grpc's one OK call is counted (a fresh stack),
+        # or that call could be counted in the difference below.
+        before = wait_until(lambda: (m := scrape_metrics(s.dataplane)).get(key("0")) == 1 and m,
+                            10, "wait_grpc's OK call counted")
         with channel(s.port, HOST) as ch:
             for _ in range(3):
                 ch.unary_unary("/test.Echo/Unary")(b"x")
             with pytest.raises(grpc.RpcError):
                 ch.unary_unary("/test.Echo/Fail")(b"x")
-        labels = f'ingress="svc-grpc",namespace="default",host="{HOST}",service="svc-grpc"'
 
         def counted(code: str):
-            key = f'tidegate_grpc_responses_total{{{labels},grpc_status="{code}"}}'
-            return scrape_metrics(s.dataplane).get(key, 0) - before.get(key, 0)
+            return scrape_metrics(s.dataplane).get(key(code), 0) - before.get(key(code), 0)
         wait_until(lambda: counted("0") == 3 and counted("5") == 1, 10,
                    "3 OK and 1 NOT_FOUND counted")
     finally:

@@ -119,14 +119,19 @@ def test_each_request_is_counted_and_logged(stack):
     stack.manifests.write("app.yaml", *service_with_backend("svc-b", b),
                           ingress("obs", [rule("obs.example.com", path("/", "svc-b"))]))
     stack.wait_backend("/", "obs.example.com", "b")
-    before = scrape(stack.dataplane)
-    log_start = stack.dataplane.log_size()
 
     def requests_cell(m, status):
         return sum(v for k, v in m.items()
                    if k.startswith("tidegate_requests_total{") and 'ingress="obs"' in k
                    and 'namespace="default"' in k and 'service="svc-b"' in k
                    and 'method="GET"' in k and f'status="{status}"' in k)
+    # An exchange is counted when it ends, which can be just after the client has read the
+    # answer: the baseline waits for wait_backend's one 2xx to be counted.
+    def baseline():
+        m = scrape(stack.dataplane)
+        return m if requests_cell(m, "2xx") == 1 else None
+    before = wait_until(baseline, 5, "wait_backend's request counted")
+    log_start = stack.dataplane.log_size()
 
     for i in range(5):
         r = stack.get(f"/item/{i}?token=secret{i}", host="obs.example.com",
