@@ -165,6 +165,20 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return n * scale;  // at most 12 digits times 2^20: no overflow
 }
 
+bool has_substitution_annotations(const std::map<std::string, std::string>& annotations) {
+  // The four names share this prefix, so they sit together in the map's order.
+  static const std::string kPrefix = "tidegate.io/substitution";
+  for (auto it = annotations.lower_bound(kPrefix);
+       it != annotations.end() && it->first.starts_with(kPrefix); ++it) {
+    const std::string_view key = it->first;
+    if (key == kSubstitutionsAnnotation || key == kSubstitutionTypesAnnotation ||
+        key == kSubstitutionMaxBufferAnnotation || key == kSubstitutionRuleSetAnnotation) {
+      return true;
+    }
+  }
+  return false;
+}
+
 SubstitutionAnnotations parse_substitution_annotations(
     const std::map<std::string, std::string>& annotations) {
   SubstitutionAnnotations out;

@@ -50,6 +50,9 @@ struct SubstitutionAnnotations {
 
 SubstitutionAnnotations parse_substitution_annotations(
     const std::map<std::string, std::string>& annotations);
+// Whether any of the four annotations is set: parse_substitution_annotations(a).present, without
+// building anything (most Ingresses have none).
+bool has_substitution_annotations(const std::map<std::string, std::string>& annotations);
 
 // "65536", "64k", "64K", "64Ki", "1m", "1M", "1Mi" -> bytes (k = 1024); nullopt otherwise or on
 // overflow. Bounds are the caller's.

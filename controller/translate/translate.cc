@@ -167,8 +167,12 @@ class Translator {
         }
       }
     }
-    std::stable_sort(ours.begin(), ours.end(),
-                     [](const Ingress* a, const Ingress* b) { return older(*a, *b); });
+    auto by_age = [](const Ingress* a, const Ingress* b) { return older(*a, *b); };
+    // Often in order already (the store's is namespace/name, and a list's creation times follow
+    // it); stable_sort would still merge through a buffer of its own.
+    if (!std::is_sorted(ours.begin(), ours.end(), by_age)) {
+      std::stable_sort(ours.begin(), ours.end(), by_age);
+    }
     return ours;
   }
 
@@ -593,7 +597,7 @@ class Translator {
   void add_canary(const IngressContext& ctx) {
     const Ingress& ingress = *ctx.ingress;
     const std::string& object = ctx.object;
-    if (annotations::parse_substitution_annotations(ingress.metadata.annotations).present) {
+    if (annotations::has_substitution_annotations(ingress.metadata.annotations)) {
       report(object, Severity::kWarning,
              "substitution annotations are ignored on a canary Ingress (the main route's "
              "apply to both backends)");
@@ -839,6 +843,7 @@ class Translator {
   std::string add_substitution(const Ingress& ingress, const std::string& object) {
     using annotations::kSubstitutionRuleSetAnnotation;
     using annotations::kSubstitutionsAnnotation;
+    if (!annotations::has_substitution_annotations(ingress.metadata.annotations)) return {};
     const annotations::SubstitutionAnnotations parsed =
         annotations::parse_substitution_annotations(ingress.metadata.annotations);
     if (!parsed.present) return {};

@@ -60,6 +60,17 @@ TEST(SubstitutionAnnotationsTest, Table) {
       kBuffer(kSubstitutionMaxBufferAnnotation), kSet(kSubstitutionRuleSetAnnotation);
   const std::vector<Case> cases = {
       {"none", {{"other", "x"}}, defaults(false)},
+      {"names that only share the prefix",
+       {{"tidegate.io/substitution", "x"},
+        {"tidegate.io/substitution-typo", "y"},
+        {"tidegate.io/substitutionsx", "z"},
+        {"tidegate.io/t", "w"}},
+       defaults(false)},
+      {"one of the four among names that share the prefix",
+       {{"tidegate.io/substitution-a", "x"},
+        {kTypes, "text/plain"},
+        {"tidegate.io/substitution-z", "y"}},
+       with(defaults(), [](auto& a) { a.mime_types = {"text/plain"}; })},
       {"rules in flow style",
        {{kSubs, R"([{match: 'a\.b', replace: c}, {match: d, replace: '', flags: i}])"}},
        with(defaults(),
@@ -178,6 +189,7 @@ TEST(SubstitutionAnnotationsTest, Table) {
     SCOPED_TRACE(c.name);
     SubstitutionAnnotations got = parse_substitution_annotations(c.annotations);
     EXPECT_EQ(got.present, c.want.present);
+    EXPECT_EQ(has_substitution_annotations(c.annotations), c.want.present);
     EXPECT_EQ(got.rules, c.want.rules);
     EXPECT_EQ(got.rule_set, c.want.rule_set);
     EXPECT_EQ(got.mime_types, c.want.mime_types);
