@@ -228,7 +228,10 @@ LIST_TIMING_RE = re.compile(r"list (\S+)(?: in \S+)? timing: (\d+) pages, (\d+) 
                             r"ms: waiting for pages (\d+) ms, decoding (\d+) ms \(CPU (\d+) ms\), "
                             r"storing (\d+) ms(?:; (protobuf|JSON|protobuf and JSON))?")
 LISTS_DONE_RE = re.compile(STAMP + r".*initial lists complete in (\d+) ms", re.M)
-TRANSLATION_RE = re.compile(r"translation \(full, \d+ upstreams updated\) in (\d+) us")
+TRANSLATION_RE = re.compile(r"translation \((full|endpoints only), (\d+) upstreams updated\) in "
+                            r"(\d+) us")
+AHEAD_RE = re.compile(STAMP + r".*translation ahead of the EndpointSlices' list in (\d+) us",
+                      re.M)
 ENCODE_RE = re.compile(r"snapshot of (\d+) bytes: encoded in (\d+) ms, sent and answered in "
                        r"(\d+) ms")
 FIRST_ACK_RE = re.compile(STAMP + r".*version \d+ acked at t=\d+ us: batch waited \d+ us, build "
@@ -261,8 +264,16 @@ def start_phases(ctl_log: str, dp_log: str, started_wall: float) -> list[str]:
     if m := LISTS_DONE_RE.search(ctl_log):
         out.append(f"initial lists complete at +{(stamp_s(m.group(1)) - started_wall) * 1000:.0f}"
                    f" ms ({m.group(2)} ms after the reflectors started)")
+    if m := AHEAD_RE.search(ctl_log):
+        # Made while the EndpointSlices were still listed (controller/main.cc); the first build
+        # then only adds their upstreams.
+        out.append(f"translation ahead of the EndpointSlices' list, done at "
+                   f"+{(stamp_s(m.group(1)) - started_wall) * 1000:.0f} ms: "
+                   f"{int(m.group(2)) / 1000:.0f} ms")
     if m := TRANSLATION_RE.search(ctl_log):
-        out.append(f"first translation {int(m.group(1)) / 1000:.0f} ms")
+        what = ("first translation" if m.group(1) == "full"
+                else f"first build: the slices' {m.group(2)} upstreams")
+        out.append(f"{what} {int(m.group(3)) / 1000:.0f} ms")
     if m := ENCODE_RE.search(ctl_log):
         out.append(f"first snapshot: {int(m.group(1)) / 1e6:.1f} MB encoded in {m.group(2)} ms, "
                    f"sent and answered in {m.group(3)} ms")

@@ -173,6 +173,9 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   std::unique_ptr<status::GatewayStatusWriter> gateway_status;
   // Kept across builds: EndpointSlice-only batches take the endpoint fast path.
   translate::IncrementalTranslator translator(translate_options);
+  // A full translation made ahead of the EndpointSlices' first list (below) whose status and
+  // Events are still to be set by the first build.
+  bool translated_ahead = false;
   // The translator keeps its result between builds, so the loop reads it in place (no copy of
   // the whole Config per change) and learns which upstreams the fast path changed.
   auto build = [&]() {
@@ -182,15 +185,16 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
         source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
           const auto& result = translator.update(s, changes);
           config = &result.config;
+          const bool full =
+              translator.last_path() == translate::UpdatePath::kFull || translated_ahead;
+          translated_ahead = false;
           // The Gateway API's status, computed by the full translation (the endpoint fast path
           // changes no status).
-          if (gateway_status && translator.last_path() == translate::UpdatePath::kFull) {
-            gateway_status->set(result.gateway_status);
-          }
+          if (gateway_status && full) gateway_status->set(result.gateway_status);
           std::set<std::string> diagnostics;
           for (const auto& d : result.diagnostics) diagnostics.insert(translate::to_string(d));
           // The fast path leaves Ingress diagnostics as they were.
-          if (events && translator.last_path() == translate::UpdatePath::kFull) {
+          if (events && full) {
             events->set(status::EventRecorder::Source::kTranslation,
                         status::events_from_diagnostics(result.diagnostics, s));
           }
@@ -301,7 +305,29 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   if (gateway_status) gateway_status->start();
   if (events) events->start();
   auto started = std::chrono::steady_clock::now();
-  while (!source->synced() && !g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (;;) {
+    const uint64_t lists = source->lists_handed_over();
+    if (g_stop || source->synced()) break;
+    if (!translated_ahead && source->synced_except(objects::Kind::kEndpointSlice)) {
+      // Only the EndpointSlices are still being listed: the Ingresses' translation, which needs
+      // everything else, is made now, while they come. Their arrival is then the endpoint fast
+      // path (translate/incremental.h: the result equals a full translation of the store), so
+      // the first push waits for their upstreams only. Nothing is pushed or reported until then.
+      const auto ahead_started = std::chrono::steady_clock::now();
+      source->with_store_and_changes([&](const store::Store& s, const store::Changes& changes) {
+        translator.update(s, changes);
+      });
+      translated_ahead = true;
+      TG_DEBUG("controller", "translation ahead of the EndpointSlices' list in "
+                                 << std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - ahead_started)
+                                        .count()
+                                 << " us");
+      continue;
+    }
+    // Woken by each list handed over; the timeout only bounds how late a stop is seen.
+    source->wait_for_list(lists, std::chrono::milliseconds(50));
+  }
   if (!g_stop) {
     TG_INFO("controller", "initial lists complete in "
                               << std::chrono::duration_cast<std::chrono::milliseconds>(

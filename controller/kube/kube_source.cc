@@ -52,6 +52,31 @@ bool KubeSource::synced() const {
   return true;
 }
 
+bool KubeSource::synced_except(Kind kind) const {
+  for (const auto& r : reflectors_) {
+    if (r->kind() != kind && !r->synced()) return false;
+  }
+  return true;
+}
+
+uint64_t KubeSource::lists_handed_over() const {
+  std::lock_guard lock(lists_mu_);
+  return lists_;
+}
+
+void KubeSource::wait_for_list(uint64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(lists_mu_);
+  lists_cv_.wait_for(lock, timeout, [&] { return lists_ > seen; });
+}
+
+void KubeSource::listed(Kind) {
+  {
+    std::lock_guard lock(lists_mu_);
+    ++lists_;
+  }
+  lists_cv_.notify_all();
+}
+
 namespace {
 
 // "ns/name" (or "name") back into its parts.

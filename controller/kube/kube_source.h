@@ -14,6 +14,9 @@
 // empty and synced, and the reflector lists again every ReflectorOptions::absent_recheck.
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -47,6 +50,12 @@ class KubeSource : public ReflectorSink {
   void stop();
   // Every kind has completed its first list.
   bool synced() const;
+  // Every kind but `kind` has completed its first list.
+  bool synced_except(objects::Kind kind) const;
+  // How many lists the reflectors have handed over so far; wait_for_list() returns once there
+  // are more than `seen`, or after `timeout`.
+  uint64_t lists_handed_over() const;
+  void wait_for_list(uint64_t seen, std::chrono::milliseconds timeout) const;
 
   // Runs fn(const store::Store&) with the store locked; returns what fn returns.
   template <typename Fn>
@@ -70,6 +79,7 @@ class KubeSource : public ReflectorSink {
   void replace(objects::Kind kind, std::vector<objects::Object> objects) override;
   void upsert(objects::Object object) override;
   void remove(objects::Kind kind, const std::string& namespace_, const std::string& name) override;
+  void listed(objects::Kind kind) override;
 
  private:
   bool secret_referenced(const std::string& namespace_, const std::string& name) const;  // locked
@@ -92,6 +102,9 @@ class KubeSource : public ReflectorSink {
   mutable std::mutex mu_;
   store::Store store_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;
+  mutable std::mutex lists_mu_;
+  mutable std::condition_variable lists_cv_;
+  uint64_t lists_ = 0;  // under lists_mu_
 };
 
 }  // namespace tidegate::controller::kube

@@ -415,6 +415,7 @@ void Reflector::run() {
         continue;
       }
       synced_ = true;
+      sink_.listed(kind_);
       backoff_.reset();
       if (listed == ListEnd::kAbsent) {
         // Nothing to watch: look again later (a CRD installed meanwhile is picked up then).

@@ -50,6 +50,9 @@ class ReflectorSink {
   virtual void upsert(objects::Object object) = 0;
   virtual void remove(objects::Kind kind, const std::string& namespace_,
                       const std::string& name) = 0;
+  // A list of `kind` has been handed over (replace() returned) and the reflector counts as
+  // synced; after every list, the first included.
+  virtual void listed(objects::Kind /*kind*/) {}
 };
 
 class Reflector {
@@ -60,6 +63,7 @@ class Reflector {
   void start();
   void stop();                             // any thread; joins
   bool synced() const { return synced_; }  // the first list has been handed over
+  objects::Kind kind() const { return kind_; }
   // An optional resource that the last list found not served (or forbidden).
   bool absent() const { return absent_; }
   uint64_t lists() const { return lists_; }

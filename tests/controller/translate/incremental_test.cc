@@ -357,5 +357,30 @@ TEST(IncrementalTranslatorTest, Table) {
   EXPECT_TRUE(warned);
 }
 
+// The controller's start translates the Ingresses while the EndpointSlices are still being
+// listed (controller/main.cc), then hands the whole list over at once: one fast-path update with
+// every slice, whose result is the full translation's.
+TEST(IncrementalTranslatorTest, AWholeListOfSlicesAfterTheFirstTranslation) {
+  store::Store s = base_store();
+  IncrementalTranslator inc;
+  inc.update(s, s.take_changes());
+  ASSERT_EQ(inc.last_path(), UpdatePath::kFull);
+  for (const auto& [ns, service] : kSliceTargets) {
+    for (int i = 0; i < 3; ++i) {
+      s.insert(slice(service + "-" + std::to_string(i), service,
+                     {ep("10.1." + std::to_string(i) + ".1"), ep("10.1.9.9", false)}, ns));
+    }
+  }
+  s.insert(slice("web-bad", "web", {ep("10.1.0.300")}));  // a warning, from the fast path
+  const TranslateResult& got = inc.update(s, s.take_changes());
+  EXPECT_EQ(inc.last_path(), UpdatePath::kEndpoints);
+  EXPECT_EQ(
+      endpoints_of(got, "a/web:80"),
+      (std::vector<model::Endpoint>{{"10.1.0.1", 8080}, {"10.1.1.1", 8080}, {"10.1.2.1", 8080}}));
+  EXPECT_TRUE(std::any_of(got.diagnostics.begin(), got.diagnostics.end(),
+                          [](const auto& d) { return d.object == "EndpointSlice a/web-bad"; }));
+  expect_same_as_full(inc, got, s, "all slices at once");
+}
+
 }  // namespace
 }  // namespace tidegate::controller::translate

@@ -1,0 +1,118 @@
+// KubeSource's first-sync signals, which the controller's start uses to translate the Ingresses
+// while the EndpointSlices are still being listed (controller/main.cc): synced_except() and
+// wait_for_list() against reflectors whose EndpointSlice list is held back.
+
+#include "kube/kube_source.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace tidegate::controller::kube {
+namespace {
+
+using namespace std::chrono_literals;
+using objects::Kind;
+
+// Answers every list with one empty page, except the EndpointSlices' list, which waits until
+// release(); watches block until cancelled.
+class HeldSlicesClient : public ApiClient {
+ public:
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+  Response get_list(const std::string& path, bool, size_t) override { return get(path); }
+  Response get(const std::string& path) override {
+    if (path.find("endpointslices") != std::string::npos) {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return released_; });
+    }
+    return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[]})", ""};
+  }
+
+  class Idle : public LineStream {
+   public:
+    bool next_line(std::string*, std::string* error) override {
+      error->clear();
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return cancelled_; });
+      return false;
+    }
+    void cancel() override {
+      std::lock_guard lock(mu_);
+      cancelled_ = true;
+      cv_.notify_all();
+    }
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool cancelled_ = false;
+  };
+  std::unique_ptr<LineStream> stream(const std::string&, Response*) override {
+    return std::make_unique<Idle>();
+  }
+  Response send(const std::string&, const std::string&, const std::string&,
+                const std::string&) override {
+    return Response{405, "", ""};
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+TEST(KubeSource, SaysWhenOnlyTheEndpointSlicesAreLeftAndWakesOnEachList) {
+  auto client = std::make_unique<HeldSlicesClient>();
+  HeldSlicesClient* held = client.get();
+  KubeSource source(std::move(client), store::ClassOptions{}, KubeSourceOptions{}, [](Kind) {});
+  // However the test ends, the held list returns before the source stops (which joins it).
+  struct ReleaseAtEnd {
+    HeldSlicesClient* client;
+    ~ReleaseAtEnd() { client->release(); }
+  } release_at_end{held};
+  EXPECT_FALSE(source.synced_except(Kind::kEndpointSlice));
+  source.start();
+  // Every other kind's list is handed over; the slices' is not.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  uint64_t seen = 0;
+  while (!source.synced_except(Kind::kEndpointSlice) &&
+         std::chrono::steady_clock::now() < deadline) {
+    seen = source.lists_handed_over();
+    source.wait_for_list(seen, 100ms);
+  }
+  ASSERT_TRUE(source.synced_except(Kind::kEndpointSlice));
+  EXPECT_FALSE(source.synced());
+  EXPECT_FALSE(source.synced_except(Kind::kIngress));
+  // 13 kinds besides the slices (the Gateway API's included).
+  seen = source.lists_handed_over();
+  EXPECT_EQ(seen, 13u);
+  // Nothing more comes: the wait ends at its timeout.
+  auto waited = std::chrono::steady_clock::now();
+  source.wait_for_list(seen, 50ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - waited, 50ms);
+  EXPECT_EQ(source.lists_handed_over(), seen);
+  // The slices' list wakes a waiter at once, long before its timeout.
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(20ms);
+    held->release();
+  });
+  waited = std::chrono::steady_clock::now();
+  source.wait_for_list(seen, 30s);
+  EXPECT_LT(std::chrono::steady_clock::now() - waited, 10s);
+  releaser.join();
+  EXPECT_EQ(source.lists_handed_over(), seen + 1);
+  EXPECT_TRUE(source.synced());
+  source.stop();
+}
+
+}  // namespace
+}  // namespace tidegate::controller::kube
