@@ -242,6 +242,9 @@ void Store::index_slice(const objects::EndpointSlice& slice, bool add) {
 }
 
 void Store::record(const objects::EndpointSlice& slice) {
+  // Something else changed too: the batch is a full translation, which reads neither set (a
+  // first list would otherwise copy 10,000 keys into each).
+  if (changes_.other) return;
   changes_.slices.insert(object_key(slice.metadata.namespace_, slice.metadata.name));
   changes_.services.insert(object_key(slice.metadata.namespace_, slice.service_name()));
 }

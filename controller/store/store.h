@@ -60,8 +60,10 @@ std::string object_key(std::string_view namespace_, std::string_view name);
 struct Changes {
   // Something other than an EndpointSlice changed in a way that can alter the translation.
   bool other = false;
-  std::set<std::string> slices;    // "ns/name" of EndpointSlices added, changed or removed
-  std::set<std::string> services;  // "ns/service" named by those slices, before or after
+  // "ns/name" of EndpointSlices added, changed or removed, and the "ns/service" they name
+  // (before or after); only read when `other` is false, and no longer recorded once it is set.
+  std::set<std::string> slices;
+  std::set<std::string> services;
   bool empty() const { return !other && slices.empty(); }
   bool endpoints_only() const { return !other && !slices.empty(); }
 };
