@@ -272,6 +272,32 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
   if (changed) notify_(kind);
 }
 
+bool KubeSource::takes_pages(Kind kind) const {
+  return kind == Kind::kIngress || kind == Kind::kService || kind == Kind::kEndpointSlice;
+}
+
+void KubeSource::add_page(Kind kind, std::vector<objects::Object> objects) {
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& o : objects) changed |= store_.insert(std::move(o));
+    if (changed) pages_changed_.insert(kind);
+  }
+}
+
+// What replace() does after its inserts, once for the whole list.
+void KubeSource::end_pages(Kind kind) {
+  bool changed = false;
+  std::vector<std::pair<std::string, std::string>> wanted;
+  {
+    std::lock_guard lock(mu_);
+    changed = pages_changed_.erase(kind) > 0;
+    if (kind == Kind::kIngress) wanted = reconcile_all_secrets();
+  }
+  fetch_secrets(wanted);
+  if (changed) notify_(kind);
+}
+
 void KubeSource::upsert(objects::Object object) {
   const Kind kind = objects::kind_of(object);
   bool changed = false;

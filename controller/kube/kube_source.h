@@ -80,6 +80,11 @@ class KubeSource : public ReflectorSink {
   void upsert(objects::Object object) override;
   void remove(objects::Kind kind, const std::string& namespace_, const std::string& name) override;
   void listed(objects::Kind kind) override;
+  // The first lists of Ingresses, Services and EndpointSlices (the large kinds, which only their
+  // reflectors write) are stored page by page.
+  bool takes_pages(objects::Kind kind) const override;
+  void add_page(objects::Kind kind, std::vector<objects::Object> objects) override;
+  void end_pages(objects::Kind kind) override;
 
  private:
   bool secret_referenced(const std::string& namespace_, const std::string& name) const;  // locked
@@ -102,6 +107,7 @@ class KubeSource : public ReflectorSink {
   mutable std::mutex mu_;
   store::Store store_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;
+  std::set<objects::Kind> pages_changed_;  // (locked) kinds whose pages changed the store
   mutable std::mutex lists_mu_;
   mutable std::condition_variable lists_cv_;
   uint64_t lists_ = 0;  // under lists_mu_

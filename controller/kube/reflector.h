@@ -53,6 +53,13 @@ class ReflectorSink {
   // A list of `kind` has been handed over (replace() returned) and the reflector counts as
   // synced; after every list, the first included.
   virtual void listed(objects::Kind /*kind*/) {}
+  // Whether the first list of `kind` may be handed over page by page: add_page() with each
+  // page's objects, then end_pages() instead of one replace(). Only for a kind the sink holds
+  // nothing of until then and that nothing but this reflector writes (nothing is removed at the
+  // end). A list that fails after a page was added is listed again with replace().
+  virtual bool takes_pages(objects::Kind /*kind*/) const { return false; }
+  virtual void add_page(objects::Kind /*kind*/, std::vector<objects::Object> /*objects*/) {}
+  virtual void end_pages(objects::Kind /*kind*/) {}
 };
 
 class Reflector {
@@ -84,6 +91,8 @@ class Reflector {
 
   // A protobuf list page failed to decode: this kind is listed in JSON from then on.
   bool protobuf_failed_ = false;
+  // A page of a list was handed over with add_page(): lists go through replace() from then on.
+  bool pages_added_ = false;
   ApiClient& client_;
   objects::Kind kind_;
   std::string namespace_;

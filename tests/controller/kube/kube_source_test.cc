@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -112,6 +113,57 @@ TEST(KubeSource, SaysWhenOnlyTheEndpointSlicesAreLeftAndWakesOnEachList) {
   EXPECT_EQ(source.lists_handed_over(), seen + 1);
   EXPECT_TRUE(source.synced());
   source.stop();
+}
+
+// Answers the Ingresses' list in two pages and every other list empty; watches block.
+class TwoPageIngressClient : public HeldSlicesClient {
+ public:
+  std::atomic<int> ingress_lists{0};
+  Response get(const std::string& path) override {
+    if (path.find("/ingresses") == std::string::npos) {
+      return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[]})", ""};
+    }
+    ++ingress_lists;
+    auto item = [](const std::string& name) {
+      return R"({"metadata":{"name":")" + name +
+             R"(","namespace":"default","resourceVersion":"5"},"spec":{"ingressClassName":"tidegate"}})";
+    };
+    if (path.find("continue=") == std::string::npos) {
+      return Response{200,
+                      R"({"metadata":{"resourceVersion":"7","continue":"tok"},"items":[)" +
+                          item("a") + "," + item("b") + "]}",
+                      ""};
+    }
+    return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[)" + item("c") + "]}", ""};
+  }
+};
+
+// The first Ingress list goes into the store page by page: all of it is there once the kind is
+// synced, and the change is announced once, for the whole list.
+TEST(KubeSource, StoresAFirstListPageByPageAndNotifiesOnce) {
+  auto client = std::make_unique<TwoPageIngressClient>();
+  TwoPageIngressClient* fake = client.get();
+  std::atomic<int> ingress_notes{0};
+  KubeSource source(std::move(client), store::ClassOptions{}, KubeSourceOptions{},
+                    [&](Kind kind) { ingress_notes += kind == Kind::kIngress ? 1 : 0; });
+  EXPECT_TRUE(source.takes_pages(Kind::kIngress));
+  EXPECT_TRUE(source.takes_pages(Kind::kEndpointSlice));
+  EXPECT_FALSE(source.takes_pages(Kind::kSecret));  // also written by fetches by name
+  source.start();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!source.synced() && std::chrono::steady_clock::now() < deadline) {
+    source.wait_for_list(source.lists_handed_over(), 100ms);
+  }
+  ASSERT_TRUE(source.synced());
+  source.stop();
+  EXPECT_EQ(fake->ingress_lists.load(), 2);
+  EXPECT_EQ(source.with_store([](const store::Store& s) {
+    std::string names;
+    for (const auto& [key, ingress] : s.ingresses()) names += key + " ";
+    return names;
+  }),
+            "default/a default/b default/c ");
+  EXPECT_EQ(ingress_notes.load(), 1);
 }
 
 }  // namespace

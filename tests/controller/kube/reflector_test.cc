@@ -213,6 +213,55 @@ TEST(Reflector, AsksForTheNextPageBeforeDecodingThisOne) {
             (std::vector<size_t>{0, broken.size(), broken.size(), first.size()}));
 }
 
+// A sink that takes a first list page by page (as KubeSource does for the large kinds).
+class PagingSink : public RecordingSink {
+ public:
+  bool takes_pages(Kind) const override { return true; }
+  void add_page(Kind, std::vector<objects::Object> objects) override {
+    std::lock_guard lock(mu);
+    std::string line = "page";
+    for (const auto& o : objects) line += " " + objects::meta_of(o).name;
+    log.push_back(line);
+  }
+  void end_pages(Kind) override {
+    std::lock_guard lock(mu);
+    log.push_back("end");
+  }
+};
+
+TEST(Reflector, AFirstListGoesPageByPageToASinkThatTakesPagesAndARelistReplaces) {
+  FakeClient client;
+  client.lists.push_back(
+      {200, list_json("10", {class_json("a", "5"), class_json("b", "6")}, "tok"), ""});
+  client.lists.push_back({200, list_json("10", {class_json("c", "7")}), ""});
+  client.lists.push_back({200, list_json("30", {class_json("d", "25")}), ""});
+  client.watches.push_back(
+      {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"});
+  PagingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return sink.snapshot().size() >= 4; }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot(), (std::vector<std::string>{"page a b", "page c", "end", "replace d"}));
+  EXPECT_EQ(r.lists(), 2u);
+}
+
+// Objects deleted between two attempts must not stay: once a page went in, the next attempt
+// replaces (which removes what its list lacks).
+TEST(Reflector, AFirstListThatFailsAfterAPageIsListedAgainWithReplace) {
+  FakeClient client;
+  client.lists.push_back(
+      {200, list_json("10", {class_json("a", "5"), class_json("b", "6")}, "tok"), ""});
+  client.lists.push_back({500, R"({"kind":"Status","code":500,"message":"boom"})", ""});
+  client.lists.push_back({200, list_json("12", {class_json("a", "5"), class_json("c", "8")}), ""});
+  PagingSink sink;
+  Reflector r(client, Kind::kIngressClass, "", sink, fast());
+  r.start();
+  ASSERT_TRUE(eventually([&] { return r.synced(); }));
+  r.stop();
+  EXPECT_EQ(sink.snapshot(), (std::vector<std::string>{"page a b", "replace a c"}));
+}
+
 TEST(Reflector, GoneMeansRelist) {
   FakeClient client;
   client.lists.push_back({200, list_json("10", {class_json("a", "5")}), ""});
