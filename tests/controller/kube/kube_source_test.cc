@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "scripted_stream.h"
+
 namespace tidegate::controller::kube {
 namespace {
 
@@ -38,27 +40,8 @@ class HeldSlicesClient : public ApiClient {
     return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[]})", ""};
   }
 
-  class Idle : public LineStream {
-   public:
-    bool next_line(std::string*, std::string* error) override {
-      error->clear();
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return cancelled_; });
-      return false;
-    }
-    void cancel() override {
-      std::lock_guard lock(mu_);
-      cancelled_ = true;
-      cv_.notify_all();
-    }
-
-   private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool cancelled_ = false;
-  };
   std::unique_ptr<LineStream> stream(const std::string&, Response*) override {
-    return std::make_unique<Idle>();
+    return std::make_unique<ScriptedStream>(std::vector<std::string>{}, true);
   }
   Response send(const std::string&, const std::string&, const std::string&,
                 const std::string&) override {

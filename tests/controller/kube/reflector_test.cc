@@ -5,6 +5,8 @@
 #include <deque>
 #include <thread>
 
+#include "scripted_stream.h"
+
 namespace tidegate::controller::kube {
 namespace {
 
@@ -42,39 +44,10 @@ class FakeClient : public ApiClient {
     return r;
   }
 
-  class Stream : public LineStream {
-   public:
-    explicit Stream(std::vector<std::string> lines, bool block)
-        : lines_(std::move(lines)), block_(block) {}
-    bool next_line(std::string* line, std::string* error) override {
-      error->clear();
-      if (next_ < lines_.size()) {
-        *line = lines_[next_++];
-        return true;
-      }
-      std::unique_lock lock(mu_);
-      if (block_) cv_.wait(lock, [this] { return cancelled_; });
-      return false;
-    }
-    void cancel() override {
-      std::lock_guard lock(mu_);
-      cancelled_ = true;
-      cv_.notify_all();
-    }
-
-   private:
-    std::vector<std::string> lines_;
-    size_t next_ = 0;
-    bool block_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool cancelled_ = false;
-  };
-
   std::unique_ptr<LineStream> stream(const std::string& path, Response* failed) override {
     std::lock_guard lock(mu);
     requests.push_back(path);
-    if (watches.empty()) return std::make_unique<Stream>(std::vector<std::string>{}, true);
+    if (watches.empty()) return std::make_unique<ScriptedStream>(std::vector<std::string>{}, true);
     auto lines = watches.front();
     watches.pop_front();
     if (lines.size() == 1 && lines[0].starts_with("!")) {
@@ -82,7 +55,7 @@ class FakeClient : public ApiClient {
       failed->body = "refused";
       return nullptr;
     }
-    return std::make_unique<Stream>(std::move(lines), false);
+    return std::make_unique<ScriptedStream>(std::move(lines), false);
   }
 
   Response send(const std::string&, const std::string&, const std::string&,
@@ -136,6 +109,10 @@ bool eventually(Pred pred) {
   }
   return pred();
 }
+
+// A watch's 410 Gone, as an ERROR event.
+const std::string kGone =
+    R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})";
 
 ReflectorOptions fast() {
   ReflectorOptions o;
@@ -235,8 +212,7 @@ TEST(Reflector, AFirstListGoesPageByPageToASinkThatTakesPagesAndARelistReplaces)
       {200, list_json("10", {class_json("a", "5"), class_json("b", "6")}, "tok"), ""});
   client.lists.push_back({200, list_json("10", {class_json("c", "7")}), ""});
   client.lists.push_back({200, list_json("30", {class_json("d", "25")}), ""});
-  client.watches.push_back(
-      {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"});
+  client.watches.push_back({kGone});
   PagingSink sink;
   Reflector r(client, Kind::kIngressClass, "", sink, fast());
   r.start();
@@ -266,8 +242,7 @@ TEST(Reflector, GoneMeansRelist) {
   FakeClient client;
   client.lists.push_back({200, list_json("10", {class_json("a", "5")}), ""});
   client.lists.push_back({200, list_json("30", {class_json("b", "25")}), ""});
-  client.watches.push_back(
-      {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}})"});
+  client.watches.push_back({kGone});
   RecordingSink sink;
   Reflector r(client, Kind::kIngressClass, "", sink, fast());
   r.start();
