@@ -264,6 +264,9 @@ void KubeSource::replace(Kind kind, std::vector<objects::Object> objects) {
       auto [ns, name] = split_key(key);
       changed |= store_.remove(kind, ns, name);
     }
+    // Pages of a first list that failed after them changed the store too (they were never
+    // announced): this list is their end.
+    changed |= pages_changed_.erase(kind) > 0;
     if (kind == Kind::kIngress || kind == Kind::kGateway) wanted = reconcile_all_secrets();
     if (kind == Kind::kBackendTLSPolicy) wanted_maps = reconcile_all_config_maps();
   }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -73,6 +74,10 @@ TEST(KubeSource, SaysWhenOnlyTheEndpointSlicesAreLeftAndWakesOnEachList) {
     seen = source.lists_handed_over();
     source.wait_for_list(seen, 100ms);
   }
+  // A reflector counts as synced just before it reports its list: wait for the 13 reports.
+  while (source.lists_handed_over() < 13 && std::chrono::steady_clock::now() < deadline) {
+    source.wait_for_list(source.lists_handed_over(), 100ms);
+  }
   ASSERT_TRUE(source.synced_except(Kind::kEndpointSlice));
   EXPECT_FALSE(source.synced());
   EXPECT_FALSE(source.synced_except(Kind::kIngress));
@@ -101,12 +106,16 @@ TEST(KubeSource, SaysWhenOnlyTheEndpointSlicesAreLeftAndWakesOnEachList) {
 // Answers the Ingresses' list in two pages and every other list empty; watches block.
 class TwoPageIngressClient : public HeldSlicesClient {
  public:
-  std::atomic<int> ingress_lists{0};
+  std::atomic<int> ingress_pages{0};
+  // Set before the lists start: whether the first page's Ingresses are in the store. The second
+  // page is answered once they are (or after 5 s); first_page_stored says which.
+  std::function<bool()> first_page_in_store;
+  std::atomic<bool> first_page_stored{false};
   Response get(const std::string& path) override {
     if (path.find("/ingresses") == std::string::npos) {
       return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[]})", ""};
     }
-    ++ingress_lists;
+    ++ingress_pages;
     auto item = [](const std::string& name) {
       return R"({"metadata":{"name":")" + name +
              R"(","namespace":"default","resourceVersion":"5"},"spec":{"ingressClassName":"tidegate"}})";
@@ -117,6 +126,13 @@ class TwoPageIngressClient : public HeldSlicesClient {
                           item("a") + "," + item("b") + "]}",
                       ""};
     }
+    // Asked for before the first page is decoded (the reflector's prefetch): the first page is
+    // stored while this one is on its way.
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!first_page_in_store() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    first_page_stored = first_page_in_store();
     return Response{200, R"({"metadata":{"resourceVersion":"7"},"items":[)" + item("c") + "]}", ""};
   }
 };
@@ -132,6 +148,9 @@ TEST(KubeSource, StoresAFirstListPageByPageAndNotifiesOnce) {
   EXPECT_TRUE(source.takes_pages(Kind::kIngress));
   EXPECT_TRUE(source.takes_pages(Kind::kEndpointSlice));
   EXPECT_FALSE(source.takes_pages(Kind::kSecret));  // also written by fetches by name
+  fake->first_page_in_store = [&source] {
+    return source.with_store([](const store::Store& s) { return s.ingresses().size() == 2; });
+  };
   source.start();
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (!source.synced() && std::chrono::steady_clock::now() < deadline) {
@@ -139,7 +158,8 @@ TEST(KubeSource, StoresAFirstListPageByPageAndNotifiesOnce) {
   }
   ASSERT_TRUE(source.synced());
   source.stop();
-  EXPECT_EQ(fake->ingress_lists.load(), 2);
+  EXPECT_EQ(fake->ingress_pages.load(), 2);
+  EXPECT_TRUE(fake->first_page_stored.load());
   EXPECT_EQ(source.with_store([](const store::Store& s) {
     std::string names;
     for (const auto& [key, ingress] : s.ingresses()) names += key + " ";
