@@ -517,6 +517,13 @@ class Translator {
   // force-ssl-redirect, from-to-www-redirect and server-alias. Applied in assemble(), once every
   // Ingress's hosts are known.
   void add_host_annotations(const Ingress& ingress, const std::string& object) {
+    // Looked up first (in the order their values are reported): most Ingresses have none of
+    // the three, and need no list of hosts.
+    const bool force_redirect = host_flag(ingress, object, "force-ssl-redirect").value_or(false);
+    const bool www_redirect = host_flag(ingress, object, "from-to-www-redirect").value_or(false);
+    const auto server_alias =
+        find_annotation(ingress.metadata.annotations, "server-alias", annotation_options());
+    if (!force_redirect && !www_redirect && !server_alias) return;
     std::vector<std::string> hosts;  // the rule hosts, in order, once each
     for (const auto& rule : ingress.spec.rules) {
       const std::string host = text::ascii_lower(rule.host);
@@ -524,10 +531,10 @@ class Translator {
       if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
     }
     const std::string name = name_of(ingress);
-    if (host_flag(ingress, object, "force-ssl-redirect").value_or(false)) {
+    if (force_redirect) {
       for (const auto& h : hosts) force_redirect_hosts_.insert(h);
     }
-    if (host_flag(ingress, object, "from-to-www-redirect").value_or(false)) {
+    if (www_redirect) {
       for (const auto& h : hosts) {
         if (h.front() == '*') continue;  // a wildcard has no single other name
         std::string other = h.rfind("www.", 0) == 0 ? h.substr(4) : "www." + h;
@@ -541,8 +548,7 @@ class Translator {
         }
       }
     }
-    if (auto found =
-            find_annotation(ingress.metadata.annotations, "server-alias", annotation_options())) {
+    if (const auto& found = server_alias) {
       std::string problem;
       const auto aliases = parse_server_aliases(found->value, &problem);
       if (!aliases) {
