@@ -229,9 +229,9 @@ LIST_TIMING_RE = re.compile(r"list (\S+)(?: in \S+)? timing: (\d+) pages, (\d+) 
                             r"storing (\d+) ms(?:; (protobuf|JSON|protobuf and JSON))?")
 LISTS_DONE_RE = re.compile(STAMP + r".*initial lists complete in (\d+) ms", re.M)
 TRANSLATION_RE = re.compile(r"translation \((full|endpoints only), (\d+) upstreams updated\) in "
-                            r"(\d+) us")
-AHEAD_RE = re.compile(STAMP + r".*translation ahead of the EndpointSlices' list in (\d+) us",
-                      re.M)
+                            r"(\d+) us(?: \((\d+) minor page faults\))?")
+AHEAD_RE = re.compile(STAMP + r".*translation ahead of the EndpointSlices' list in (\d+) us"
+                      r"(?: \((\d+) minor page faults\))?", re.M)
 ENCODE_RE = re.compile(r"snapshot of (\d+) bytes: encoded in (\d+) ms, sent and answered in "
                        r"(\d+) ms")
 FIRST_ACK_RE = re.compile(STAMP + r".*version \d+ acked at t=\d+ us: batch waited \d+ us, build "
@@ -267,13 +267,15 @@ def start_phases(ctl_log: str, dp_log: str, started_wall: float) -> list[str]:
     if m := AHEAD_RE.search(ctl_log):
         # Made while the EndpointSlices were still listed (controller/main.cc); the first build
         # then only adds their upstreams.
+        faults = f" ({m.group(3)} page faults)" if m.group(3) else ""
         out.append(f"translation ahead of the EndpointSlices' list, done at "
                    f"+{(stamp_s(m.group(1)) - started_wall) * 1000:.0f} ms: "
-                   f"{int(m.group(2)) / 1000:.0f} ms")
+                   f"{int(m.group(2)) / 1000:.0f} ms{faults}")
     if m := TRANSLATION_RE.search(ctl_log):
         what = ("first translation" if m.group(1) == "full"
                 else f"first build: the slices' {m.group(2)} upstreams")
-        out.append(f"{what} {int(m.group(3)) / 1000:.0f} ms")
+        faults = f" ({m.group(4)} page faults)" if m.group(4) else ""
+        out.append(f"{what} {int(m.group(3)) / 1000:.0f} ms{faults}")
     if m := ENCODE_RE.search(ctl_log):
         out.append(f"first snapshot: {int(m.group(1)) / 1e6:.1f} MB encoded in {m.group(2)} ms, "
                    f"sent and answered in {m.group(3)} ms")
