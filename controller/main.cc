@@ -177,15 +177,17 @@ int run_kube(const cli::Flags& flags, const store::ClassOptions& class_options) 
   // A full translation made ahead of the EndpointSlices' first list (below) whose status and
   // Events are still to be set by the first build.
   bool translated_ahead = false;
-  // The translator keeps its result between builds, so the loop reads it in place (no copy of
-  // the whole Config per change) and learns which upstreams the fast path changed.
-  // The process's minor page faults so far: a young process's translation is partly first
-  // touches of memory (the list threads' memory goes back to the system as it is freed).
+  // The process's minor page faults so far, for the debug lines (0 without them): a young
+  // process's translation is partly first touches of memory (the list threads' memory goes back
+  // to the system as it is freed).
   auto minor_faults = [] {
+    if (!log::enabled(log::Level::kDebug)) return 0L;
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     return usage.ru_minflt;
   };
+  // The translator keeps its result between builds, so the loop reads it in place (no copy of
+  // the whole Config per change) and learns which upstreams the fast path changed.
   auto build = [&]() {
     auto started = std::chrono::steady_clock::now();
     const long faults_before = minor_faults();

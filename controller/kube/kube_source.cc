@@ -280,12 +280,10 @@ bool KubeSource::takes_pages(Kind kind) const {
 }
 
 void KubeSource::add_page(Kind kind, std::vector<objects::Object> objects) {
+  std::lock_guard lock(mu_);
   bool changed = false;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& o : objects) changed |= store_.insert(std::move(o));
-    if (changed) pages_changed_.insert(kind);
-  }
+  for (auto& o : objects) changed |= store_.insert(std::move(o));
+  if (changed) pages_changed_.insert(kind);
 }
 
 // What replace() does after its inserts, once for the whole list.

@@ -852,7 +852,6 @@ class Translator {
     if (!annotations::has_substitution_annotations(ingress.metadata.annotations)) return {};
     const annotations::SubstitutionAnnotations parsed =
         annotations::parse_substitution_annotations(ingress.metadata.annotations);
-    if (!parsed.present) return {};
     for (const auto& message : parsed.errors) report(object, Severity::kError, message);
 
     // Where each rule of the combined list came from, for messages.
