@@ -1,6 +1,7 @@
-// KubeSource's first-sync signals, which the controller's start uses to translate the Ingresses
-// while the EndpointSlices are still being listed (controller/main.cc): synced_except() and
-// wait_for_list() against reflectors whose EndpointSlice list is held back.
+// KubeSource's first sync: the signals the controller's start uses to translate the Ingresses
+// while the EndpointSlices are still being listed (controller/main.cc), synced_except() and
+// wait_for_list(), against reflectors whose EndpointSlice list is held back; and a first list
+// stored page by page.
 
 #include "kube/kube_source.h"
 
