@@ -171,6 +171,50 @@ def test_each_request_is_counted_and_logged(stack):
     assert missing and missing[0]["upstream"] is None and missing[0]["ingress"] is None
 
 
+def test_a_removed_ingress_leaves_metrics_and_its_label_set_is_freed(stack):
+    """An Ingress that goes takes its series out of /metrics (as ingress-nginx drops a deleted
+    Ingress's metrics); one created again under the same name starts from zero. The label sets
+    in use go back down, so that churn never wears out the bound (docs/observability.md)."""
+    b = stack.backend("b")
+    stack.manifests.write("svc.yaml", *service_with_backend("svc-b", b))
+    stack.manifests.write("keep.yaml", ingress("keep", [rule("keep.example.com",
+                                                             path("/", "svc-b"))]))
+    stack.manifests.write("gone.yaml", ingress("gone", [rule("gone.example.com",
+                                                             path("/", "svc-b"))]))
+    stack.wait_backend("/", "keep.example.com", "b")
+    stack.wait_backend("/", "gone.example.com", "b")
+
+    def cells(m, name):
+        return sum(v for k, v in m.items()
+                   if k.startswith("tidegate_requests_total{") and f'ingress="{name}"' in k)
+
+    def counted(name, at_least):
+        m = scrape(stack.dataplane)
+        return m if cells(m, name) >= at_least else None
+    for _ in range(3):
+        assert stack.get("/", host="gone.example.com").status == 200
+    m = wait_until(lambda: counted("gone", 4), 5, "the requests of Ingress gone counted")
+    sets_with = m["tidegate_metrics_label_sets"]
+    assert cells(m, "keep") >= 1
+
+    stack.manifests.remove("gone.yaml")
+    stack.wait_status("/", "gone.example.com", 404)
+
+    def gone():
+        m = scrape(stack.dataplane)
+        return m if not any('ingress="gone"' in k for k in m) else None
+    m = wait_until(gone, 5, "no series of Ingress gone")
+    assert m["tidegate_metrics_label_sets"] == sets_with - 1
+    assert cells(m, "keep") >= 1, "the others keep theirs"
+
+    stack.manifests.write("gone.yaml", ingress("gone", [rule("gone.example.com",
+                                                             path("/", "svc-b"))]))
+    stack.wait_backend("/", "gone.example.com", "b")
+    assert stack.get("/", host="gone.example.com").status == 200
+    m = wait_until(lambda: counted("gone", 1), 5, "the new Ingress gone counted")
+    assert cells(m, "gone") < 4, "a new series, not the removed one's"
+
+
 TEXT_TEMPLATE = ('tg $remote_addr "$request_method $uri $server_protocol" $status $request_id '
                  '[$namespace/$ingress_name ${proxy_upstream_name}] $upstream_addr '
                  '"$http_user_agent" $request_time')

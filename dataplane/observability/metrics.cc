@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "router/router.h"
@@ -211,6 +212,22 @@ const RouteSlots* WorkerMetrics::route_if_allocated(LabelSetId id) const noexcep
   return p == nullptr ? nullptr : &p->slots[id % kPageSlots];
 }
 
+size_t WorkerMetrics::pages() const noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < page_count_; ++i)
+    n += pages_[i].load(std::memory_order_acquire) != nullptr;
+  return n;
+}
+
+void WorkerMetrics::reset_route(LabelSetId id) noexcept {
+  size_t page = id / kPageSlots;
+  Page* p = page < page_count_ ? pages_[page].load(std::memory_order_acquire) : nullptr;
+  if (p == nullptr) return;
+  RouteSlots* slots = &p->slots[id % kPageSlots];
+  std::destroy_at(slots);  // plain counters: a fresh object is all zeros
+  std::construct_at(slots);
+}
+
 void WorkerMetrics::record_request(const RequestObservation& r) noexcept {
   RouteSlots& s = route(r.labels);
   s.requests[static_cast<size_t>(method_of(r.method))][status_class(r.status)].add(1);
@@ -285,7 +302,7 @@ RouteLabels route_labels(std::string_view virtual_host, const model::Route& rout
   return l;
 }
 
-size_t Metrics::LabelsHash::operator()(const RouteLabels& l) const noexcept {
+size_t Metrics::Registry::LabelsHash::operator()(const RouteLabels& l) const noexcept {
   std::hash<std::string> h;
   size_t seed = h(l.ingress);
   for (const std::string* s :
@@ -302,46 +319,123 @@ Metrics::Metrics(size_t workers, MetricsOptions options) : options_(options) {
   for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) {
     workers_.push_back(std::unique_ptr<WorkerMetrics>(new WorkerMetrics(options_.max_label_sets)));
   }
+  registry_ = std::make_shared<Registry>(options_.max_label_sets, &workers_);
+}
+
+Metrics::~Metrics() { registry_->detach(); }
+
+size_t Metrics::label_sets() const { return registry_->in_use(); }
+
+Metrics::Registry::Registry(size_t max_label_sets,
+                            std::vector<std::unique_ptr<WorkerMetrics>>* workers)
+    : max_label_sets_(max_label_sets), workers_(workers) {
   labels_.push_back(RouteLabels{});  // kNoRouteLabels
   labels_.push_back(RouteLabels{"_overflow_", "_overflow_", "_overflow_", "_overflow_"});
+  refs_.assign(2, 1);       // never released
+  page_used_.assign(1, 2);  // page 0, allocated by each shard
   ids_.emplace(labels_[kNoRouteLabels], kNoRouteLabels);
   ids_.emplace(labels_[kOverflowLabels], kOverflowLabels);
 }
 
-Metrics::~Metrics() = default;
-
-LabelSetId Metrics::intern(const RouteLabels& labels) {
+void Metrics::Registry::detach() {
   std::lock_guard lock(mutex_);
-  if (auto it = ids_.find(labels); it != ids_.end()) return it->second;
-  if (labels_.size() >= options_.max_label_sets) {
+  workers_ = nullptr;
+}
+
+void Metrics::Registry::use(LabelSetId id) {
+  const size_t page = id / WorkerMetrics::kPageSlots;
+  if (page >= page_used_.size()) page_used_.resize(page + 1, 0);
+  if (page_used_[page]++ > 0 || workers_ == nullptr) return;
+  for (const auto& w : *workers_) {
+    w->pages_[page].store(new WorkerMetrics::Page(), std::memory_order_release);
+  }
+}
+
+void Metrics::Registry::make_free(LabelSetId id) {
+  free_.insert(id);
+  const size_t page = id / WorkerMetrics::kPageSlots;
+  if (--page_used_[page] > 0 || workers_ == nullptr) return;
+  // Nobody reads the page any more: workers record only with ids they hold, a scrape only with
+  // ids it listed (pending until it ends), and every id of the page is in neither.
+  for (const auto& w : *workers_) {
+    delete w->pages_[page].exchange(nullptr, std::memory_order_acq_rel);
+  }
+}
+
+LabelSetId Metrics::Registry::intern(const RouteLabels& labels) {
+  std::lock_guard lock(mutex_);
+  if (auto it = ids_.find(labels); it != ids_.end()) {
+    if (it->second > kOverflowLabels) ++refs_[it->second];
+    return it->second;
+  }
+  LabelSetId id;
+  if (!free_.empty()) {
+    id = *free_.begin();
+    free_.erase(free_.begin());
+    // Whoever recorded with it let go of it before it was released (see Metrics::intern). A
+    // page still allocated keeps the id's old counts: they start again from zero.
+    if (page_used_[id / WorkerMetrics::kPageSlots] > 0 && workers_ != nullptr) {
+      for (const auto& w : *workers_) w->reset_route(id);
+    }
+    labels_[id] = labels;
+  } else if (labels_.size() < max_label_sets_) {
+    id = static_cast<LabelSetId>(labels_.size());
+    labels_.push_back(labels);
+    refs_.push_back(0);
+  } else {
     ++overflows_;
     return kOverflowLabels;
   }
-  auto id = static_cast<LabelSetId>(labels_.size());
-  const size_t page = id / WorkerMetrics::kPageSlots;
-  for (auto& w : workers_) {
-    if (w->pages_[page].load(std::memory_order_relaxed) == nullptr) {
-      w->pages_[page].store(new WorkerMetrics::Page(), std::memory_order_release);
-    }
-  }
-  labels_.push_back(labels);
+  use(id);
+  refs_[id] = 1;
   ids_.emplace(labels, id);
   return id;
 }
 
-size_t Metrics::label_sets() const {
+void Metrics::Registry::release(LabelSetId id) {
   std::lock_guard lock(mutex_);
-  return labels_.size();
+  if (id <= kOverflowLabels || id >= refs_.size() || refs_[id] == 0) return;
+  if (--refs_[id] > 0) return;
+  ids_.erase(labels_[id]);
+  labels_[id] = RouteLabels{};
+  if (scrapes_ == 0) {
+    make_free(id);
+  } else {
+    pending_.push_back(id);
+  }
+}
+
+size_t Metrics::Registry::in_use() const {
+  std::lock_guard lock(mutex_);
+  return labels_.size() - free_.size() - pending_.size();
+}
+
+void Metrics::Registry::begin_scrape(std::vector<std::pair<LabelSetId, RouteLabels>>& live,
+                                     uint64_t& overflows) {
+  std::lock_guard lock(mutex_);
+  live.reserve(labels_.size());
+  for (LabelSetId id = 0; id < labels_.size(); ++id) {
+    if (refs_[id] > 0) live.emplace_back(id, labels_[id]);
+  }
+  overflows = overflows_;
+  ++scrapes_;
+}
+
+void Metrics::Registry::end_scrape() {
+  std::lock_guard lock(mutex_);
+  if (--scrapes_ > 0) return;
+  for (LabelSetId id : pending_) make_free(id);
+  pending_.clear();
 }
 
 std::vector<MetricFamily> Metrics::Collect() const {
-  std::vector<RouteLabels> labels;
-  uint64_t overflows;
-  {
-    std::lock_guard lock(mutex_);
-    labels = labels_;
-    overflows = overflows_;
-  }
+  std::vector<std::pair<LabelSetId, RouteLabels>> labels;
+  uint64_t overflows = 0;
+  registry_->begin_scrape(labels, overflows);
+  struct EndScrape {
+    Registry& registry;
+    ~EndScrape() { registry.end_scrape(); }
+  } end_scrape{*registry_};
 
   auto requests =
       family("tidegate_requests_total",
@@ -408,7 +502,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
                                  "came with a Content-Encoding.",
                                  MetricType::Counter);
 
-  for (LabelSetId id = 0; id < labels.size(); ++id) {
+  for (const auto& [id, set_labels] : labels) {
     Folded f;
     bool any = false;
     for (const auto& w : workers_) {
@@ -418,7 +512,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
       }
     }
     if (!any) continue;
-    const auto route = labels_of(labels[id]);
+    const auto route = labels_of(set_labels);
     for (size_t m = 0; m < kMethodCount; ++m) {
       for (size_t c = 0; c < kStatusClassCount; ++c) {
         if (f.requests[m][c] == 0) continue;
@@ -553,7 +647,7 @@ std::vector<MetricFamily> Metrics::Collect() const {
       static_cast<double>(config_.acks()));
   one("tidegate_config_nacks_total", "Configuration messages refused (NACK).", MetricType::Counter,
       static_cast<double>(config_.nacks()));
-  one("tidegate_metrics_label_sets", "Route label sets interned (bounded).", MetricType::Gauge,
+  one("tidegate_metrics_label_sets", "Route label sets in use (bounded).", MetricType::Gauge,
       static_cast<double>(labels.size()));
   one("tidegate_metrics_label_set_overflows_total",
       "Route label sets that found the bound reached and share the \"_overflow_\" labels.",
@@ -571,11 +665,14 @@ std::string Metrics::scrape() const {
 
 // ---- RouteMetricIds ----
 
-RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers,
-                               Metrics& metrics) {
+RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics)
+    : registry_(metrics.registry_) {
   for (const router::Router* router : routers) {
     router->for_each_route([&](std::string_view host, const model::Route& route) {
-      ids_.emplace(&route, metrics.intern(route_labels(host, route)));
+      // A route met twice (shared by two routers) keeps its first id, and one reference.
+      auto [it, fresh] = ids_.try_emplace(&route, kNoRouteLabels);
+      if (!fresh) return;
+      it->second = metrics.intern(route_labels(host, route));
       if (route.canary) {
         model::Route canary_route;
         canary_route.ingress = route.ingress;
@@ -584,6 +681,12 @@ RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers
       }
     });
   }
+}
+
+RouteMetricIds::~RouteMetricIds() {
+  if (!registry_) return;
+  for (const auto& [route, id] : ids_) registry_->release(id);
+  for (const auto& [route, id] : canary_ids_) registry_->release(id);
 }
 
 LabelSetId RouteMetricIds::find(const router::Match& match) const noexcept {

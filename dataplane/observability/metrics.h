@@ -12,10 +12,12 @@
 // ("foo.com", "*.foo.com", "*", or "" for the defaultBackend), `ingress`/`namespace` from
 // Route::ingress, `service` from Route::upstream ("ns/svc:port" -> "svc"). Each distinct tuple
 // is interned once, off the request path, into a LabelSetId; the request path only indexes a
-// slot with it. At most `max_label_sets` tuples exist for the life of the process (ids are never
-// reused, so series of removed routes stay at their last value, as client libraries do); past
-// the bound, new tuples share one overflow label set (every label "_overflow_") and
-// tidegate_metrics_label_set_overflows_total counts them. See docs/observability.md.
+// slot with it. Each routing table holds a reference on the ids of its routes (RouteMetricIds);
+// when the last table holding an id goes, its series leave /metrics and the id, its slots
+// zeroed, serves the next new tuple (as ingress-nginx drops the metrics of a deleted Ingress).
+// At most `max_label_sets` tuples are in use at once; past the bound, new tuples share one
+// overflow label set (every label "_overflow_") and tidegate_metrics_label_set_overflows_total
+// counts them. See docs/observability.md.
 //
 // Usage:
 //   Metrics metrics(workers);                                // main
@@ -30,9 +32,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <prometheus/collectable.h>
@@ -185,6 +189,8 @@ class WorkerMetrics {
   // auth-url: the authentication service failed (no answer, an unusable one, not configured).
   void record_auth_error(LabelSetId labels) noexcept;
   void record_substitution(const SubstitutionObservation& s) noexcept;
+  // Pages of label-set slots allocated now (64 label sets each); any thread, for tests.
+  size_t pages() const noexcept;
 
   void connection_opened() noexcept {
     connections_open_.add(1);
@@ -229,6 +235,9 @@ class WorkerMetrics {
     return p->slots[id % kPageSlots];
   }
   const RouteSlots* route_if_allocated(LabelSetId id) const noexcept;
+  // A reused id starts from zero (Metrics::Registry, under its mutex, once nothing records
+  // with the id any more).
+  void reset_route(LabelSetId id) noexcept;
 
   size_t page_count_;
   std::unique_ptr<std::atomic<Page*>[]> pages_;
@@ -302,9 +311,15 @@ class Metrics : public prometheus::Collectable {
   ConfigMetrics& config() { return config_; }
 
   // Off the request path (snapshot build), any thread: the id of `labels`, the same for equal
-  // labels; kOverflowLabels once the bound is reached. Allocates the shards' slots for a new id
-  // before returning it, so a worker may use it as soon as it receives it.
-  LabelSetId intern(const RouteLabels& labels);
+  // labels while any reference on it is held; kOverflowLabels once the bound is reached. Takes
+  // one reference, which release() gives back. Allocates the shards' slots for a new id before
+  // returning it, so a worker may use it as soon as it receives it. A released id is reused
+  // with its slots zeroed: its holders must have stopped recording with it (a worker records
+  // only with the ids of the routing table it holds, which holds the references).
+  LabelSetId intern(const RouteLabels& labels) { return registry_->intern(labels); }
+  // Gives back one reference from intern(); ids 0 and 1 are never released.
+  void release(LabelSetId id) { registry_->release(id); }
+  // Label sets in use, the two reserved ones included.
   size_t label_sets() const;
 
   // More families appended at each scrape, on the scraping thread (the admin server's, i.e. the
@@ -323,21 +338,58 @@ class Metrics : public prometheus::Collectable {
   ConfigMetrics config_;
   std::vector<Source> sources_;
 
-  mutable std::mutex mutex_;  // off the request path: intern() and scrapes
-  struct LabelsHash {
-    size_t operator()(const RouteLabels& l) const noexcept;
+  friend class RouteMetricIds;
+  // The label sets and their references, shared with the RouteMetricIds that hold references
+  // (a routing table may outlive the Metrics in main's teardown). Off the request path.
+  class Registry {
+   public:
+    Registry(size_t max_label_sets, std::vector<std::unique_ptr<WorkerMetrics>>* workers);
+    LabelSetId intern(const RouteLabels& labels);
+    void release(LabelSetId id);
+    size_t in_use() const;
+    // Metrics is going: no more page allocation or release (its shards go with it).
+    void detach();
+    // A scrape: the label sets in use (id, labels) and the overflow count. The ids it returns
+    // are not reused until end_scrape(), so that its slots are read under the labels it prints.
+    void begin_scrape(std::vector<std::pair<LabelSetId, RouteLabels>>& live, uint64_t& overflows);
+    void end_scrape();
+
+   private:
+    struct LabelsHash {
+      size_t operator()(const RouteLabels& l) const noexcept;
+    };
+    // Under mutex_: `id` becomes reusable; its page is released in every shard once none of
+    // the page's ids is in use.
+    void make_free(LabelSetId id);
+    // Under mutex_: `id` is in use; its page is allocated in every shard if it was not.
+    void use(LabelSetId id);
+
+    mutable std::mutex mutex_;
+    size_t max_label_sets_;
+    std::vector<std::unique_ptr<WorkerMetrics>>* workers_;  // null once detached
+    std::vector<RouteLabels> labels_;                       // by LabelSetId
+    std::vector<uint32_t> refs_;  // by LabelSetId; 0: free (never for ids 0 and 1)
+    std::unordered_map<RouteLabels, LabelSetId, LabelsHash> ids_;
+    // Released and reusable, lowest first: the ids in use stay packed into the first pages, so
+    // that pages emptied by removed routes go back to the allocator.
+    std::set<LabelSetId> free_;
+    std::vector<LabelSetId> pending_;  // released while a scrape was reading
+    std::vector<uint32_t> page_used_;  // by page: ids in use or pending
+    size_t scrapes_ = 0;               // scrapes between begin_scrape and end_scrape
+    uint64_t overflows_ = 0;
   };
-  std::vector<RouteLabels> labels_;  // by LabelSetId
-  std::unordered_map<RouteLabels, LabelSetId, LabelsHash> ids_;
-  uint64_t overflows_ = 0;
+  std::shared_ptr<Registry> registry_;
 };
 
 // The label-set id of every route of one snapshot's router, interned once (control thread,
-// while the snapshot is built). find() is what the request path calls: a pointer-keyed lookup,
-// no allocation, no lock.
+// while the snapshot is built), with a reference on each, given back when it is destroyed.
+// find() is what the request path calls: a pointer-keyed lookup, no allocation, no lock.
 class RouteMetricIds {
  public:
   RouteMetricIds() = default;
+  RouteMetricIds(const RouteMetricIds&) = delete;
+  RouteMetricIds& operator=(const RouteMetricIds&) = delete;
+  ~RouteMetricIds();
   RouteMetricIds(const router::Router& router, Metrics& metrics)
       : RouteMetricIds(std::vector<const router::Router*>{&router}, metrics) {}
   RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics);
@@ -355,6 +407,7 @@ class RouteMetricIds {
   size_t size() const { return ids_.size(); }
 
  private:
+  std::shared_ptr<Metrics::Registry> registry_;
   std::unordered_map<const model::Route*, LabelSetId> ids_;
   std::unordered_map<const model::Route*, LabelSetId> canary_ids_;
 };

@@ -25,7 +25,7 @@ std::optional<ratelimit::CidrSet> compile_cidrs(const std::vector<std::string>& 
 
 RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
                        observability::Metrics* metrics, size_t workers) {
-  std::optional<observability::RouteMetricIds> ids;
+  std::optional<observability::RouteMetricIds>& ids = metric_ids_;
   if (metrics != nullptr) ids.emplace(routers, *metrics);
   for (const router::Router* router : routers) {
     router->for_each_route([&](std::string_view host, const model::Route& route) {

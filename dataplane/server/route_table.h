@@ -91,6 +91,9 @@ class RouteTable {
 
  private:
   std::unordered_map<const model::Route*, CompiledRoute> routes_;
+  // Holds the references on the label ids in routes_ for as long as a worker may record with
+  // them (a worker records only with the table it holds).
+  std::optional<observability::RouteMetricIds> metric_ids_;
 };
 
 // The request path after rewrite-target: the target with $1..$9 taken from `regex` matched at the

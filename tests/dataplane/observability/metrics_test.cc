@@ -1,5 +1,6 @@
 // Tests for the data plane's metrics: every series and label shows up in the scrape with the
-// value recorded, per-route ids come from the snapshot's router, the label-set bound holds, and
+// value recorded, per-route ids come from the snapshot's router, the label-set bound holds,
+// label sets no routing table holds any more leave the scrape and are reused from zero, and
 // shards written by several threads at once fold into exact totals.
 
 #include "observability/metrics.h"
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -380,6 +382,165 @@ TEST(MetricsTest, LabelSetsPastTheBoundShareTheOverflowSet) {
       1);
 }
 
+// The series of "a" in a scrape: every line whose labels name ingress "a".
+size_t series_of(const std::map<std::string, double>& s, const std::string& ingress) {
+  size_t n = 0;
+  for (const auto& [k, v] : s) {
+    if (k.find("ingress=\"" + ingress + "\"") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+TEST(MetricsTest, AReleasedLabelSetLeavesTheScrapeAndItsIdStartsAgainFromZero) {
+  Metrics metrics(2, MetricsOptions{4});  // the two reserved sets + two
+  const LabelSetId a = metrics.intern({"a", "ns", "a.com", "a"});
+  const LabelSetId b = metrics.intern({"b", "ns", "b.com", "b"});
+  EXPECT_EQ(metrics.intern({"a", "ns", "a.com", "a"}), a) << "a second reference, same id";
+  for (size_t w = 0; w < 2; ++w) {
+    metrics.worker(w).record_request({a, http::verb::get, 200, 10, 20, 1ms, 1ms});
+    metrics.worker(w).record_upstream_connect(a, 1ms);
+    metrics.worker(w).record_rate_limited(a);
+    metrics.worker(w).record_substitution({.labels = a, .responses = 1, .bytes_in = 5});
+  }
+  metrics.worker(0).record_request({b, http::verb::get, 200, 1, 1, 1ms, 1ms});
+  auto s = parse(metrics.scrape());
+  const std::string a_get =
+      R"(tidegate_requests_total{ingress="a",namespace="ns",host="a.com",service="a",method="GET",status="2xx"})";
+  EXPECT_EQ(value(s, a_get), 2);
+
+  metrics.release(a);  // one reference left
+  EXPECT_EQ(value(parse(metrics.scrape()), a_get), 2);
+  EXPECT_EQ(metrics.label_sets(), 4u);
+  metrics.release(a);  // the last one
+  EXPECT_EQ(metrics.label_sets(), 3u);
+  s = parse(metrics.scrape());
+  EXPECT_EQ(series_of(s, "a"), 0u) << "no series of a released label set";
+  EXPECT_EQ(value(s, "tidegate_metrics_label_sets"), 3);
+  EXPECT_GT(series_of(s, "b"), 0u) << "the others stay";
+  metrics.release(a);  // one release too many changes nothing
+  metrics.release(kNoRouteLabels);
+  metrics.release(kOverflowLabels);
+  EXPECT_EQ(metrics.label_sets(), 3u);
+
+  // The bound counts label sets in use: the freed id serves the next new set, from zero in
+  // every shard (a set that overflowed before gets an id of its own once there is room).
+  EXPECT_EQ(metrics.intern({"c", "ns", "c.com", "c"}), a);
+  EXPECT_EQ(metrics.intern({"d", "ns", "d.com", "d"}), kOverflowLabels);
+  s = parse(metrics.scrape());
+  EXPECT_EQ(series_of(s, "c"), 0u) << "nothing recorded for c yet";
+  metrics.worker(1).record_request({a, http::verb::get, 200, 1, 1, 1ms, 1ms});
+  s = parse(metrics.scrape());
+  EXPECT_EQ(
+      value(
+          s,
+          R"(tidegate_requests_total{ingress="c",namespace="ns",host="c.com",service="c",method="GET",status="2xx"})"),
+      1);
+  EXPECT_EQ(
+      value(s,
+            R"(tidegate_request_bytes_total{ingress="c",namespace="ns",host="c.com",service="c"})"),
+      1);
+  EXPECT_EQ(series_of(s, "a"), 0u);
+  // Only the request series: a's connect histogram, rate limit and substitution counts are gone.
+  for (const auto& [k, v] : s) {
+    if (k.find("ingress=\"c\"") == std::string::npos) continue;
+    EXPECT_TRUE(k.starts_with("tidegate_requests_total") ||
+                k.starts_with("tidegate_protocol_requests_total") ||
+                k.starts_with("tidegate_request_duration_seconds") ||
+                k.starts_with("tidegate_upstream_response_duration_seconds") ||
+                k.starts_with("tidegate_request_bytes_total") ||
+                k.starts_with("tidegate_response_bytes_total"))
+        << k;
+  }
+}
+
+TEST(MetricsTest, TheLowestFreeIdIsReusedAndEmptiedPagesAreGivenBack) {
+  Metrics metrics(2);
+  EXPECT_EQ(metrics.worker(0).pages(), 1u);  // the reserved sets' page
+  std::vector<LabelSetId> ids;
+  for (int i = 0; i < 200; ++i) {
+    ids.push_back(metrics.intern({"r" + std::to_string(i), "ns", "h.com", "svc"}));
+    EXPECT_EQ(ids.back(), static_cast<LabelSetId>(i + 2));
+  }
+  for (size_t w = 0; w < 2; ++w) EXPECT_EQ(metrics.worker(w).pages(), 4u);  // ids 0-201
+  metrics.worker(1).record_request({ids[150], http::verb::get, 200, 1, 1, 1ms, 1ms});
+  metrics.release(ids[7]);
+  metrics.release(ids[3]);
+  EXPECT_EQ(metrics.intern({"x", "ns", "h.com", "svc"}), ids[3]) << "the lowest free id first";
+  // Every id of the last two pages released: those pages go, in every shard.
+  for (size_t i = 126; i < ids.size(); ++i) metrics.release(ids[i]);
+  for (size_t w = 0; w < 2; ++w) EXPECT_EQ(metrics.worker(w).pages(), 2u);
+  EXPECT_EQ(metrics.label_sets(), 2u + 200u - 74u - 1u);
+  // Reused ids on a page that came back start from zero too: 9 first, then 128-151.
+  for (int i = 0; i < 25; ++i) metrics.intern({"again" + std::to_string(i), "ns", "h.com", "svc"});
+  EXPECT_EQ(metrics.worker(1).pages(), 3u);
+  EXPECT_EQ(metrics.intern({"y", "ns", "h.com", "svc"}), ids[150]);
+  auto s = parse(metrics.scrape());
+  EXPECT_EQ(series_of(s, "y"), 0u) << "r150's request is not y's";
+  EXPECT_EQ(series_of(s, "r150"), 0u);
+  metrics.worker(1).record_request({ids[150], http::verb::get, 200, 1, 1, 1ms, 1ms});
+  s = parse(metrics.scrape());
+  EXPECT_EQ(
+      value(
+          s,
+          R"(tidegate_requests_total{ingress="y",namespace="ns",host="h.com",service="svc",method="GET",status="2xx"})"),
+      1);
+}
+
+TEST(MetricsTest, AnIdReleasedDuringAScrapeIsReusedOnlyAfterIt) {
+  Metrics metrics(1, MetricsOptions{4});
+  const LabelSetId a = metrics.intern({"a", "ns", "a.com", "a"});
+  metrics.intern({"b", "ns", "b.com", "b"});
+  metrics.worker(0).record_request({a, http::verb::get, 200, 1, 1, 1ms, 1ms});
+  LabelSetId during = 0;
+  bool once = true;
+  // Sources run inside the scrape, after the route series were read.
+  metrics.add_source([&](auto&) {
+    if (!once) return;
+    once = false;
+    metrics.release(a);
+    during = metrics.intern({"c", "ns", "c.com", "c"});
+  });
+  auto s = parse(metrics.scrape());
+  EXPECT_GT(series_of(s, "a"), 0u) << "read before the release";
+  EXPECT_EQ(during, kOverflowLabels) << "a's slots were being read: not reused yet";
+  EXPECT_EQ(metrics.intern({"c", "ns", "c.com", "c"}), a) << "reused once the scrape ended";
+  s = parse(metrics.scrape());
+  EXPECT_EQ(series_of(s, "a"), 0u);
+  EXPECT_EQ(series_of(s, "c"), 0u);
+}
+
+TEST(MetricsTest, RouteIdsHoldTheirLabelSetsUntilTheLastTableGoes) {
+  model::Config config;
+  config.upstreams["shop/web:80"] = {"shop/web:80", {{"10.0.0.1", 80}}};
+  config.virtual_hosts["foo.com"] = {
+      "foo.com",
+      {route("/", "shop/web:80", "shop/web"), route("/static", "shop/web:80", "shop/web")}};
+  model::Config other = config;
+  other.virtual_hosts["bar.com"] = {"bar.com", {route("/", "shop/web:80", "shop/bar")}};
+  std::string error;
+  auto router = router::Router::build(config, &error);
+  auto router2 = router::Router::build(other, &error);
+  ASSERT_NE(router2, nullptr) << error;
+
+  auto metrics = std::make_unique<Metrics>(1);
+  auto first = std::make_unique<RouteMetricIds>(*router, *metrics);
+  EXPECT_EQ(metrics->label_sets(), 3u);  // two routes, one label set
+  auto second = std::make_unique<RouteMetricIds>(*router2, *metrics);
+  EXPECT_EQ(metrics->label_sets(), 4u);
+  const LabelSetId web = second->find(router2->match("foo.com", "/"));
+  EXPECT_EQ(web, first->find(router->match("foo.com", "/static")));
+  first.reset();  // the table before goes: the routes both have keep their id
+  EXPECT_EQ(metrics->label_sets(), 4u);
+  EXPECT_EQ(second->find(router2->match("foo.com", "/")), web);
+  auto third = std::make_unique<RouteMetricIds>(*router, *metrics);  // bar.com removed
+  second.reset();
+  EXPECT_EQ(metrics->label_sets(), 3u);
+  EXPECT_EQ(third->find(router->match("foo.com", "/")), web);
+  // A table may outlive the Metrics (main's teardown order): its release is still safe.
+  metrics.reset();
+  third.reset();
+}
+
 TEST(MetricsTest, ShardsWrittenByManyThreadsFoldIntoExactTotals) {
   constexpr size_t kThreads = 4;
   constexpr uint64_t kPerThread = 200'000;
@@ -405,6 +566,20 @@ TEST(MetricsTest, ShardsWrittenByManyThreadsFoldIntoExactTotals) {
       metrics.intern({"late" + std::to_string(n++), "ns", "h.com", "svc"});
     }
   });
+  // Routing tables come and go meanwhile: 150 label sets at a time interned and released, so
+  // that pages are allocated and given back while scrapes read and workers record.
+  std::thread churner([&] {
+    int round = 0;
+    while (!done.load()) {
+      std::vector<LabelSetId> held;
+      for (int i = 0; i < 150; ++i) {
+        held.push_back(metrics.intern(
+            {"churn" + std::to_string(round) + "-" + std::to_string(i), "ns", "h.com", "svc"}));
+      }
+      for (LabelSetId id : held) metrics.release(id);
+      ++round;
+    }
+  });
   std::vector<std::thread> workers;
   for (size_t t = 0; t < kThreads; ++t) {
     workers.emplace_back([&, t] {
@@ -421,6 +596,7 @@ TEST(MetricsTest, ShardsWrittenByManyThreadsFoldIntoExactTotals) {
   for (auto& t : workers) t.join();
   done = true;
   scraper.join();
+  churner.join();
 
   auto s = parse(metrics.scrape());
   double requests = 0, ok = 0, errors = 0, count = 0, bytes_in = 0, bytes_out = 0, sum = 0;
