@@ -548,7 +548,11 @@ def test_200_websockets_survive_1000_updates(stack_factory, ws_backends, tmp_pat
         kids1 = children_of(pid)
         assert dp.alive() and dp.pid == pid
 
-        # Memory back within 10 % of its level before the updates (a short settle time).
+        # Memory back within 10 % of its level before the updates (a short settle time). What
+        # stays (+5-6 %, about 1.5 MB) is the allocator keeping the peak the churn reached (the
+        # configuration grows during it): measured with heaptrack, the live heap after the
+        # updates is within 0.2 MB of before. Before metric label sets were freed with their
+        # routes, every host the churn added kept its slots and this was +8-10 %.
         def settled():
             return rss_kib(pid) <= rss0 * 1.10
         try:
