@@ -6,6 +6,8 @@ broken" 502, anything else 401 with a WWW-Authenticate of its own)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from harness import (header_values, ingress, path, proto_request, rule, scrape_metrics,
@@ -123,3 +125,40 @@ def test_answers_are_cached_by_key(stack):
     for _ in range(3):
         assert stack.get("/", host=HOST).status == 401
     assert auth.count - before == 3
+
+
+def test_a_configuration_change_while_the_service_thinks_keeps_the_request_whole(stack):
+    """The request keeps the configuration it started with, its authentication settings
+    included: a change that rebuilds the routing table while the service is still answering
+    (here, a new Ingress) loses neither the answer headers, the cache nor the sign-in redirect,
+    and lets nothing through unchecked. (The settings live in the routing table: an exchange
+    that kept only a pointer into the table read freed memory once every worker had moved on.)"""
+    app, auth = setup(stack, {"tidegate.io/auth-response-headers": "X-User",
+                              "tidegate.io/auth-cache-key": "$http_authorization",
+                              "tidegate.io/auth-cache-duration": "200 1m",
+                              "tidegate.io/auth-signin": "https://login.example/start"}, wait=302)
+    auth.slow_down(2.0)
+    results = {}
+
+    def ask(name, headers):
+        results[name] = stack.get("/", host=HOST, headers=headers)
+    threads = [threading.Thread(target=ask, args=(name, headers)) for name, headers in
+               (("good", GOOD), ("anonymous", {}), ("forbidden", {"Authorization":
+                                                                   "Bearer forbidden"}))]
+    asked = auth.count
+    for t in threads:
+        t.start()
+    wait_until(lambda: auth.count - asked >= 3 or None, 5, "the three requests at the service")
+    other = stack.backend("other")
+    stack.manifests.write("other.yaml", *service_with_backend("svc-other", other),
+                          ingress("other", [rule("other.example.com", path("/", "svc-other"))]))
+    stack.wait_backend("/", "other.example.com", "other")  # the workers serve the new table
+    assert not results, "the change was served while the service was still answering"
+    for t in threads:
+        t.join(10)
+    assert results["good"].status == 200, results["good"].body
+    assert header_values(results["good"].json(), "X-User") == ["ann"]
+    assert results["anonymous"].status == 302
+    assert results["anonymous"].header("Location").startswith("https://login.example/start?rd=")
+    assert results["forbidden"].status == 403
+    assert app.count == 1

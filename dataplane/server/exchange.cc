@@ -75,6 +75,7 @@ void Exchange::reset() {
   local_response_.reset();
   end_attempt(false);
   snapshot_.reset();
+  routes_.reset();
   upstream_ = nullptr;
   attempts_ = 0;
   retry_deadline_.reset();
@@ -170,6 +171,7 @@ std::size_t matched_prefix_length(const model::Route& route) {
 
 void Exchange::route() {
   snapshot_ = worker_.snapshot();
+  routes_ = worker_.routes();  // published together with the snapshot
   if (!snapshot_) {
     respond(503, "no configuration yet\n", !downstream_.request_complete());
     return;
@@ -401,7 +403,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
   const bool incomplete = !downstream_.request_complete();
   if (p.deny_ranges) {
     // denylist-source-range: before the allow list (an address in both is denied).
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     const auto& peer = client_ip_;
     const bool denied = compiled == nullptr || compiled->deny_all || !peer ||
                         (compiled->deny_ranges && compiled->deny_ranges->contains(*peer));
@@ -413,7 +415,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
   if (p.source_ranges) {
     // whitelist-source-range: the connection's peer must be inside one of the ranges. A set
     // that is missing or failed to compile denies (a broken allow list never opens a route).
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     const auto& peer = client_ip_;
     bool allowed = compiled != nullptr && compiled->source_ranges && peer &&
                    compiled->source_ranges->contains(*peer);
@@ -425,7 +427,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
   if (p.rate_limits.rps || p.rate_limits.rpm || p.rate_limits.connections) {
     // limit-rps and limit-connections per client address; limit-allowlist exempts. Refused:
     // 429 (or limit-status-code) with Retry-After, the connection kept.
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     const auto& peer = client_ip_;
     bool exempt = compiled == nullptr || !peer ||
                   (compiled->limit_allowlist && compiled->limit_allowlist->contains(*peer));
@@ -436,7 +438,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
         if (limiter == nullptr) continue;
         auto decision = limiter->check(*peer, std::chrono::steady_clock::now());
         if (!decision.allowed) {
-          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          if (auto* m = worker_.metrics()) m->record_rate_limited(route_labels());
           grpc_code_ = GrpcStatus::kResourceExhausted;
           respond(status, "too many requests\n", incomplete, {}, decision.retry_after_seconds());
           return false;
@@ -445,7 +447,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
       if (compiled->connection_limiter) {
         connection_lease_ = compiled->connection_limiter->acquire(*peer);
         if (!connection_lease_) {
-          if (auto* m = worker_.metrics()) m->record_rate_limited(worker_.route_labels(route_));
+          if (auto* m = worker_.metrics()) m->record_rate_limited(route_labels());
           grpc_code_ = GrpcStatus::kResourceExhausted;
           respond(status, "too many connections\n", incomplete, {}, 1);
           return false;
@@ -474,7 +476,7 @@ bool Exchange::apply_route_policy(const RequestTarget& target) {
   if (p.basic_auth) {
     // auth-type: basic (after redirects, as nginx's access phase follows its rewrites; a CORS
     // preflight was answered above, as ingress-nginx answers it before auth_basic).
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     const auto verdict = compiled != nullptr && compiled->basic_auth
                              ? compiled->basic_auth->check(
                                    downstream_.request()[http::field::authorization], worker_.id())
@@ -506,7 +508,7 @@ void Exchange::rewrite_upstream_request(const RequestTarget& target) {
   auto& req = downstream_.request();
   const model::RoutePolicy& p = policy();
   if (!p.rewrite_target.empty()) {
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     auto pq = target.path_and_query;
     auto question = pq.find('?');
     auto query = question == std::string_view::npos ? std::string_view{} : pq.substr(question + 1);
@@ -1334,7 +1336,7 @@ bool Exchange::on_upgrade_sent(error_code ec, std::size_t n) {
 }
 
 bool Exchange::apply_cors() {
-  const CompiledRoute* compiled = worker_.compiled(route_);
+  const CompiledRoute* compiled = compiled_route();
   if (compiled == nullptr || !compiled->cors) return false;
   auto& req = downstream_.request();
   auto origin = req[http::field::origin];
@@ -1377,7 +1379,7 @@ bool Exchange::apply_cors() {
 template <class Fields>
 void Exchange::add_hsts(http::header<false, Fields>& res) const {
   if (!client_https_ || route_ == nullptr) return;
-  const CompiledRoute* compiled = worker_.compiled(route_);
+  const CompiledRoute* compiled = compiled_route();
   if (compiled == nullptr || compiled->hsts.empty()) return;
   res.set(http::field::strict_transport_security, compiled->hsts);
 }
@@ -1406,7 +1408,7 @@ void Exchange::add_cors_fields(http::header<false, Fields>& res) const {
 const runtime::UpstreamState* Exchange::choose_upstream() {
   if (!route_->backends.empty()) {
     // Gateway API weighted backendRefs: each worker's turns spread over the weights.
-    const CompiledRoute* compiled = worker_.compiled(route_);
+    const CompiledRoute* compiled = compiled_route();
     const uint64_t turn = compiled != nullptr ? compiled->next_canary_turn(worker_.id()) : 0;
     const model::WeightedBackend* b = pick_weighted_backend(route_->backends, turn);
     if (b == nullptr || b->upstream.empty()) {
@@ -1436,7 +1438,7 @@ const runtime::UpstreamState* Exchange::choose_upstream() {
       }
     }
   }
-  const CompiledRoute* compiled = worker_.compiled(route_);
+  const CompiledRoute* compiled = compiled_route();
   auto choice = canary_by_request(*canary, header_value, cookie_value,
                                   compiled != nullptr ? compiled->canary_pattern.get() : nullptr);
   if (choice == CanaryChoice::kUndecided) {
@@ -1455,8 +1457,17 @@ const runtime::UpstreamState* Exchange::choose_upstream() {
   return snapshot_->upstream(route_->upstream);
 }
 
+const CompiledRoute* Exchange::compiled_route() const {
+  return routes_ ? routes_->find(route_) : nullptr;
+}
+
+observability::LabelSetId Exchange::route_labels() const {
+  const CompiledRoute* c = compiled_route();
+  return c != nullptr ? c->labels : observability::kNoRouteLabels;
+}
+
 observability::LabelSetId Exchange::labels() const {
-  const CompiledRoute* c = worker_.compiled(route_);
+  const CompiledRoute* c = compiled_route();
   if (c == nullptr) return observability::kNoRouteLabels;
   return canary_chosen_ ? c->canary_labels : c->labels;
 }
@@ -1479,6 +1490,7 @@ void Exchange::end_and_release() {
   auth_up_.connection().reset();
   end_observation();
   snapshot_.reset();
+  routes_.reset();
   up_.drop();  // an upstream connection, if one was in use, is not needed any more
 }
 
@@ -1490,6 +1502,7 @@ std::chrono::milliseconds Exchange::enter_tunnel() {
   if (attempt_open_) tunnel_balancer_ = upstream_->balancer;
   route_ = nullptr;
   snapshot_.reset();
+  routes_.reset();
   upstream_ = nullptr;
   return idle;
 }

@@ -46,6 +46,8 @@
 namespace tidegate::dataplane::server {
 
 class Worker;
+class RouteTable;
+struct CompiledRoute;
 
 class Exchange {
  public:
@@ -244,6 +246,10 @@ class Exchange {
   const runtime::UpstreamState* choose_upstream();
   // The metric labels of this exchange: the route's, or its canary's when the canary serves it.
   observability::LabelSetId labels() const;
+  // The compiled per-route data of route_ in routes_ (null when none).
+  const CompiledRoute* compiled_route() const;
+  // The route's own metric labels (never the canary's).
+  observability::LabelSetId route_labels() const;
   bool observing() const;
   void end_observation();
 
@@ -256,6 +262,10 @@ class Exchange {
   std::pmr::monotonic_buffer_resource fields_arena_{fields_block_.data(), fields_block_.size()};
 
   std::shared_ptr<const runtime::Snapshot> snapshot_;  // the one snapshot this exchange reads
+  // The routing table built from snapshot_, held as long as snapshot_: pointers into it (an
+  // external-auth or basic-auth configuration, a metric label id) stay valid across a
+  // configuration change that happens while the exchange waits.
+  std::shared_ptr<const RouteTable> routes_;
   const runtime::UpstreamState* upstream_ = nullptr;
   upstream::Attempt up_;  // the current attempt's upstream side (HTTP/1.1 or HTTP/2)
   std::optional<LocalResponse> local_response_;

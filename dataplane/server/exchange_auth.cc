@@ -40,7 +40,7 @@ TemplateRequest Exchange::template_request() const {
 
 void Exchange::start_external_auth() {
   const model::ExternalAuth& auth = *route_->policy.external_auth;
-  const CompiledRoute* compiled = worker_.compiled(route_);
+  const CompiledRoute* compiled = compiled_route();
   auth_ = compiled != nullptr ? compiled->external_auth.get() : nullptr;
   auth_upstream_ = auth.upstream.empty() ? nullptr : snapshot_->upstream(auth.upstream);
   if (auth_ == nullptr || !auth_->usable || auth_upstream_ == nullptr) {
@@ -339,7 +339,7 @@ void Exchange::apply_auth_answer(const AuthAnswer& answer) {
 }
 
 void Exchange::auth_error(unsigned status, std::string_view text) {
-  if (auto* m = worker_.metrics()) m->record_auth_error(worker_.route_labels(route_));
+  if (auto* m = worker_.metrics()) m->record_auth_error(route_labels());
   respond(status, text, !downstream_.request_complete());
 }
 

@@ -36,7 +36,7 @@ bool kept_in_cache(std::string_view name) {
 
 bool Exchange::lookup_cache() {
   auto& req = downstream_.request();
-  const CompiledRoute* compiled = worker_.compiled(route_);
+  const CompiledRoute* compiled = compiled_route();
   const RequestTarget target = split_target(req.target(), req[http::field::host]);
   cache_key_.clear();
   cache_key_ += client_https_ ? "https|" : "http|";

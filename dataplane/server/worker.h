@@ -93,6 +93,8 @@ class Worker {
 
   // Worker-thread only.
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
+  // The routing table published with snapshot() (null when metrics and policies need none).
+  const std::shared_ptr<const RouteTable>& routes() const { return routes_; }
   // Null when metrics are off; otherwise this worker's shard.
   observability::WorkerMetrics* metrics() const { return metrics_; }
   // Null when access logs are off.
