@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -328,7 +329,8 @@ size_t Metrics::label_sets() const { return registry_->in_use(); }
 
 Metrics::Registry::Registry(size_t max_label_sets,
                             std::vector<std::unique_ptr<WorkerMetrics>>* workers)
-    : max_label_sets_(max_label_sets), workers_(workers) {
+    : max_label_sets_(max_label_sets), workers_(workers), free_((max_label_sets + 63) / 64, 0) {
+  pending_.reserve(max_label_sets);
   labels_.push_back(RouteLabels{});  // kNoRouteLabels
   labels_.push_back(RouteLabels{"_overflow_", "_overflow_", "_overflow_", "_overflow_"});
   refs_.assign(2, 1);       // never released
@@ -352,7 +354,8 @@ void Metrics::Registry::use(LabelSetId id) {
 }
 
 void Metrics::Registry::make_free(LabelSetId id) {
-  free_.insert(id);
+  free_[id / 64] |= uint64_t{1} << (id % 64);
+  ++free_count_;
   const size_t page = id / WorkerMetrics::kPageSlots;
   if (--page_used_[page] > 0 || workers_ == nullptr) return;
   // Nobody reads the page any more: workers record only with ids they hold, a scrape only with
@@ -369,9 +372,12 @@ LabelSetId Metrics::Registry::intern(const RouteLabels& labels) {
     return it->second;
   }
   LabelSetId id;
-  if (!free_.empty()) {
-    id = *free_.begin();
-    free_.erase(free_.begin());
+  if (free_count_ > 0) {
+    size_t word = 0;
+    while (free_[word] == 0) ++word;
+    id = static_cast<LabelSetId>(word * 64 + static_cast<size_t>(std::countr_zero(free_[word])));
+    free_[word] &= free_[word] - 1;
+    --free_count_;
     // Whoever recorded with it let go of it before it was released (see Metrics::intern). A
     // page still allocated keeps the id's old counts: they start again from zero.
     if (page_used_[id / WorkerMetrics::kPageSlots] > 0 && workers_ != nullptr) {
@@ -392,22 +398,24 @@ LabelSetId Metrics::Registry::intern(const RouteLabels& labels) {
   return id;
 }
 
-void Metrics::Registry::release(LabelSetId id) {
+void Metrics::Registry::release(std::span<const LabelSetId> ids) {
   std::lock_guard lock(mutex_);
-  if (id <= kOverflowLabels || id >= refs_.size() || refs_[id] == 0) return;
-  if (--refs_[id] > 0) return;
-  ids_.erase(labels_[id]);
-  labels_[id] = RouteLabels{};
-  if (scrapes_ == 0) {
-    make_free(id);
-  } else {
-    pending_.push_back(id);
+  for (LabelSetId id : ids) {
+    if (id <= kOverflowLabels || id >= refs_.size() || refs_[id] == 0) continue;
+    if (--refs_[id] > 0) continue;
+    ids_.erase(labels_[id]);
+    labels_[id] = RouteLabels{};
+    if (scrapes_ == 0) {
+      make_free(id);
+    } else {
+      pending_.push_back(id);
+    }
   }
 }
 
 size_t Metrics::Registry::in_use() const {
   std::lock_guard lock(mutex_);
-  return labels_.size() - free_.size() - pending_.size();
+  return labels_.size() - free_count_ - pending_.size();
 }
 
 void Metrics::Registry::begin_scrape(std::vector<std::pair<LabelSetId, RouteLabels>>& live,
@@ -667,26 +675,39 @@ std::string Metrics::scrape() const {
 
 RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics)
     : registry_(metrics.registry_) {
-  for (const router::Router* router : routers) {
-    router->for_each_route([&](std::string_view host, const model::Route& route) {
-      // A route met twice (shared by two routers) keeps its first id, and one reference.
-      auto [it, fresh] = ids_.try_emplace(&route, kNoRouteLabels);
-      if (!fresh) return;
-      it->second = metrics.intern(route_labels(host, route));
-      if (route.canary) {
-        model::Route canary_route;
-        canary_route.ingress = route.ingress;
-        canary_route.upstream = route.canary->upstream;
-        canary_ids_.emplace(&route, metrics.intern(route_labels(host, canary_route)));
-      }
-    });
+  auto take = [&](const RouteLabels& labels) {
+    const LabelSetId id = metrics.intern(labels);
+    try {
+      held_.push_back(id);
+    } catch (...) {
+      registry_->release({&id, 1});
+      throw;
+    }
+    return id;
+  };
+  try {
+    for (const router::Router* router : routers) {
+      router->for_each_route([&](std::string_view host, const model::Route& route) {
+        // A route met twice (shared by two routers) keeps its first id, and one reference.
+        auto [it, fresh] = ids_.try_emplace(&route, kNoRouteLabels);
+        if (!fresh) return;
+        it->second = take(route_labels(host, route));
+        if (route.canary) {
+          model::Route canary_route;
+          canary_route.ingress = route.ingress;
+          canary_route.upstream = route.canary->upstream;
+          canary_ids_.emplace(&route, take(route_labels(host, canary_route)));
+        }
+      });
+    }
+  } catch (...) {
+    registry_->release(held_);  // no destructor runs for a constructor that throws
+    throw;
   }
 }
 
 RouteMetricIds::~RouteMetricIds() {
-  if (!registry_) return;
-  for (const auto& [route, id] : ids_) registry_->release(id);
-  for (const auto& [route, id] : canary_ids_) registry_->release(id);
+  if (registry_) registry_->release(held_);
 }
 
 LabelSetId RouteMetricIds::find(const router::Match& match) const noexcept {

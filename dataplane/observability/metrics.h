@@ -32,7 +32,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -175,7 +175,9 @@ struct SubstitutionObservation {
 };
 
 // One worker's shard. Record functions: the owning worker thread only (they are not atomic
-// read-modify-writes). Construction and page allocation: Metrics, under its mutex.
+// read-modify-writes), with ids it holds a reference on (through its routing table).
+// Construction: Metrics; page allocation, release and slot resets: Metrics::Registry, under its
+// mutex.
 class WorkerMetrics {
  public:
   WorkerMetrics(const WorkerMetrics&) = delete;
@@ -226,8 +228,9 @@ class WorkerMetrics {
   };
 
   explicit WorkerMetrics(size_t max_label_sets);
-  // An id the shard has no page for (a bug upstream) lands in kNoRouteLabels rather than
-  // crashing.
+  // An id beyond the bound or on a page never allocated (a bug upstream) lands in
+  // kNoRouteLabels. This is no guard against an id used after its release: its page may be
+  // given back between the load and the write (RouteTable holds the references for that).
   RouteSlots& route(LabelSetId id) noexcept {
     size_t page = id / kPageSlots;
     Page* p = page < page_count_ ? pages_[page].load(std::memory_order_acquire) : nullptr;
@@ -297,7 +300,7 @@ class ConfigMetrics {
 };
 
 struct MetricsOptions {
-  // Distinct route label sets for the life of the process, the two reserved ones included.
+  // Distinct route label sets in use at once, the two reserved ones included.
   size_t max_label_sets = kDefaultMaxLabelSets;
 };
 
@@ -318,7 +321,7 @@ class Metrics : public prometheus::Collectable {
   // only with the ids of the routing table it holds, which holds the references).
   LabelSetId intern(const RouteLabels& labels) { return registry_->intern(labels); }
   // Gives back one reference from intern(); ids 0 and 1 are never released.
-  void release(LabelSetId id) { registry_->release(id); }
+  void release(LabelSetId id) { registry_->release({&id, 1}); }
   // Label sets in use, the two reserved ones included.
   size_t label_sets() const;
 
@@ -345,7 +348,8 @@ class Metrics : public prometheus::Collectable {
    public:
     Registry(size_t max_label_sets, std::vector<std::unique_ptr<WorkerMetrics>>* workers);
     LabelSetId intern(const RouteLabels& labels);
-    void release(LabelSetId id);
+    // One reference on each (an id twice: two), under one lock.
+    void release(std::span<const LabelSetId> ids);
     size_t in_use() const;
     // Metrics is going: no more page allocation or release (its shards go with it).
     void detach();
@@ -370,9 +374,12 @@ class Metrics : public prometheus::Collectable {
     std::vector<RouteLabels> labels_;                       // by LabelSetId
     std::vector<uint32_t> refs_;  // by LabelSetId; 0: free (never for ids 0 and 1)
     std::unordered_map<RouteLabels, LabelSetId, LabelsHash> ids_;
-    // Released and reusable, lowest first: the ids in use stay packed into the first pages, so
-    // that pages emptied by removed routes go back to the allocator.
-    std::set<LabelSetId> free_;
+    // Released and reusable, a bit per id, taken lowest first: the ids in use stay packed into
+    // the first pages, so that pages emptied by removed routes go back to the allocator. Sized
+    // for the bound at construction, as pending_ is reserved, so that a release (from a routing
+    // table's destructor) never allocates.
+    std::vector<uint64_t> free_;
+    size_t free_count_ = 0;
     std::vector<LabelSetId> pending_;  // released while a scrape was reading
     std::vector<uint32_t> page_used_;  // by page: ids in use or pending
     size_t scrapes_ = 0;               // scrapes between begin_scrape and end_scrape
@@ -408,6 +415,7 @@ class RouteMetricIds {
 
  private:
   std::shared_ptr<Metrics::Registry> registry_;
+  std::vector<LabelSetId> held_;  // every reference taken, given back at once
   std::unordered_map<const model::Route*, LabelSetId> ids_;
   std::unordered_map<const model::Route*, LabelSetId> canary_ids_;
 };

@@ -541,6 +541,36 @@ TEST(MetricsTest, RouteIdsHoldTheirLabelSetsUntilTheLastTableGoes) {
   third.reset();
 }
 
+TEST(MetricsTest, RouteIdsTakeOneReferencePerRouteAndCanaryAndGiveThemAllBack) {
+  model::Config config;
+  config.upstreams["shop/web:80"] = {"shop/web:80", {{"10.0.0.1", 80}}};
+  config.upstreams["shop/web-canary:80"] = {"shop/web-canary:80", {{"10.0.0.2", 80}}};
+  model::Route with_canary = route("/", "shop/web:80", "shop/web");
+  model::Canary canary;
+  canary.upstream = "shop/web-canary:80";
+  canary.weight = 10;
+  with_canary.canary = canary;
+  config.virtual_hosts["foo.com"] = {"foo.com", {with_canary}};
+  std::string error;
+  auto router = router::Router::build(config, &error);
+  ASSERT_NE(router, nullptr) << error;
+
+  Metrics metrics(1);
+  {
+    // The same router twice: every route met twice keeps one id and one reference.
+    RouteMetricIds ids(std::vector<const router::Router*>{router.get(), router.get()}, metrics);
+    EXPECT_EQ(ids.size(), 1u);
+    const model::Route* r = router->match("foo.com", "/").route;
+    EXPECT_NE(ids.find(r), ids.find_canary(r)) << "the canary's service is its own label set";
+    EXPECT_EQ(metrics.label_sets(), 4u);
+  }
+  EXPECT_EQ(metrics.label_sets(), 2u) << "route and canary references given back";
+  // Nothing left over: a second pass takes the same two ids again.
+  RouteMetricIds again(*router, metrics);
+  EXPECT_EQ(again.find(router->match("foo.com", "/").route), 2u);
+  EXPECT_EQ(metrics.label_sets(), 4u);
+}
+
 TEST(MetricsTest, ShardsWrittenByManyThreadsFoldIntoExactTotals) {
   constexpr size_t kThreads = 4;
   constexpr uint64_t kPerThread = 200'000;

@@ -2,10 +2,37 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <string>
 
 namespace tidegate::dataplane::server {
 namespace {
+
+// The table holds the references on its routes' metric label sets: the ids a worker records
+// with stay in use for as long as it holds the table (observability/metrics.h).
+TEST(RouteTableTest, HoldsItsRoutesMetricLabelSetsUntilItGoes) {
+  model::Config config;
+  config.upstreams["shop/web:80"] = {"shop/web:80", {{"10.0.0.1", 80}}};
+  config.virtual_hosts["foo.com"] = {
+      "foo.com", {model::Route{"/", model::PathMatch::kPrefix, "shop/web:80", "shop/web"}}};
+  std::string error;
+  auto router = router::Router::build(config, &error);
+  ASSERT_NE(router, nullptr) << error;
+  observability::Metrics metrics(1);
+  auto table = std::make_unique<RouteTable>(*router, &metrics);
+  const model::Route* route = router->match("foo.com", "/").route;
+  ASSERT_NE(table->find(route), nullptr);
+  const observability::LabelSetId id = table->find(route)->labels;
+  EXPECT_GT(id, observability::kOverflowLabels);
+  EXPECT_EQ(metrics.label_sets(), 3u);
+  metrics.worker(0).record_request({id, boost::beast::http::verb::get, 200, 1, 1,
+                                    std::chrono::milliseconds(1), std::chrono::milliseconds(1)});
+  EXPECT_NE(metrics.scrape().find(R"(ingress="web")"), std::string::npos);
+  table.reset();
+  EXPECT_EQ(metrics.label_sets(), 2u);
+  EXPECT_EQ(metrics.scrape().find(R"(ingress="web")"), std::string::npos);
+}
 
 struct RewriteCase {
   const char* name;
