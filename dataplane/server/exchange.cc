@@ -64,7 +64,7 @@ void Exchange::reset() {
   grpc_status_sent_ = -1;
   up_.reset();
   end_auth_attempt(false);
-  auth_up_.connection().reset();
+  upstream::discard(auth_up_.connection());
   auth_up_.reset();
   auth_request_.reset();
   auth_upstream_ = nullptr;
@@ -1478,7 +1478,7 @@ void Exchange::end() {
   cancelled_ = true;
   end_attempt(false);
   end_auth_attempt(false);
-  auth_up_.connection().reset();
+  upstream::discard(auth_up_.connection());
   tunnel_balancer_.reset();
   end_observation();  // an exchange cut short is still recorded
 }
@@ -1487,7 +1487,7 @@ void Exchange::end_and_release() {
   cancelled_ = true;
   end_attempt(false);
   end_auth_attempt(false);
-  auth_up_.connection().reset();
+  upstream::discard(auth_up_.connection());
   end_observation();
   snapshot_.reset();
   routes_.reset();

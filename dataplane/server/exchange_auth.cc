@@ -167,7 +167,7 @@ void Exchange::auth_failed(error_code ec, const char* stage, bool nothing_sent) 
   const bool reused = auth_up_.connection() && auth_up_.connection()->reused;
   const auto endpoint =
       auth_up_.connection() ? auth_up_.connection()->endpoint : upstream::Endpoint{};
-  auth_up_.connection().reset();
+  upstream::discard(auth_up_.connection());
   if (reused) {
     // A pooled connection the service had closed: the same endpoint on a new one.
     end_auth_attempt(false);
@@ -202,7 +202,7 @@ void Exchange::auth_on_header(error_code ec) {
   if (const ResponseVerdict v = auth_up_.check_response(); v.status != 0) {
     TG_WARN("http",
             "authentication service " << auth_up_.connection()->endpoint << ": " << v.reason);
-    auth_up_.connection().reset();
+    upstream::discard(auth_up_.connection());
     end_auth_attempt(true);
     auth_error(500, "authentication failed\n");
     return;
@@ -259,7 +259,7 @@ void Exchange::auth_drain_body() {
   if (auth_body_bytes_ > kMaxAuthBodyBytes) {
     // Not worth reading: the answer stands, the connection is not reused.
     end_auth_attempt(false);
-    auth_up_.connection().reset();
+    upstream::discard(auth_up_.connection());
     const AuthAnswer answer = std::move(auth_answer_);
     apply_auth_answer(answer);
     return;
@@ -271,7 +271,7 @@ void Exchange::auth_drain_body() {
                        if (ec) {
                          // The head decided: a body cut short only costs the connection.
                          end_auth_attempt(false);
-                         auth_up_.connection().reset();
+                         upstream::discard(auth_up_.connection());
                          const AuthAnswer answer = std::move(auth_answer_);
                          apply_auth_answer(answer);
                          return;

@@ -150,7 +150,7 @@ class Attempt {
     if (http2_) {
       h2_.release();
     } else {
-      h1_.connection().reset();
+      discard(h1_.connection());
     }
   }
   // The attempt is over: HTTP/1.1 connections go back to the pool when clean (Http1Upstream).

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <boost/asio/post.hpp>
+
 namespace tidegate::dataplane::upstream {
 
 namespace {
@@ -76,6 +78,16 @@ size_t Pool::idle_count() const {
   size_t n = 0;
   for (const auto& [_, list] : idle_) n += list.size();
   return n;
+}
+
+void discard(std::unique_ptr<Connection>& connection) {
+  if (!connection) return;
+  runtime::Stream& lowest = connection->lowest();
+  auto executor = lowest.get_executor();
+  // The cancelled operations' completions are queued now; this lambda comes after them.
+  lowest.close();
+  boost::asio::post(executor,
+                    [gone = std::shared_ptr<Connection>(std::move(connection))] { (void)gone; });
 }
 
 }  // namespace tidegate::dataplane::upstream

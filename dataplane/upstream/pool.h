@@ -47,6 +47,14 @@ struct Connection {
   bool reused = false;  // taken from the pool rather than freshly connected
 };
 
+// Closes `connection` (when set) and destroys it once the completions of the operations the
+// close cancelled have run: a read or write in progress refers to its buffer and streams, and
+// its handler, run later with operation_aborted, still touches them (Beast commits to the
+// buffer before it looks at the error). Destroying it at once was a use after free (an HTTP/2
+// client resetting a stream whose upstream read was pending; found with an ASan data plane).
+// On the connection's own thread, as every use of it.
+void discard(std::unique_ptr<Connection>& connection);
+
 // Connections are shared per endpoint and TLS settings (runtime::UpstreamState::tls_key).
 struct PoolKey {
   Endpoint endpoint;
