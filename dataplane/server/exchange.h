@@ -91,7 +91,7 @@ class Exchange {
   // stream reset (the upstream response is unfinished: not reusable).
   void drop_upstream() { up_.drop(); }
   // The upstream HTTP/1.1 connection of the current attempt, taken over by a tunnel.
-  std::unique_ptr<upstream::Connection>& upstream_connection() { return up_.http1_connection(); }
+  std::shared_ptr<upstream::Connection>& upstream_connection() { return up_.http1_connection(); }
   // A tunnel begins after the 101: the exchange lets go of its route and snapshot (configuration
   // changes never wait for a tunnel) and keeps the attempt open for the balancer (least_conn
   // counts it). Returns the route's proxy-read-timeout, the tunnel's idle timeout.

@@ -166,7 +166,7 @@ class Attempt {
     h2_.reset();
   }
   // A tunnel takes the HTTP/1.1 connection over (upgrades always go over HTTP/1.1).
-  std::unique_ptr<Connection>& http1_connection() { return h1_.connection(); }
+  std::shared_ptr<Connection>& http1_connection() { return h1_.connection(); }
 
  private:
   bool http2_ = false;

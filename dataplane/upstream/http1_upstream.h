@@ -35,7 +35,7 @@ class Http1Upstream {
   using Request = boost::beast::http::request<boost::beast::http::buffer_body, server::Fields>;
 
   // The connection of the current attempt (null between attempts). A tunnel takes it over.
-  std::unique_ptr<Connection>& connection() { return connection_; }
+  std::shared_ptr<Connection>& connection() { return connection_; }
   // The parser of the current response head and body (after read_header()).
   ResponseParser& response() { return *response_; }
   bool has_response() const { return response_.has_value(); }
@@ -50,10 +50,11 @@ class Http1Upstream {
   template <class Handler>
   void connect(const runtime::Executor& executor, const Endpoint& ep, uint64_t tls_key,
                std::chrono::milliseconds timeout, Handler&& handler) {
-    connection_ = std::make_unique<Connection>(executor, ep, tls_key,
+    connection_ = std::make_shared<Connection>(executor, ep, tls_key,
                                                server::Limits::kUpstreamReadBufferBytes);
     connection_->stream.expires_after(timeout);
-    connection_->stream.async_connect(ep, std::forward<Handler>(handler));
+    connection_->stream.async_connect(ep, [keep = connection_, h = std::forward<Handler>(handler)](
+                                              error_code ec) mutable { h(ec); });
   }
 
   // Called once connected: TCP_NODELAY.
@@ -65,8 +66,9 @@ class Http1Upstream {
                  Handler&& handler) {
     prepare_tls(up);
     connection_->lowest().expires_after(timeout);
-    connection_->tls->async_handshake(boost::asio::ssl::stream_base::client,
-                                      std::forward<Handler>(handler));
+    connection_->tls->async_handshake(
+        boost::asio::ssl::stream_base::client,
+        [keep = connection_, h = std::forward<Handler>(handler)](error_code ec) mutable { h(ec); });
   }
 
   // Serializes the request head for this attempt (chunked when the client's body is).
@@ -79,12 +81,12 @@ class Http1Upstream {
     connection_->lowest().expires_after(timeout);
     auto buffers = out_.next(data, n, last);
     connection_->with_stream([&](auto& stream) {
-      boost::asio::async_write(
-          stream, buffers,
-          [this, h = std::forward<Handler>(handler)](error_code ec, std::size_t) mutable {
-            out_.written();
-            h(ec);
-          });
+      boost::asio::async_write(stream, buffers,
+                               [this, keep = connection_, h = std::forward<Handler>(handler)](
+                                   error_code ec, std::size_t) mutable {
+                                 out_.written();
+                                 h(ec);
+                               });
     });
   }
   // The whole request has been written.
@@ -104,7 +106,8 @@ class Http1Upstream {
     connection_->with_stream([&](auto& stream) {
       boost::beast::http::async_read_header(
           stream, connection_->buffer, *response_,
-          [h = std::forward<Handler>(handler)](error_code ec, std::size_t) mutable { h(ec); });
+          [keep = connection_, h = std::forward<Handler>(handler)](error_code ec,
+                                                                   std::size_t) mutable { h(ec); });
     });
   }
   // The framing rules for a response head (server/http1_policy.h): a non-zero status means the
@@ -124,8 +127,10 @@ class Http1Upstream {
     connection_->with_stream([&](auto& stream) {
       boost::beast::http::async_read_some(
           stream, connection_->buffer, *response_,
-          [this, size, h = std::forward<Handler>(handler)](error_code ec, std::size_t) mutable {
-            h(ec, size - response_->get().body().size);
+          [this, size, keep = connection_, h = std::forward<Handler>(handler)](
+              error_code ec, std::size_t) mutable {
+            // The parser may be gone when the read was cancelled (Exchange::reset).
+            h(ec, response_ ? size - response_->get().body().size : 0);
           });
     });
   }
@@ -162,7 +167,9 @@ class Http1Upstream {
   // Moves the connection into a TLS stream with SNI and verification set as `up` says.
   void prepare_tls(const runtime::UpstreamState& up);
 
-  std::unique_ptr<Connection> connection_;
+  // Shared with the handler of every operation in progress on it, so that a connection given
+  // up mid-operation (discard) lives until that operation's last completion has run.
+  std::shared_ptr<Connection> connection_;
   std::optional<ResponseParser> response_;
   server::OutgoingMessage out_;  // the request as it goes to the upstream
 };

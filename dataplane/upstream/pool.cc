@@ -4,8 +4,6 @@
 
 #include <cerrno>
 
-#include <boost/asio/post.hpp>
-
 namespace tidegate::dataplane::upstream {
 
 namespace {
@@ -26,13 +24,13 @@ bool peer_closed(Connection& c, std::chrono::steady_clock::time_point now) {
 
 }  // namespace
 
-std::unique_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
+std::shared_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
   auto it = idle_.find(PoolKey{ep, tls_key});
   if (it == idle_.end()) return nullptr;
   auto& list = it->second;
   auto now = std::chrono::steady_clock::now();
   while (!list.empty()) {
-    std::unique_ptr<Connection> c = std::move(list.back());
+    std::shared_ptr<Connection> c = std::move(list.back());
     list.pop_back();
     if (!peer_closed(*c, now)) {
       c->reused = true;
@@ -42,7 +40,7 @@ std::unique_ptr<Connection> Pool::take(const Endpoint& ep, uint64_t tls_key) {
   return nullptr;
 }
 
-void Pool::put(std::unique_ptr<Connection> c) {
+void Pool::put(std::shared_ptr<Connection> c) {
   auto& list = idle_[PoolKey{c->endpoint, c->tls_key}];
   if (list.size() >= kMaxIdlePerEndpoint) return;  // dropping `c` closes it
   c->idle_since = std::chrono::steady_clock::now();
@@ -63,7 +61,7 @@ void Pool::retain_only(const runtime::EndpointSet& keep) {
 void Pool::expire(std::chrono::steady_clock::time_point now) {
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
-    std::erase_if(list, [&](const std::unique_ptr<Connection>& c) {
+    std::erase_if(list, [&](const std::shared_ptr<Connection>& c) {
       return now - c->idle_since > kIdleTimeout;
     });
     if (list.empty()) {
@@ -80,14 +78,12 @@ size_t Pool::idle_count() const {
   return n;
 }
 
-void discard(std::unique_ptr<Connection>& connection) {
+void discard(std::shared_ptr<Connection>& connection) {
   if (!connection) return;
-  runtime::Stream& lowest = connection->lowest();
-  auto executor = lowest.get_executor();
-  // The cancelled operations' completions are queued now; this lambda comes after them.
-  lowest.close();
-  boost::asio::post(executor,
-                    [gone = std::shared_ptr<Connection>(std::move(connection))] { (void)gone; });
+  // The close cancels what is waiting; each operation's handler holds the connection until its
+  // last completion, including one already queued that would read again on the closed socket.
+  connection->lowest().close();
+  connection.reset();
 }
 
 }  // namespace tidegate::dataplane::upstream

@@ -47,13 +47,13 @@ struct Connection {
   bool reused = false;  // taken from the pool rather than freshly connected
 };
 
-// Closes `connection` (when set) and destroys it once the completions of the operations the
-// close cancelled have run: a read or write in progress refers to its buffer and streams, and
-// its handler, run later with operation_aborted, still touches them (Beast commits to the
-// buffer before it looks at the error). Destroying it at once was a use after free (an HTTP/2
-// client resetting a stream whose upstream read was pending; found with an ASan data plane).
-// On the connection's own thread, as every use of it.
-void discard(std::unique_ptr<Connection>& connection);
+// Closes `connection` (when set) and lets go of it. A read or write in progress refers to its
+// buffer and streams, and its handler, run later with operation_aborted (or a queued completion
+// that reads again on the closed socket), still touches them (Beast commits to the buffer before
+// it looks at the error): every operation's handler holds the connection (Http1Upstream), so it
+// is destroyed after the last one. Destroying it at once was a use after free (an HTTP/2 client
+// resetting a stream whose upstream read was pending; found with an ASan data plane).
+void discard(std::shared_ptr<Connection>& connection);
 
 // Connections are shared per endpoint and TLS settings (runtime::UpstreamState::tls_key).
 struct PoolKey {
@@ -76,9 +76,9 @@ class Pool {
   static constexpr std::chrono::milliseconds kPeekAfterIdle{1000};
 
   // An idle connection to `ep` that the peer has not closed, or null.
-  std::unique_ptr<Connection> take(const Endpoint& ep, uint64_t tls_key);
+  std::shared_ptr<Connection> take(const Endpoint& ep, uint64_t tls_key);
   // Keeps `c` for reuse (the caller has checked that the endpoint is still configured).
-  void put(std::unique_ptr<Connection> c);
+  void put(std::shared_ptr<Connection> c);
   // Closes idle connections to endpoints not in `keep` (an endpoint left the configuration).
   void retain_only(const runtime::EndpointSet& keep);
   // Closes connections idle for longer than kIdleTimeout.
@@ -86,7 +86,7 @@ class Pool {
   size_t idle_count() const;
 
  private:
-  std::unordered_map<PoolKey, std::vector<std::unique_ptr<Connection>>, PoolKeyHash> idle_;
+  std::unordered_map<PoolKey, std::vector<std::shared_ptr<Connection>>, PoolKeyHash> idle_;
 };
 
 }  // namespace tidegate::dataplane::upstream
