@@ -673,41 +673,32 @@ std::string Metrics::scrape() const {
 
 // ---- RouteMetricIds ----
 
-RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics)
-    : registry_(metrics.registry_) {
+RouteMetricIds::RouteMetricIds(const std::vector<const router::Router*>& routers,
+                               Metrics& metrics) {
+  held_.registry = metrics.registry_;
   auto take = [&](const RouteLabels& labels) {
-    const LabelSetId id = metrics.intern(labels);
-    try {
-      held_.push_back(id);
-    } catch (...) {
-      registry_->release({&id, 1});
-      throw;
-    }
-    return id;
+    // The slot first (kNoRouteLabels is never released), so that no reference goes unrecorded.
+    held_.ids.push_back(kNoRouteLabels);
+    return held_.ids.back() = metrics.intern(labels);
   };
-  try {
-    for (const router::Router* router : routers) {
-      router->for_each_route([&](std::string_view host, const model::Route& route) {
-        // A route met twice (shared by two routers) keeps its first id, and one reference.
-        auto [it, fresh] = ids_.try_emplace(&route, kNoRouteLabels);
-        if (!fresh) return;
-        it->second = take(route_labels(host, route));
-        if (route.canary) {
-          model::Route canary_route;
-          canary_route.ingress = route.ingress;
-          canary_route.upstream = route.canary->upstream;
-          canary_ids_.emplace(&route, take(route_labels(host, canary_route)));
-        }
-      });
-    }
-  } catch (...) {
-    registry_->release(held_);  // no destructor runs for a constructor that throws
-    throw;
+  for (const router::Router* router : routers) {
+    router->for_each_route([&](std::string_view host, const model::Route& route) {
+      // A route met twice (shared by two routers) keeps its first id, and one reference.
+      auto [it, fresh] = ids_.try_emplace(&route, kNoRouteLabels);
+      if (!fresh) return;
+      it->second = take(route_labels(host, route));
+      if (route.canary) {
+        model::Route canary_route;
+        canary_route.ingress = route.ingress;
+        canary_route.upstream = route.canary->upstream;
+        canary_ids_.emplace(&route, take(route_labels(host, canary_route)));
+      }
+    });
   }
 }
 
-RouteMetricIds::~RouteMetricIds() {
-  if (registry_) registry_->release(held_);
+RouteMetricIds::Held::~Held() {
+  if (registry) registry->release(ids);
 }
 
 LabelSetId RouteMetricIds::find(const router::Match& match) const noexcept {

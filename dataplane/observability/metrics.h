@@ -396,7 +396,6 @@ class RouteMetricIds {
   RouteMetricIds() = default;
   RouteMetricIds(const RouteMetricIds&) = delete;
   RouteMetricIds& operator=(const RouteMetricIds&) = delete;
-  ~RouteMetricIds();
   RouteMetricIds(const router::Router& router, Metrics& metrics)
       : RouteMetricIds(std::vector<const router::Router*>{&router}, metrics) {}
   RouteMetricIds(const std::vector<const router::Router*>& routers, Metrics& metrics);
@@ -414,8 +413,16 @@ class RouteMetricIds {
   size_t size() const { return ids_.size(); }
 
  private:
-  std::shared_ptr<Metrics::Registry> registry_;
-  std::vector<LabelSetId> held_;  // every reference taken, given back at once
+  // Every reference taken, given back at once when this goes (a member, so that a constructor
+  // that throws gives back what it took too).
+  struct Held {
+    Held() = default;
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ~Held();
+    std::shared_ptr<Metrics::Registry> registry;
+    std::vector<LabelSetId> ids;
+  } held_;
   std::unordered_map<const model::Route*, LabelSetId> ids_;
   std::unordered_map<const model::Route*, LabelSetId> canary_ids_;
 };

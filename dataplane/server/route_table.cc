@@ -25,8 +25,7 @@ std::optional<ratelimit::CidrSet> compile_cidrs(const std::vector<std::string>& 
 
 RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
                        observability::Metrics* metrics, size_t workers) {
-  std::optional<observability::RouteMetricIds>& ids = metric_ids_;
-  if (metrics != nullptr) ids.emplace(routers, *metrics);
+  if (metrics != nullptr) metric_ids_.emplace(routers, *metrics);
   for (const router::Router* router : routers) {
     router->for_each_route([&](std::string_view host, const model::Route& route) {
       CompiledRoute& c = routes_[&route];
@@ -41,9 +40,9 @@ RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
         if (!conditions.empty()) identity += '\n' + conditions.dump();
         c.cache_tag = std::hash<std::string>{}(identity);
       }
-      if (ids) {
-        c.labels = ids->find(&route);
-        c.canary_labels = ids->find_canary(&route);
+      if (metric_ids_) {
+        c.labels = metric_ids_->find(&route);
+        c.canary_labels = metric_ids_->find_canary(&route);
       }
       const model::RoutePolicy& policy = route.policy;
       if (policy.source_ranges) {
