@@ -280,6 +280,7 @@ AnnotationResult Parser::run() {
                                 "ignored (use the annotations docs/annotations.md lists)");
   }
   if (options_.nginx_aliases) report_unsupported_nginx();
+  if (!(route_ == model::RoutePolicy{})) result_.policy.route = std::move(route_);
   return std::move(result_);
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "model/policy.h"
+#include "model/shared.h"
 #include "translate/translate.h"
 
 namespace tidegate::controller::translate {
@@ -55,7 +56,8 @@ struct AnnotationContext {
 
 struct IngressPolicy {
   model::UpstreamPolicy upstream;  // for every upstream this Ingress's routes use
-  model::RoutePolicy route;        // for every route this Ingress produces
+  // For every route this Ingress produces: one value that they share (lib/model/shared.h).
+  model::Shared<model::RoutePolicy> route;
   // Set when canary: "true": this Ingress's routes are alternatives of the main routes for the
   // same host and path (Canary::upstream is left empty for the translator to fill).
   std::optional<model::Canary> canary;

@@ -38,13 +38,13 @@ using text::index_path;
 // One route claimed by an Ingress, before the Config is assembled.
 struct Claim {
   std::string upstream;
-  std::string ingress;       // "namespace/name"
-  std::string path;          // as written by the winner
-  std::string substitution;  // model::Substitution::name, empty for none
-  model::RoutePolicy policy = {};
-  std::optional<model::Canary> canary = {};  // canary->upstream set
-  std::string canary_ingress = {};           // the canary Ingress that set it
-  std::string fallback_upstream = {};        // default-backend (Route::fallback_upstream)
+  std::string ingress;                            // "namespace/name"
+  std::string path;                               // as written by the winner
+  std::string substitution;                       // model::Substitution::name, empty for none
+  model::Shared<model::RoutePolicy> policy = {};  // shared by the Ingress's claims
+  std::optional<model::Canary> canary = {};       // canary->upstream set
+  std::string canary_ingress = {};                // the canary Ingress that set it
+  std::string fallback_upstream = {};             // default-backend (Route::fallback_upstream)
 };
 
 // Two paths that match the same requests are one route. Ingress v1 ignores a Prefix path's
@@ -360,9 +360,10 @@ class Translator {
     ctx.regex = use_regex(ingress, object);
     ctx.policy = parse_policy(ingress, ctx.regex);
     ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
-    if (ctx.policy.route.basic_auth)
-      resolve_basic_auth(ingress, object, *ctx.policy.route.basic_auth);
-    if (ctx.policy.route.external_auth) resolve_external_auth(ctx, *ctx.policy.route.external_auth);
+    if (ctx.policy.route->basic_auth)
+      resolve_basic_auth(ingress, object, *ctx.policy.route.mut().basic_auth);
+    if (ctx.policy.route->external_auth)
+      resolve_external_auth(ctx, *ctx.policy.route.mut().external_auth);
     ctx.protocol_from_annotation =
         find_annotation(ingress.metadata.annotations, "backend-protocol", annotation_options())
             .has_value();
@@ -372,14 +373,14 @@ class Translator {
     }
     ctx.substitution = add_substitution(ingress, object);
     ctx.fallback_upstream = fallback_upstream(ctx);
-    if (!ctx.policy.route.error_codes.empty() && ctx.fallback_upstream.empty()) {
+    if (!ctx.policy.route->error_codes.empty() && ctx.fallback_upstream.empty()) {
       auto found =
           find_annotation(ingress.metadata.annotations, "custom-http-errors", annotation_options());
       report(object, Severity::kWarning,
              "annotation " + (found ? found->key : std::string("custom-http-errors")) +
                  " has no effect without default-backend or the controller's "
                  "--default-backend-service; ignored");
-      ctx.policy.route.error_codes.clear();
+      ctx.policy.route.mut().error_codes.clear();
     }
 
     if (ingress.spec.default_backend) add_default_backend(ctx);
@@ -1291,8 +1292,8 @@ class Translator {
     auto add_claim = [&](const Claim& claim) {
       referenced.insert(claim.upstream);
       if (!claim.fallback_upstream.empty()) referenced.insert(claim.fallback_upstream);
-      if (claim.policy.external_auth && !claim.policy.external_auth->upstream.empty()) {
-        referenced.insert(claim.policy.external_auth->upstream);
+      if (claim.policy->external_auth && !claim.policy->external_auth->upstream.empty()) {
+        referenced.insert(claim.policy->external_auth->upstream);
       }
       if (claim.canary) referenced.insert(claim.canary->upstream);
     };

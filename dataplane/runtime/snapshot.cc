@@ -393,7 +393,7 @@ std::string build_routing(Routing& routing, const Snapshot* previous) {
       for (const auto& b : r.backends) {
         if (!b.upstream.empty()) routing.referenced_upstreams.insert(b.upstream);
       }
-      for (const auto& m : r.policy.mirrors) routing.referenced_upstreams.insert(m.upstream);
+      for (const auto& m : r.policy->mirrors) routing.referenced_upstreams.insert(m.upstream);
     }
   }
   if (routing.config.default_route) {

@@ -205,7 +205,7 @@ void Exchange::route() {
     return;
   }
   if (!apply_route_policy(target)) return;  // answered by the policy (403, 413, redirects)
-  if (route_->policy.external_auth) {
+  if (route_->policy->external_auth) {
     start_external_auth();
     return;
   }
@@ -213,7 +213,7 @@ void Exchange::route() {
 }
 
 void Exchange::proceed_to_backend() {
-  if (route_->policy.cache && lookup_cache()) return;
+  if (route_->policy->cache && lookup_cache()) return;
   go_to_backend();
 }
 
@@ -221,10 +221,10 @@ void Exchange::go_to_backend() {
   auto& req = downstream_.request();
   // x-sendfile-directories in effect (the operator's --x-sendfile-roots allow them): decided
   // once, read when the request goes up and when the answer comes back.
-  sendfile_ = route_->policy.sendfile &&
-              sendfile_allowed(*route_->policy.sendfile, worker_.limits().sendfile_roots);
+  sendfile_ = route_->policy->sendfile &&
+              sendfile_allowed(*route_->policy->sendfile, worker_.limits().sendfile_roots);
   RequestTarget target = split_target(req.target(), req[http::field::host]);
-  if (!route_->policy.error_codes.empty()) original_target_ = std::string(req.target());
+  if (!route_->policy->error_codes.empty()) original_target_ = std::string(req.target());
   upstream_ = choose_upstream();
   if ((upstream_ == nullptr || upstream_->endpoints.empty()) &&
       !route_->fallback_upstream.empty()) {
@@ -262,7 +262,7 @@ void Exchange::go_to_backend() {
     if (!call_deadline_ || deadline < *call_deadline_) call_deadline_ = deadline;
   }
   // Read before the request is edited (substitution drops Accept-Encoding on the way up).
-  compression_.configure(route_->policy.compression ? &*route_->policy.compression : nullptr,
+  compression_.configure(route_->policy->compression ? &*route_->policy->compression : nullptr,
                          req[http::field::accept_encoding],
                          req.find(http::field::cookie) != req.end() ||
                              req.find(http::field::authorization) != req.end());
@@ -274,7 +274,7 @@ void Exchange::go_to_backend() {
   }
   // An upgrade (a WebSocket) is never mirrored: its copy would turn a pooled connection into
   // a tunnel.
-  if (!route_->policy.mirrors.empty() && !upgrade_) plan_mirrors();
+  if (!route_->policy->mirrors.empty() && !upgrade_) plan_mirrors();
   connect_endpoint(pick_endpoint());
 }
 
@@ -291,7 +291,7 @@ void Exchange::skip_mirrors() {
 void Exchange::plan_mirrors() {
   skip_mirrors();
   auto* metrics = worker_.metrics();
-  for (const auto& m : route_->policy.mirrors) {
+  for (const auto& m : route_->policy->mirrors) {
     if (m.numerator < m.denominator && worker_.next_random() % m.denominator >= m.numerator) {
       continue;  // not in the mirror's share
     }
@@ -395,11 +395,11 @@ void Exchange::resolve_client() {
 }
 
 const model::RoutePolicy& Exchange::policy() const {
-  return route_ != nullptr ? route_->policy : kDefaultPolicy;
+  return route_ != nullptr ? *route_->policy : kDefaultPolicy;
 }
 
 bool Exchange::apply_route_policy(const RequestTarget& target) {
-  const model::RoutePolicy& p = route_->policy;
+  const model::RoutePolicy& p = *route_->policy;
   const bool incomplete = !downstream_.request_complete();
   if (p.deny_ranges) {
     // denylist-source-range: before the allow list (an address in both is denied).
@@ -1530,7 +1530,7 @@ void Exchange::end_observation() {
                        grpc_ ? grpc_status_sent_ : -1});
   }
   auto* log = worker_.access_log();
-  if (log == nullptr || (route_ != nullptr && !route_->policy.access_log)) return;
+  if (log == nullptr || (route_ != nullptr && !route_->policy->access_log)) return;
   observability::AccessLogRecord r;
   r.time = started_wall_;
   r.request_id = req["X-Request-ID"];

@@ -39,7 +39,7 @@ TemplateRequest Exchange::template_request() const {
 }
 
 void Exchange::start_external_auth() {
-  const model::ExternalAuth& auth = *route_->policy.external_auth;
+  const model::ExternalAuth& auth = *route_->policy->external_auth;
   const CompiledRoute* compiled = compiled_route();
   auth_ = compiled != nullptr ? compiled->external_auth.get() : nullptr;
   auth_upstream_ = auth.upstream.empty() ? nullptr : snapshot_->upstream(auth.upstream);
@@ -219,7 +219,7 @@ void Exchange::auth_on_header(error_code ec) {
   auth_cookies_.clear();
   bool cookies = false;
   if (status >= 200 && status < 300) {
-    for (const auto& name : route_->policy.external_auth->response_headers) {
+    for (const auto& name : route_->policy->external_auth->response_headers) {
       if (auto it = res.find(name); it != res.end()) {
         auth_answer_.fields.emplace_back(name, std::string(it->value()));
       } else {
@@ -288,7 +288,7 @@ void Exchange::end_auth_attempt(bool failed) {
 }
 
 void Exchange::apply_auth_answer(const AuthAnswer& answer) {
-  const model::ExternalAuth& auth = *route_->policy.external_auth;
+  const model::ExternalAuth& auth = *route_->policy->external_auth;
   const bool incomplete = !downstream_.request_complete();
   const unsigned status = answer.status;
   if (status >= 200 && status < 300) {

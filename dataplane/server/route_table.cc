@@ -29,11 +29,11 @@ RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
   for (const router::Router* router : routers) {
     router->for_each_route([&](std::string_view host, const model::Route& route) {
       CompiledRoute& c = routes_[&route];
-      if (route.policy.cache) {
+      if (route.policy->cache) {
         std::string identity(host);
         identity += '\n' + route.path + '\n' + std::string(model::to_string(route.match)) + '\n' +
                     route.upstream + '\n' + route.ingress + '\n' + route.substitution + '\n' +
-                    route.fallback_upstream + '\n' + model::to_json(route.policy).dump();
+                    route.fallback_upstream + '\n' + model::to_json(*route.policy).dump();
         if (route.canary) identity += '\n' + model::to_json(*route.canary).dump();
         nlohmann::json conditions = nlohmann::json::object();
         model::conditions_to_json(route, conditions);
@@ -44,7 +44,7 @@ RouteTable::RouteTable(const std::vector<const router::Router*>& routers,
         c.labels = metric_ids_->find(&route);
         c.canary_labels = metric_ids_->find_canary(&route);
       }
-      const model::RoutePolicy& policy = route.policy;
+      const model::RoutePolicy& policy = *route.policy;
       if (policy.source_ranges) {
         // An empty allow list (what an invalid one became) or one that still fails to compile
         // denies everyone rather than opening the route.

@@ -80,7 +80,7 @@ inline std::string run_annotations(const uint8_t* data, size_t size) {
   for (const auto& problem : model::validate(first.policy.upstream)) {
     TIDEGATE_FUZZ_CHECK(false, "upstream policy invalid: " << problem);
   }
-  for (const auto& problem : model::validate(first.policy.route)) {
+  for (const auto& problem : model::validate(*first.policy.route)) {
     TIDEGATE_FUZZ_CHECK(false, "route policy invalid: " << problem);
   }
   if (first.policy.canary) {

@@ -218,7 +218,7 @@ void validate_route(const Config& config, const Route& r, const VirtualHost* hos
   if (!r.fallback_upstream.empty() && !config.upstreams.contains(r.fallback_upstream)) {
     errors.push_back(where() + ": unknown fallback upstream \"" + r.fallback_upstream + "\"");
   }
-  for (const auto& m : r.policy.mirrors) {
+  for (const auto& m : r.policy->mirrors) {
     if (!m.upstream.empty() && !config.upstreams.contains(m.upstream)) {
       errors.push_back(where() + " path \"" + r.path + "\": unknown mirror upstream \"" +
                        m.upstream + "\"");
@@ -227,7 +227,7 @@ void validate_route(const Config& config, const Route& r, const VirtualHost* hos
   if (!r.substitution.empty() && !config.substitutions.contains(r.substitution)) {
     errors.push_back(where() + ": unknown substitution \"" + r.substitution + "\"");
   }
-  for (const auto& problem : validate(r.policy)) {
+  for (const auto& problem : validate(*r.policy)) {
     errors.push_back(where() + " path \"" + r.path + "\": policy: " + problem);
   }
   if (r.canary) {

@@ -13,6 +13,7 @@
 #include "model/client_auth.h"
 #include "model/conditions.h"
 #include "model/policy.h"
+#include "model/shared.h"
 #include "substitution/rule.h"
 
 namespace tidegate::model {
@@ -67,8 +68,9 @@ struct Route {
   std::string substitution{};
   // What happens to a request on this route (issue #6): the Ingress's route-level annotations.
   // The data plane applies timeouts, retries, body size, redirects, app-root, rewrite-target,
-  // upstream-vhost, custom headers and source ranges (docs/annotations.md, status).
-  RoutePolicy policy = {};
+  // upstream-vhost, custom headers and source ranges (docs/annotations.md, status). Shared by
+  // the copies of the route and by the routes of one Ingress (lib/model/shared.h).
+  Shared<RoutePolicy> policy = {};
   // An alternative backend from a canary Ingress for the same host and path (docs/annotations.md,
   // "Canary"): canary->upstream names an Upstream. Applied by the data plane (server/canary.h).
   Boxed<Canary> canary = {};

@@ -37,7 +37,7 @@ json to_json(const model::Route& r) {
          {"upstream", r.upstream},
          {"ingress", r.ingress}};
   if (!r.substitution.empty()) j["substitution"] = r.substitution;
-  if (json p = model::to_json(r.policy); !p.empty()) j["policy"] = std::move(p);
+  if (json p = model::to_json(*r.policy); !p.empty()) j["policy"] = std::move(p);
   if (r.canary) j["canary"] = model::to_json(*r.canary);
   if (!r.fallback_upstream.empty()) j["fallback_upstream"] = r.fallback_upstream;
   if (r.precedence_length != 0) j["precedence_length"] = r.precedence_length;
@@ -549,7 +549,7 @@ void put_member(std::string& out, bool& first, std::string_view key) {
 }
 
 bool plain_route(const model::Route& r) {
-  return r.policy == model::RoutePolicy{} && !r.canary && r.method.empty() && r.headers.empty() &&
+  return r.policy.is_default() && !r.canary && r.method.empty() && r.headers.empty() &&
          r.query.empty() && r.backends.empty();
 }
 

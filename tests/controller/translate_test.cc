@@ -305,7 +305,7 @@ std::string dump(const model::Config& c) {
       o << "  " << model::to_string(r.match) << " " << r.path << " -> " << r.upstream << " ("
         << r.ingress << ")";
       if (!r.substitution.empty()) o << " substitution " << r.substitution;
-      if (r.policy != model::RoutePolicy{}) o << " policy " << model::to_json(r.policy).dump();
+      if (!r.policy.is_default()) o << " policy " << model::to_json(*r.policy).dump();
       if (r.canary) o << " canary " << model::to_json(*r.canary).dump();
       o << "\n";
     }
@@ -757,7 +757,7 @@ TEST(TranslateTest, DefaultBackends) {
                     .rule("foo.com", {path("/", "Prefix", "web", "80")})}),
        config({vhost("foo.com", {[&] {
                        model::Route r = falling_back(route("/", PathMatch::kPrefix, kWebUp));
-                       r.policy.error_codes = {404, 503};
+                       r.policy.mut().error_codes = {404, 503};
                        return r;
                      }()})},
               {web, errors})},
@@ -801,7 +801,7 @@ TEST(TranslateTest, ExternalAuth) {
     model::ExternalAuth a;
     a.url = std::move(url);
     a.upstream = std::move(up);
-    r.policy.external_auth = a;
+    r.policy.mut().external_auth = a;
     return r;
   };
   model::Upstream authz = upstream("default/authz:443+https", {"10.0.0.8:8443"});
@@ -1411,7 +1411,7 @@ TEST(TranslateTest, BasicAuth) {
     a.secret = "default/users";
     if (!realm.empty()) a.realm = realm;
     a.users = std::move(users);
-    r.policy.basic_auth = std::move(a);
+    r.policy.mut().basic_auth = std::move(a);
     return config({vhost("foo.com", {r})}, {upstream(kWebUp, {"10.0.0.1:8080"})});
   };
   const std::string svc = web_service();
@@ -1730,6 +1730,43 @@ TEST(TranslateTest, ManyUpstreamsBuiltBesideTheHostsGiveTheOneThreadResult) {
   EXPECT_LT(first("is a host of its own"), first("type ExternalName is not supported"));
 }
 
+// The routes of one Ingress share one policy object (lib/model/shared.h), and routes with the
+// default policy hold none: a route's copies cost a pointer, not the policy's 560 bytes. The
+// values are those of an unshared translation (the policy tables check them); this checks the
+// sharing, which the memory figures in docs/benchmarks.md rely on.
+TEST(TranslateTest, RoutesOfAnIngressShareItsPolicy) {
+  std::vector<std::string> docs = {
+      ingress("timed")
+          .annotation("tidegate.io/proxy-read-timeout", "90")
+          .rule("a.example",
+                {path("/one", "Prefix", "web", "80"), path("/two", "Exact", "web", "80")})
+          .rule("b.example", {path("/", "Prefix", "web", "80")}),
+      ingress("plain").rule("c.example",
+                            {path("/", "Prefix", "web", "80"), path("/x", "Prefix", "web", "80")}),
+      ingress("other-timed")
+          .annotation("tidegate.io/proxy-read-timeout", "90")
+          .rule("d.example", {path("/", "Prefix", "web", "80")}),
+      web_service("web"),
+      slice("web-1", "web", {{"10.0.0.1"}}, {{"http", 8080}}),
+  };
+  const TranslateResult got = translate(load_store(docs, {}));
+  const auto& routes = [&](const std::string& host) -> const std::vector<model::Route>& {
+    return got.config.virtual_hosts.at(host).routes;
+  };
+  ASSERT_EQ(routes("a.example").size(), 2u);
+  const model::Route& first = routes("a.example")[0];
+  EXPECT_EQ(first.policy->read_timeout, std::chrono::seconds(90));
+  EXPECT_TRUE(first.policy.shares_with(routes("a.example")[1].policy));
+  EXPECT_TRUE(first.policy.shares_with(routes("b.example")[0].policy));
+  // Another Ingress with the same annotation has a policy of its own (equal, not shared).
+  EXPECT_FALSE(first.policy.shares_with(routes("d.example")[0].policy));
+  EXPECT_EQ(first.policy, routes("d.example")[0].policy);
+  // No annotations: the default, without an object.
+  for (const auto& r : routes("c.example")) {
+    EXPECT_TRUE(r.policy.shares_with(model::Shared<model::RoutePolicy>())) << r.path;
+  }
+}
+
 // service-upstream: the Service's ClusterIP and port are the upstream's one endpoint.
 TEST(TranslateTest, ServiceUpstream) {
   auto with_ip = [](std::string ip) {
@@ -1853,7 +1890,7 @@ TEST(TranslateTest, FailClosedUpstreamsAreListed) {
 // ---- Traffic policy (issue #6): annotations -> Route::policy, Upstream::policy, canaries ----
 
 model::Route with_policy(model::Route r, void (*f)(model::RoutePolicy&)) {
-  f(r.policy);
+  f(r.policy.mut());
   return r;
 }
 

@@ -550,19 +550,23 @@ TEST(ValidateTest, Table) {
             [](Config& c) {
               c.upstreams["default/canary:80"] = upstream("default/canary:80");
               auto& r = c.virtual_hosts["foo.com"].routes[1];
-              r.policy.max_body_bytes = 1024;
+              r.policy.mut().max_body_bytes = 1024;
               r.canary = Canary{"default/canary:80", 10, 100, "X-Canary", "", ""};
               c.upstreams["default/web:80"].policy.load_balance = LoadBalance::kEwma;
-              c.default_route->policy.next_upstream_tries = 2;
+              c.default_route->policy.mut().next_upstream_tries = 2;
             }),
        {}},
       {"invalid route policy",
        with(valid_config(),
-            [](Config& c) { c.virtual_hosts["foo.com"].routes[1].policy.next_upstream_tries = 0; }),
+            [](Config& c) {
+              c.virtual_hosts["foo.com"].routes[1].policy.mut().next_upstream_tries = 0;
+            }),
        {"host foo.com path \"/\": policy: "}},
       {"invalid default route policy",
        with(valid_config(),
-            [](Config& c) { c.default_route->policy.connect_timeout = std::chrono::hours(48); }),
+            [](Config& c) {
+              c.default_route->policy.mut().connect_timeout = std::chrono::hours(48);
+            }),
        {"default route path \"/\": policy: connect_timeout"}},
       {"invalid upstream policy",
        with(valid_config(),

@@ -54,17 +54,17 @@ model::Config sample_config() {
   // Issue #6 policy: a route with a policy and a canary, an upstream with a policy, and a
   // default route with a policy; the other routes and upstreams keep the defaults.
   auto& login = c.virtual_hosts["foo.com"].routes[0];
-  login.policy.read_timeout = std::chrono::milliseconds(3'600'000);
-  login.policy.rewrite_target = "/new";
-  login.policy.response_headers = {{"X-Frame-Options", "DENY"}};
-  login.policy.rate_limits.rps = 2.5;
-  login.policy.source_ranges = model::SourceRanges{{"10.0.0.0/8"}};
+  login.policy.mut().read_timeout = std::chrono::milliseconds(3'600'000);
+  login.policy.mut().rewrite_target = "/new";
+  login.policy.mut().response_headers = {{"X-Frame-Options", "DENY"}};
+  login.policy.mut().rate_limits.rps = 2.5;
+  login.policy.mut().source_ranges = model::SourceRanges{{"10.0.0.0/8"}};
   login.canary = model::Canary{"default/api:80", 10, 1000, "X-Canary", "blue", "canary"};
   c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kEwma;
   c.upstreams["default/web:80"].policy.affinity = model::SessionAffinity{};
   c.upstreams["default/api:80"].policy.protocol = model::BackendProtocol::kHttps;
   c.upstreams["default/api:80"].policy.tls_server_name = "api.internal";
-  c.default_route->policy.max_body_bytes = 8 << 20;
+  c.default_route->policy.mut().max_body_bytes = 8 << 20;
   // Gateway API routes: conditions besides the path, weighted backends (one unresolved), header
   // modifiers, a redirect built from the request and a prefix rewrite.
   model::Route gw = route(PathMatch::kPrefix, "/gw", "");
@@ -73,12 +73,12 @@ model::Config sample_config() {
                 {"x-user", "[a-z]+", model::ValueMatch::kRegex}};
   gw.query = {{"debug", "1", model::ValueMatch::kExact}};
   gw.backends = {{"default/web:80", 3}, {"default/api:80", 1}, {"", 1}};
-  gw.policy.request_header_modifier =
+  gw.policy.mut().request_header_modifier =
       model::HeaderModifier{{{"X-Set", "1"}}, {{"X-Add", "2"}}, {"X-Gone"}};
-  gw.policy.response_header_modifier = model::HeaderModifier{{}, {{"X-Out", "3"}}, {}};
-  gw.policy.path_rewrite = model::PathModifier{model::PathModifier::Kind::kPrefix, "/v2"};
+  gw.policy.mut().response_header_modifier = model::HeaderModifier{{}, {{"X-Out", "3"}}, {}};
+  gw.policy.mut().path_rewrite = model::PathModifier{model::PathModifier::Kind::kPrefix, "/v2"};
   model::Route redirect = route(PathMatch::kExact, "/old", "");
-  redirect.policy.request_redirect = model::RequestRedirect{
+  redirect.policy.mut().request_redirect = model::RequestRedirect{
       "https", "new.example.com", model::PathModifier{model::PathModifier::Kind::kFull, "/new"},
       8443, 301};
   c.virtual_hosts["foo.com"].routes.push_back(gw);
@@ -609,7 +609,7 @@ TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
   EXPECT_EQ(plain.find("policy"), std::string::npos) << plain;
   EXPECT_EQ(plain.find("canary"), std::string::npos) << plain;
 
-  c.virtual_hosts["a.com"].routes[0].policy.app_root = "/app";
+  c.virtual_hosts["a.com"].routes[0].policy.mut().app_root = "/app";
   c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kLeastConn;
   std::string with = config_to_json(c);
   EXPECT_NE(with.find(R"("policy":{"app_root":"/app"})"), std::string::npos) << with;

@@ -17,7 +17,7 @@ void Parser::parse_source_ranges() {
     invalid(*a, *why,
             "the route denies every client (403) until it is fixed, rather than allowing all");
   }
-  result_.policy.route.source_ranges = std::move(ranges);
+  route_.source_ranges = std::move(ranges);
 }
 
 void Parser::parse_deny_ranges() {
@@ -28,14 +28,14 @@ void Parser::parse_deny_ranges() {
     // A deny list that cannot be read denies everyone rather than letting the listed in.
     invalid(*a, *why,
             "the route denies every client (403) until it is fixed, rather than allowing all");
-    result_.policy.route.source_ranges = model::SourceRanges{};
+    route_.source_ranges = model::SourceRanges{};
     return;
   }
-  result_.policy.route.deny_ranges = std::move(ranges);
+  route_.deny_ranges = std::move(ranges);
 }
 
 void Parser::parse_rate_limits() {
-  auto& rl = result_.policy.route.rate_limits;
+  auto& rl = route_.rate_limits;
   std::optional<FoundAnnotation> rps_found;
   std::optional<FoundAnnotation> burst_found;
   rl.rps = get_decimal("limit-rps", 0, model::RateLimits::kMaxRps,

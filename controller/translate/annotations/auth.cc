@@ -19,7 +19,7 @@ void Parser::parse_auth() {
   // plane refuses every request (503) rather than letting them through.
   const std::string closed = "the route refuses every request (503) until it is fixed";
   model::BasicAuth auth;
-  auto& slot = result_.policy.route.basic_auth;
+  auto& slot = route_.basic_auth;
   const std::string t = text::ascii_lower(std::string(trim(type->value)));
   if (t != "basic") {
     invalid(*type,

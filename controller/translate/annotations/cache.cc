@@ -7,7 +7,7 @@
 namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_cache() {
-  if (get_bool("enable-cache").value_or(false)) result_.policy.route.cache = true;
+  if (get_bool("enable-cache").value_or(false)) route_.cache = true;
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

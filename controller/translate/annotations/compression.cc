@@ -61,7 +61,7 @@ void Parser::parse_compression() {
       c.breach = model::BreachMitigation::kNoCredentials;
     }
   }
-  result_.policy.route.compression = std::move(c);
+  route_.compression = std::move(c);
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

@@ -29,7 +29,7 @@ void Parser::parse_error_pages() {
     invalid(*a, why + " (a comma-separated list such as \"404,503\")");
     return;
   }
-  result_.policy.route.error_codes = std::move(codes);
+  route_.error_codes = std::move(codes);
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

@@ -22,7 +22,7 @@ void Parser::parse_external_auth() {
     return;
   }
   model::ExternalAuth auth;
-  auto& slot = result_.policy.route.external_auth;
+  auto& slot = route_.external_auth;
   const std::string closed = "the route refuses every request (503) until it is fixed";
   const std::string written(trim(url->value));
   std::string error;

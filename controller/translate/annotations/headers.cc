@@ -6,7 +6,7 @@
 namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_headers() {
-  auto& r = result_.policy.route;
+  auto& r = route_;
   if (auto a = get("custom-headers")) {
     std::vector<model::Header> headers;
     std::string why;
@@ -128,7 +128,7 @@ void Parser::parse_cors() {
   if (auto n = get_integer("cors-max-age", 0, model::Cors::kMaxMaxAgeSeconds)) {
     c.max_age_seconds = *n;
   }
-  result_.policy.route.cors = std::move(c);
+  route_.cors = std::move(c);
 }
 
 // hsts: Strict-Transport-Security on HTTPS responses; the other three refine it.
@@ -155,7 +155,7 @@ void Parser::parse_hsts() {
          "preload lists require hsts-max-age of at least 31536000 and "
          "hsts-include-subdomains; sent as asked");
   }
-  result_.policy.route.hsts = h;
+  route_.hsts = h;
 }
 
 void Parser::token_list(std::string_view name, bool star_alone, std::vector<std::string>& out) {

@@ -259,6 +259,9 @@ class Parser {
   const AnnotationOptions& options_;
   const std::string object_;
   AnnotationResult result_;
+  // The route policy being built; run() hands it to result_.policy.route (shared, and left out
+  // when it is the default one).
+  model::RoutePolicy route_;
   std::set<std::string> reported_conflicts_;
 };
 

@@ -8,7 +8,7 @@
 namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_rewrites_and_redirects() {
-  auto& r = result_.policy.route;
+  auto& r = route_;
   if (auto a = get("rewrite-target")) {
     std::string_view v = trim(a->value);
     if (auto why = model::check_rewrite_target(v)) {

@@ -78,7 +78,7 @@ void Parser::parse_sendfile() {
       s.mappings = std::move(mappings);
     }
   }
-  result_.policy.route.sendfile = std::move(s);
+  route_.sendfile = std::move(s);
 }
 
 }  // namespace tidegate::controller::translate::annotations_detail

@@ -6,7 +6,7 @@
 namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_timeouts_and_retries() {
-  auto& r = result_.policy.route;
+  auto& r = route_;
   if (auto d = get_duration("proxy-connect-timeout")) r.connect_timeout = *d;
   if (auto d = get_duration("proxy-read-timeout")) r.read_timeout = *d;
   if (auto d = get_duration("proxy-send-timeout")) r.send_timeout = *d;

@@ -906,9 +906,9 @@ class GatewayTranslator {
     // on the shared ports, a route served through listeners of several ports leaves it to the
     // data plane, which uses the port the client named in Host.
     auto redirect_to_port = [](model::Route& r, int32_t port) {
-      auto& redirect = r.policy.request_redirect;
+      const auto& redirect = r.policy->request_redirect;
       if (redirect && redirect->port == 0 && redirect->scheme.empty()) {
-        redirect->port = static_cast<uint16_t>(port);
+        r.policy.mut().request_redirect->port = static_cast<uint16_t>(port);
       }
     };
     if (ports.size() == 1) {
@@ -929,7 +929,7 @@ class GatewayTranslator {
         for (const auto& b : r.backends) {
           if (!b.upstream.empty()) used_upstreams_.insert(b.upstream);
         }
-        for (const auto& m : r.policy.mirrors) used_upstreams_.insert(m.upstream);
+        for (const auto& m : r.policy->mirrors) used_upstreams_.insert(m.upstream);
       }
     }
   }
@@ -1342,7 +1342,7 @@ class GatewayTranslator {
 
   // Checks the route with the model's own rules, so the Config always validates.
   bool valid_in_model(const model::Route& r, const std::string& where, BuiltRoute& built) {
-    std::vector<std::string> problems = model::validate(r.policy);
+    std::vector<std::string> problems = model::validate(*r.policy);
     model::validate_conditions(r, "route", problems);
     if (problems.empty()) return true;
     built.dropped.push_back(where + ": " + problems.front());
@@ -1382,7 +1382,7 @@ class GatewayTranslator {
       model::Route base;
       base.ingress = name;
       if (filters_ok) {
-        base.policy = policy;
+        if (!(policy == model::RoutePolicy{})) base.policy = std::move(policy);
         set_backends(rule.backend_refs, view, where, false, base, built);
       }
       const size_t filter_drops = built.dropped.size() - dropped_before;
@@ -1546,7 +1546,7 @@ class GatewayTranslator {
       model::Route base;
       base.ingress = name;
       if (filters_ok) {
-        base.policy = policy;
+        if (!(policy == model::RoutePolicy{})) base.policy = std::move(policy);
         set_backends(rule.backend_refs, view, where, true, base, built);
       }
       const size_t filter_drops = built.dropped.size() - dropped_before;

@@ -45,7 +45,7 @@ std::vector<Case> core_cases() {
        AnnotationOptions{true}},
       {"aliases and compression on, no annotation of either prefix: compression only",
        A({{"kubernetes.io/ingress.class", "x"}}),
-       [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
+       [](IngressPolicy& p) { p.route.mut().compression = model::Compression{}; },
        {},
        plain_paths(),
        AnnotationOptions{true, true}},
@@ -58,8 +58,8 @@ std::vector<Case> core_cases() {
           {"nginx.ingress.kubernetes.io/use-regex", "true"}}),
        [](IngressPolicy& p) {
          p.upstream.load_balance = model::LoadBalance::kEwma;
-         p.route.rate_limits.rps = 5;
-         p.route.rate_limits.allowlist = {"10.0.0.0/8"};
+         p.route.mut().rate_limits.rps = 5;
+         p.route.mut().rate_limits.allowlist = {"10.0.0.0/8"};
        },
        {},
        plain_paths(),
@@ -71,7 +71,7 @@ std::vector<Case> core_cases() {
           {"nginx.ingress.kubernetes.io/proxy-read-timeout", "30"}}),
        [](IngressPolicy& p) {
          p.upstream.load_balance = model::LoadBalance::kLeastConn;
-         p.route.read_timeout = 30s;
+         p.route.mut().read_timeout = 30s;
        },
        {W("annotations tidegate.io/load-balance (\"least_conn\") and "
           "nginx.ingress.kubernetes.io/load-balance (\"ewma\") disagree; tidegate.io/load-balance "
@@ -97,7 +97,7 @@ std::vector<Case> core_cases() {
        AnnotationOptions{true}},
       {"aliases on: limit-status-code has no nginx spelling",
        A({{"limit-rps", "1"}, {"nginx.ingress.kubernetes.io/limit-status-code", "503"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rps = 1; },
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rps = 1; },
        {W("nginx.ingress.kubernetes.io/limit-status-code is not supported")},
        plain_paths(),
        AnnotationOptions{true}},

@@ -56,11 +56,11 @@ TEST(MirrorModel, AConfigNamesOnlyKnownMirrorUpstreams) {
   Route r;
   r.path = "/";
   r.upstream = "web";
-  r.policy.mirrors = {{"web"}};
+  r.policy.mut().mirrors = {{"web"}};
   vh.routes.push_back(r);
   c.virtual_hosts.emplace(vh.host, vh);
   EXPECT_TRUE(validate(c).empty());
-  c.virtual_hosts.begin()->second.routes[0].policy.mirrors = {{"shadow"}};
+  c.virtual_hosts.begin()->second.routes[0].policy.mut().mirrors = {{"shadow"}};
   const auto problems = validate(c);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("unknown mirror upstream \"shadow\""), std::string::npos);

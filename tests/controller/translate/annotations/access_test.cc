@@ -12,31 +12,31 @@ std::vector<Case> access_cases() {
       // ---- whitelist-source-range ----
       {"whitelist-source-range", A({{"whitelist-source-range", "10.0.0.0/8, 2001:db8::/32"}}),
        [](IngressPolicy& p) {
-         p.route.source_ranges = model::SourceRanges{{"10.0.0.0/8", "2001:db8::/32"}};
+         p.route.mut().source_ranges = model::SourceRanges{{"10.0.0.0/8", "2001:db8::/32"}};
        }},
       {"whitelist-source-range invalid denies everyone",
        A({{"whitelist-source-range", "10.0.0.0/8, 10.0.0.0/33"}}),
-       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{}; },
+       [](IngressPolicy& p) { p.route.mut().source_ranges = model::SourceRanges{}; },
        {E("whitelist-source-range: invalid value \"10.0.0.0/8, 10.0.0.0/33\": entry 2 "
           "\"10.0.0.0/33\": prefix length 33 is out of range 0-32 for IPv4; the route denies "
           "every client")}},
       {"whitelist-source-range empty denies everyone",
        A({{"whitelist-source-range", ""}}),
-       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{}; },
+       [](IngressPolicy& p) { p.route.mut().source_ranges = model::SourceRanges{}; },
        {E("no network given; the route denies every client")}},
 
       // ---- denylist-source-range, and allowlist-source-range (nginx's newer spelling) ----
       {"denylist-source-range", A({{"denylist-source-range", "192.168.0.0/16 ::1"}}),
        [](IngressPolicy& p) {
-         p.route.deny_ranges = model::SourceRanges{{"192.168.0.0/16", "::1"}};
+         p.route.mut().deny_ranges = model::SourceRanges{{"192.168.0.0/16", "::1"}};
        }},
       {"denylist-source-range invalid denies everyone",
        A({{"denylist-source-range", "10.0.0.0/8, nonsense"}}),
-       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{}; },
+       [](IngressPolicy& p) { p.route.mut().source_ranges = model::SourceRanges{}; },
        {E("denylist-source-range: invalid value \"10.0.0.0/8, nonsense\"")}},
       {"allowlist-source-range is whitelist-source-range's nginx spelling",
        A({{"nginx.ingress.kubernetes.io/allowlist-source-range", "10.0.0.0/8"}}),
-       [](IngressPolicy& p) { p.route.source_ranges = model::SourceRanges{{"10.0.0.0/8"}}; },
+       [](IngressPolicy& p) { p.route.mut().source_ranges = model::SourceRanges{{"10.0.0.0/8"}}; },
        {},
        plain_paths(),
        AnnotationOptions{true}},
@@ -45,15 +45,15 @@ std::vector<Case> access_cases() {
       {"limit-rpm with a multiplier beside limit-rps",
        A({{"limit-rpm", "300"}, {"limit-rps", "20"}, {"limit-burst-multiplier", "3"}}),
        [](IngressPolicy& p) {
-         p.route.rate_limits.rpm = 300;
-         p.route.rate_limits.rps = 20;
-         p.route.rate_limits.burst_multiplier = 3;
+         p.route.mut().rate_limits.rpm = 300;
+         p.route.mut().rate_limits.rps = 20;
+         p.route.mut().rate_limits.burst_multiplier = 3;
        }},
       {"limit-rpm alone makes limit-status-code count",
        A({{"limit-rpm", "60"}, {"limit-status-code", "503"}}),
        [](IngressPolicy& p) {
-         p.route.rate_limits.rpm = 60;
-         p.route.rate_limits.status_code = 503;
+         p.route.mut().rate_limits.rpm = 60;
+         p.route.mut().rate_limits.status_code = 503;
        }},
       {"limit-rpm invalid",
        A({{"limit-rpm", "ten"}}),
@@ -65,10 +65,10 @@ std::vector<Case> access_cases() {
        {E("limit-rpm: invalid value \"0.001\": too low")}},
       {"limit-burst-multiplier too large for limit-rpm",
        A({{"limit-rpm", "60"}, {"limit-burst-multiplier", "100"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rpm = 60; },
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rpm = 60; },
        {E("limit-burst-multiplier: invalid value \"100\": a burst of rpm")}},
       {"limit-rps with the default burst", A({{"limit-rps", "10"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rps = 10; }},
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rps = 10; }},
       {"every rate-limit option",
        A({{"limit-rps", "0.5"},
           {"limit-burst-multiplier", "2"},
@@ -76,7 +76,7 @@ std::vector<Case> access_cases() {
           {"limit-allowlist", "10.0.0.0/8 192.168.1.7"},
           {"limit-status-code", "503"}}),
        [](IngressPolicy& p) {
-         auto& r = p.route.rate_limits;
+         auto& r = p.route.mut().rate_limits;
          r.rps = 0.5;
          r.burst_multiplier = 2;
          r.connections = 20;
@@ -86,8 +86,8 @@ std::vector<Case> access_cases() {
       {"limit-connections alone with an allowlist",
        A({{"limit-connections", "3"}, {"limit-allowlist", "::1"}, {"limit-status-code", "429"}}),
        [](IngressPolicy& p) {
-         p.route.rate_limits.connections = 3;
-         p.route.rate_limits.allowlist = {"::1"};
+         p.route.mut().rate_limits.connections = 3;
+         p.route.mut().rate_limits.allowlist = {"::1"};
        }},
       {"invalid rate limits",
        A({{"limit-rps", "0"},
@@ -113,16 +113,16 @@ std::vector<Case> access_cases() {
        {E("limit-rps: invalid value \"0.0001\": too low")}},
       {"limit-burst-multiplier too slow to refill",
        A({{"limit-rps", "1"}, {"limit-burst-multiplier", "5000"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rps = 1; },
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rps = 1; },
        {E("limit-burst-multiplier: invalid value \"5000\": a burst of rps")}},
       {"limit-allowlist invalid: no client exempt",
        A({{"limit-rps", "5"}, {"limit-allowlist", "10.0.0.0/8,"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rps = 5; },
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rps = 5; },
        {E("limit-allowlist: invalid value \"10.0.0.0/8,\": trailing comma after entry 1; ignored "
           "(no client is exempt)")}},
       {"limit-status-code other than 429 or 503",
        A({{"limit-rps", "5"}, {"limit-status-code", "404"}}),
-       [](IngressPolicy& p) { p.route.rate_limits.rps = 5; },
+       [](IngressPolicy& p) { p.route.mut().rate_limits.rps = 5; },
        {E("limit-status-code: invalid value \"404\": expected 429 or 503; ignored (429 applies)")}},
   };
 }

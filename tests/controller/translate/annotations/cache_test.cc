@@ -8,7 +8,7 @@ namespace tidegate::controller::translate::annotation_table {
 std::vector<Case> cache_cases() {
   return {
       {"enable-cache", A({{"enable-cache", "true"}}),
-       [](IngressPolicy& p) { p.route.cache = true; }},
+       [](IngressPolicy& p) { p.route.mut().cache = true; }},
       {"off as written", A({{"enable-cache", "false"}}), {}},
       {"not a boolean: off",
        A({{"enable-cache", "on"}}),

@@ -11,7 +11,7 @@ std::vector<Case> compression_cases() {
   on_by_default.compression_default = true;
   return {
       {"enable-compression", A({{"enable-compression", "true"}}),
-       [](IngressPolicy& p) { p.route.compression = model::Compression{}; }},
+       [](IngressPolicy& p) { p.route.mut().compression = model::Compression{}; }},
       {"min length and own types, comma or space separated, lower-cased",
        A({{"enable-compression", "true"},
           {"compression-min-length", "1024"},
@@ -20,16 +20,16 @@ std::vector<Case> compression_cases() {
          model::Compression c;
          c.min_length = 1024;
          c.types = {"text/html", "application/json", "image/svg+xml"};
-         p.route.compression = c;
+         p.route.mut().compression = c;
        }},
       {"a bad type keeps the default list",
        A({{"enable-compression", "true"}, {"compression-types", "text/html, html"}}),
-       [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
+       [](IngressPolicy& p) { p.route.mut().compression = model::Compression{}; },
        {E("compression-types: invalid value \"text/html, html\": \"html\" must be a lower-case "
           "media type such as \"text/css\"; the default list applies")}},
       {"a bad min length",
        A({{"enable-compression", "true"}, {"compression-min-length", "-1"}}),
-       [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
+       [](IngressPolicy& p) { p.route.mut().compression = model::Compression{}; },
        {E("compression-min-length: invalid value \"-1\": expected a whole number")}},
       {"not a boolean",
        A({{"enable-compression", "yes"}}),
@@ -44,27 +44,27 @@ std::vector<Case> compression_cases() {
        [](IngressPolicy& p) {
          model::Compression c;
          c.breach = model::BreachMitigation::kNoCredentials;
-         p.route.compression = c;
+         p.route.mut().compression = c;
        }},
       {"BREACH mitigation: padding",
        A({{"enable-compression", "true"}, {"compression-breach-mitigation", "padding"}}),
        [](IngressPolicy& p) {
          model::Compression c;
          c.breach = model::BreachMitigation::kPadding;
-         p.route.compression = c;
+         p.route.mut().compression = c;
        }},
       {"an unknown BREACH mitigation: no-credentials, the safe reading",
        A({{"enable-compression", "true"}, {"compression-breach-mitigation", "random"}}),
        [](IngressPolicy& p) {
          model::Compression c;
          c.breach = model::BreachMitigation::kNoCredentials;
-         p.route.compression = c;
+         p.route.mut().compression = c;
        },
        {E("compression-breach-mitigation: invalid value \"random\": expected off, "
           "no-credentials or padding; no-credentials applies")}},
       {"the controller's default turns it on",
        A({}),
-       [](IngressPolicy& p) { p.route.compression = model::Compression{}; },
+       [](IngressPolicy& p) { p.route.mut().compression = model::Compression{}; },
        {},
        plain_paths(),
        on_by_default},

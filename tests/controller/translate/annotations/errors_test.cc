@@ -9,7 +9,7 @@ std::vector<Case> errors_cases() {
   return {
       {"custom-http-errors, sorted and unique", A({{"custom-http-errors", "503, 404,404,500"}}),
        [](IngressPolicy& p) {
-         p.route.error_codes = {404, 500, 503};
+         p.route.mut().error_codes = {404, 500, 503};
        }},
       {"custom-http-errors outside 400-599",
        A({{"custom-http-errors", "404,302"}}),

@@ -18,7 +18,7 @@ constexpr const char* kUrl = "http://oauth2-proxy.auth.svc.cluster.local/oauth2/
 std::vector<Case> external_auth_cases() {
   return {
       {"auth-url naming a Service in another namespace", A({{"auth-url", kUrl}}),
-       [](IngressPolicy& p) { p.route.external_auth = auth(kUrl); }},
+       [](IngressPolicy& p) { p.route.mut().external_auth = auth(kUrl); }},
       {"every refinement",
        A({{"auth-url", "https://authz:8443/check?host=$host"},
           {"auth-method", "post"},
@@ -39,7 +39,7 @@ std::vector<Case> external_auth_cases() {
          a.cache_key = "$cookie_session$http_authorization";
          a.cache_rules = {{{200, 202}, 600}, {{401}, 30}};
          a.always_set_cookie = true;
-         p.route.external_auth = a;
+         p.route.mut().external_auth = a;
        }},
       {"a cache key without a duration: ingress-nginx's default",
        A({{"auth-url", kUrl}, {"auth-cache-key", "${http_authorization}"}}),
@@ -47,7 +47,7 @@ std::vector<Case> external_auth_cases() {
          auto a = auth(kUrl);
          a.cache_key = "${http_authorization}";
          a.cache_rules = model::default_auth_cache_rules();
-         p.route.external_auth = a;
+         p.route.mut().external_auth = a;
        }},
       {"nginx spelling",
        A({{"nginx.ingress.kubernetes.io/auth-url", kUrl},
@@ -55,24 +55,24 @@ std::vector<Case> external_auth_cases() {
        [](IngressPolicy& p) {
          auto a = auth(kUrl);
          a.signin = "https://login.example/start";
-         p.route.external_auth = a;
+         p.route.mut().external_auth = a;
        },
        {},
        plain_paths(),
        AnnotationOptions{true}},
       {"a host outside the cluster: fails closed",
        A({{"auth-url", "https://auth.example.com/verify"}}),
-       [](IngressPolicy& p) { p.route.external_auth = model::ExternalAuth{}; },
+       [](IngressPolicy& p) { p.route.mut().external_auth = model::ExternalAuth{}; },
        {E("auth-url: invalid value \"https://auth.example.com/verify\": the host must name a "
           "Service of the cluster")}},
       {"not a URL: fails closed",
        A({{"auth-url", "auth/verify"}}),
-       [](IngressPolicy& p) { p.route.external_auth = model::ExternalAuth{}; },
+       [](IngressPolicy& p) { p.route.mut().external_auth = model::ExternalAuth{}; },
        {E("auth-url: invalid value \"auth/verify\": must start with http:// or https://; the "
           "route refuses every request (503)")}},
       {"an unknown variable in the URL: fails closed",
        A({{"auth-url", "http://auth/check?u=$remote_user"}}),
-       [](IngressPolicy& p) { p.route.external_auth = model::ExternalAuth{}; },
+       [](IngressPolicy& p) { p.route.mut().external_auth = model::ExternalAuth{}; },
        {E("path uses the unknown variable $remote_user")}},
       {"bad refinements are ignored, the rest stands",
        A({{"auth-url", kUrl},
@@ -84,7 +84,7 @@ std::vector<Case> external_auth_cases() {
           {"auth-cache-key", "$"},
           {"auth-cache-duration", "200 forever"},
           {"auth-always-set-cookie", "yes"}}),
-       [](IngressPolicy& p) { p.route.external_auth = auth(kUrl); },
+       [](IngressPolicy& p) { p.route.mut().external_auth = auth(kUrl); },
        {E("auth-method: invalid value \"FETCH\": expected GET, HEAD, POST"),
         E("auth-signin: invalid value \"https://$host/start?rd=$request_body\": uses the unknown "
           "variable $request_body; a refused request gets 401"),
@@ -103,7 +103,7 @@ std::vector<Case> external_auth_cases() {
          auto a = auth(kUrl);
          a.cache_key = "$remote_addr";
          a.cache_rules = model::default_auth_cache_rules();
-         p.route.external_auth = a;
+         p.route.mut().external_auth = a;
        },
        {E("auth-cache-duration: invalid value \"100 5m\": has \"100\", not a status code 200-599 "
           "or any; the default \"200 202 401 5m\" applies")}},
@@ -114,7 +114,7 @@ std::vector<Case> external_auth_cases() {
         W("auth-cache-key: has no effect without auth-url")}},
       {"a duration without a cache key",
        A({{"auth-url", kUrl}, {"auth-cache-duration", "200 1m"}}),
-       [](IngressPolicy& p) { p.route.external_auth = auth(kUrl); },
+       [](IngressPolicy& p) { p.route.mut().external_auth = auth(kUrl); },
        {W("auth-cache-duration: has no effect without auth-cache-key")}},
   };
 }

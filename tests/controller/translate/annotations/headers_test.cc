@@ -11,13 +11,13 @@ std::vector<Case> headers_cases() {
   return {
       // ---- x-forwarded-prefix, enable-access-log ----
       {"x-forwarded-prefix", A({{"x-forwarded-prefix", " /shop "}}),
-       [](IngressPolicy& p) { p.route.forwarded_prefix = "/shop"; }},
+       [](IngressPolicy& p) { p.route.mut().forwarded_prefix = "/shop"; }},
       {"x-forwarded-prefix must be a path",
        A({{"x-forwarded-prefix", "shop"}}),
        {},
        {E("x-forwarded-prefix: invalid value \"shop\": expected a path such as \"/app\"")}},
       {"enable-access-log false", A({{"enable-access-log", "false"}}),
-       [](IngressPolicy& p) { p.route.access_log = false; }},
+       [](IngressPolicy& p) { p.route.mut().access_log = false; }},
       {"enable-access-log true is the default", A({{"enable-access-log", "true"}})},
       {"enable-access-log not a boolean",
        A({{"enable-access-log", "off"}}),
@@ -36,13 +36,13 @@ std::vector<Case> headers_cases() {
       {"custom-headers, one per line",
        A({{"custom-headers", "X-Frame-Options: DENY\n\n  Cache-Control: no-store, private  \n"}}),
        [](IngressPolicy& p) {
-         p.route.response_headers = {{"X-Frame-Options", "DENY"},
-                                     {"Cache-Control", "no-store, private"}};
+         p.route.mut().response_headers = {{"X-Frame-Options", "DENY"},
+                                           {"Cache-Control", "no-store, private"}};
        }},
       {"custom-headers with an empty value and a colon in the value",
        A({{"custom-headers", "X-Empty:\nX-Time: 12:00"}}),
        [](IngressPolicy& p) {
-         p.route.response_headers = {{"X-Empty", ""}, {"X-Time", "12:00"}};
+         p.route.mut().response_headers = {{"X-Empty", ""}, {"X-Time", "12:00"}};
        }},
       {"custom-headers naming a ConfigMap (ingress-nginx style)",
        A({{"custom-headers", "default/custom-headers"}}),
@@ -67,9 +67,9 @@ std::vector<Case> headers_cases() {
        {E("line 2: x-a is set twice")}},
       {"custom-headers empty", A({{"custom-headers", "\n"}}), {}, {E("no header given")}},
       {"upstream-vhost", A({{"upstream-vhost", "internal.example.com"}}),
-       [](IngressPolicy& p) { p.route.upstream_vhost = "internal.example.com"; }},
+       [](IngressPolicy& p) { p.route.mut().upstream_vhost = "internal.example.com"; }},
       {"upstream-vhost with port", A({{"upstream-vhost", "10.0.0.1:8080"}}),
-       [](IngressPolicy& p) { p.route.upstream_vhost = "10.0.0.1:8080"; }},
+       [](IngressPolicy& p) { p.route.mut().upstream_vhost = "10.0.0.1:8080"; }},
       {"upstream-vhost invalid",
        A({{"upstream-vhost", "a b.example"}}),
        {},
@@ -78,7 +78,7 @@ std::vector<Case> headers_cases() {
       // ---- allow-upgrade ----
       {"allow-upgrade", A({{"allow-upgrade", "Foo/2, bar, foo/2"}}),
        [](IngressPolicy& p) {
-         p.route.upgrade_protocols = {"foo/2", "bar"};
+         p.route.mut().upgrade_protocols = {"foo/2", "bar"};
        }},
       {"allow-upgrade h2c",
        A({{"allow-upgrade", "foo, h2c"}}),
@@ -95,7 +95,7 @@ std::vector<Case> headers_cases() {
 
       // ---- CORS ----
       {"enable-cors with ingress-nginx's defaults", A({{"enable-cors", "true"}}),
-       [](IngressPolicy& p) { p.route.cors = model::Cors{}; }},
+       [](IngressPolicy& p) { p.route.mut().cors = model::Cors{}; }},
       {"enable-cors false",
        A({{"enable-cors", "false"}, {"cors-max-age", "5"}}),
        {},
@@ -120,7 +120,7 @@ std::vector<Case> headers_cases() {
          c.expose_headers = {"*"};
          c.allow_credentials = false;
          c.max_age_seconds = 600;
-         p.route.cors = c;
+         p.route.mut().cors = c;
        }},
       {"invalid cors options each ignored",
        A({{"enable-cors", "true"},
@@ -130,7 +130,7 @@ std::vector<Case> headers_cases() {
           {"cors-expose-headers", "*, X-A"},
           {"cors-allow-credentials", "1"},
           {"cors-max-age", "-5"}}),
-       [](IngressPolicy& p) { p.route.cors = model::Cors{}; },
+       [](IngressPolicy& p) { p.route.mut().cors = model::Cors{}; },
        {E("cors-allow-origin: invalid value \"example.com\": origin \"example.com\" must be"),
         E("cors-allow-methods: invalid value \"GET POST\": \"GET POST\" is not a token"),
         E("cors-allow-headers: invalid value \"X-A,,X-B\": empty entry"),
@@ -138,7 +138,7 @@ std::vector<Case> headers_cases() {
         E("cors-allow-credentials: invalid value \"1\""), E("cors-max-age: invalid value \"-5\"")}},
       {"cors star among origins",
        A({{"enable-cors", "true"}, {"cors-allow-origin", "*, https://a.b"}}),
-       [](IngressPolicy& p) { p.route.cors = model::Cors{}; },
+       [](IngressPolicy& p) { p.route.mut().cors = model::Cors{}; },
        {E("\"*\" must be alone")}},
       {"cors options without enable-cors",
        A({{"cors-allow-origin", "*"}, {"cors-allow-credentials", "true"}}),
@@ -147,37 +147,37 @@ std::vector<Case> headers_cases() {
 
       // ---- HSTS ----
       {"hsts with ingress-nginx's defaults", A({{"hsts", "true"}}),
-       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; }},
+       [](IngressPolicy& p) { p.route.mut().hsts = model::Hsts{}; }},
       {"every hsts option",
        A({{"hsts", "true"},
           {"hsts-max-age", "63072000"},
           {"hsts-include-subdomains", "true"},
           {"hsts-preload", "true"}}),
        [](IngressPolicy& p) {
-         p.route.hsts = model::Hsts{63072000, true, true};
+         p.route.mut().hsts = model::Hsts{63072000, true, true};
        }},
       {"hsts max-age 0 (forget the host)", A({{"hsts", "true"}, {"hsts-max-age", "0"}}),
        [](IngressPolicy& p) {
-         p.route.hsts = model::Hsts{0, true, false};
+         p.route.mut().hsts = model::Hsts{0, true, false};
        }},
       {"invalid hsts options each ignored",
        A({{"hsts", "true"},
           {"hsts-max-age", "1y"},
           {"hsts-include-subdomains", "no"},
           {"hsts-preload", "2"}}),
-       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; },
+       [](IngressPolicy& p) { p.route.mut().hsts = model::Hsts{}; },
        {E("hsts-max-age: invalid value \"1y\": expected a whole number"),
         E("hsts-include-subdomains: invalid value \"no\""),
         E("hsts-preload: invalid value \"2\"")}},
       {"hsts max-age out of range",
        A({{"hsts", "true"}, {"hsts-max-age", "2147483648"}}),
-       [](IngressPolicy& p) { p.route.hsts = model::Hsts{}; },
+       [](IngressPolicy& p) { p.route.mut().hsts = model::Hsts{}; },
        {E("hsts-max-age: invalid value \"2147483648\": out of range")}},
       {"hsts invalid", A({{"hsts", "on"}}), {}, {E("hsts: invalid value \"on\"")}},
       {"hsts preload without a year",
        A({{"hsts", "true"}, {"hsts-max-age", "600"}, {"hsts-preload", "true"}}),
        [](IngressPolicy& p) {
-         p.route.hsts = model::Hsts{600, true, true};
+         p.route.mut().hsts = model::Hsts{600, true, true};
        },
        {W("hsts-preload: preload lists require")}},
       {"hsts options without hsts",

@@ -12,11 +12,11 @@ std::vector<Case> rewrites_cases() {
       // ---- rewrite-target, app-root, redirects ----
       {"rewrite-target with groups on regex paths",
        A({{"rewrite-target", "/$2"}}),
-       [](IngressPolicy& p) { p.route.rewrite_target = "/$2"; },
+       [](IngressPolicy& p) { p.route.mut().rewrite_target = "/$2"; },
        {},
        regex_paths()},
       {"rewrite-target without groups on plain paths", A({{"rewrite-target", "/"}}),
-       [](IngressPolicy& p) { p.route.rewrite_target = "/"; }},
+       [](IngressPolicy& p) { p.route.mut().rewrite_target = "/"; }},
       {"rewrite-target group beyond a path's captures",
        A({{"rewrite-target", "/$3"}}),
        {},
@@ -39,7 +39,7 @@ std::vector<Case> rewrites_cases() {
        AnnotationContext{"default", "web", {}}},
       {"rewrite-target skips paths RE2 rejects (the translator reports them)",
        A({{"rewrite-target", "/$1"}}),
-       [](IngressPolicy& p) { p.route.rewrite_target = "/$1"; },
+       [](IngressPolicy& p) { p.route.mut().rewrite_target = "/$1"; },
        {},
        AnnotationContext{"default", "web", {{"/(a", true}, {"/(b)", true}}}},
       {"rewrite-target with another variable",
@@ -47,7 +47,7 @@ std::vector<Case> rewrites_cases() {
        {},
        {E("'$' at offset 1 is not followed by a group number 1-9")}},
       {"app-root", A({{"app-root", "/app1"}}),
-       [](IngressPolicy& p) { p.route.app_root = "/app1"; }},
+       [](IngressPolicy& p) { p.route.mut().app_root = "/app1"; }},
       {"app-root relative",
        A({{"app-root", "app1"}}),
        {},
@@ -55,29 +55,29 @@ std::vector<Case> rewrites_cases() {
       {"permanent-redirect with its default code",
        A({{"permanent-redirect", "https://example.com/new"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"https://example.com/new", 301};
+         p.route.mut().redirect = model::Redirect{"https://example.com/new", 301};
        }},
       {"permanent-redirect-code 308",
        A({{"permanent-redirect", "https://example.com"}, {"permanent-redirect-code", "308"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"https://example.com", 308};
+         p.route.mut().redirect = model::Redirect{"https://example.com", 308};
        }},
       {"temporal-redirect with its code",
        A({{"temporal-redirect", "/maintenance"}, {"temporal-redirect-code", "307"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"/maintenance", 307};
+         p.route.mut().redirect = model::Redirect{"/maintenance", 307};
        }},
       {"temporal-redirect wins over permanent-redirect",
        A({{"permanent-redirect", "https://a.example"}, {"temporal-redirect", "https://b.example"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"https://b.example", 302};
+         p.route.mut().redirect = model::Redirect{"https://b.example", 302};
        },
        {W("tidegate.io/permanent-redirect and tidegate.io/temporal-redirect are both set; "
           "tidegate.io/temporal-redirect wins")}},
       {"invalid redirect code keeps the redirect with the default code",
        A({{"permanent-redirect", "https://a.example"}, {"permanent-redirect-code", "200"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"https://a.example", 301};
+         p.route.mut().redirect = model::Redirect{"https://a.example", 301};
        },
        {E("permanent-redirect-code: invalid value \"200\": expected 301, 302, 303, 307 or 308; "
           "ignored (301 applies)")}},
@@ -90,7 +90,7 @@ std::vector<Case> rewrites_cases() {
       {"invalid temporal-redirect-code",
        A({{"temporal-redirect", "/x"}, {"temporal-redirect-code", "301x"}}),
        [](IngressPolicy& p) {
-         p.route.redirect = model::Redirect{"/x", 302};
+         p.route.mut().redirect = model::Redirect{"/x", 302};
        },
        {E("temporal-redirect-code: invalid value \"301x\": expected 301, 302, 303, 307 or 308; "
           "ignored (302 applies)")}},
@@ -102,8 +102,8 @@ std::vector<Case> rewrites_cases() {
       {"app-root with a redirect",
        A({{"app-root", "/app"}, {"temporal-redirect", "/x"}}),
        [](IngressPolicy& p) {
-         p.route.app_root = "/app";
-         p.route.redirect = model::Redirect{"/x", 302};
+         p.route.mut().app_root = "/app";
+         p.route.mut().redirect = model::Redirect{"/x", 302};
        },
        {W("app-root has no effect")}},
   };

@@ -12,7 +12,7 @@ std::vector<Case> sendfile_cases() {
        [](IngressPolicy& p) {
          model::Sendfile s;
          s.directories = {"/srv/app/storage", "/srv/media"};
-         p.route.sendfile = s;
+         p.route.mut().sendfile = s;
        }},
       {"mappings, longest prefix first, a trailing slash on the directory dropped",
        A({{"x-sendfile-directories", "/srv/files"},
@@ -21,7 +21,7 @@ std::vector<Case> sendfile_cases() {
          model::Sendfile s;
          s.directories = {"/srv/files"};
          s.mappings = {{"/p/private/", "/srv/files/private"}, {"/p/", "/srv/files"}};
-         p.route.sendfile = s;
+         p.route.mut().sendfile = s;
        }},
       {"a relative directory turns the feature off",
        A({{"x-sendfile-directories", "/srv/files, uploads"}}),
@@ -42,7 +42,7 @@ std::vector<Case> sendfile_cases() {
        [](IngressPolicy& p) {
          model::Sendfile s;
          s.directories = {"/srv/files"};
-         p.route.sendfile = s;
+         p.route.mut().sendfile = s;
        },
        {E("x-accel-mapping: invalid value \"/p/=/opt/other\": x-accel-mapping directory "
           "\"/opt/other\" is not within the x-sendfile directories; X-Accel-Redirect values are "
@@ -53,7 +53,7 @@ std::vector<Case> sendfile_cases() {
        [](IngressPolicy& p) {
          model::Sendfile s;
          s.directories = {"/srv/files"};
-         p.route.sendfile = s;
+         p.route.mut().sendfile = s;
        },
        {E("expected \"/uri-prefix/=/directory\" entries")}},
       {"a mapping prefix must end with '/'",
@@ -61,7 +61,7 @@ std::vector<Case> sendfile_cases() {
        [](IngressPolicy& p) {
          model::Sendfile s;
          s.directories = {"/srv/files"};
-         p.route.sendfile = s;
+         p.route.mut().sendfile = s;
        },
        {E("must start and end with '/'")}},
       {"a mapping alone does nothing",

@@ -66,7 +66,7 @@ inline void run(const Case& c) {
   IngressPolicy want;
   if (c.want) c.want(want);  // `{}` in a case leaves it empty: no change
   EXPECT_EQ(got.policy.upstream, want.upstream) << model::to_json(got.policy.upstream).dump();
-  EXPECT_EQ(got.policy.route, want.route) << model::to_json(got.policy.route).dump();
+  EXPECT_EQ(got.policy.route, want.route) << model::to_json(*got.policy.route).dump();
   EXPECT_EQ(got.policy.canary, want.canary);
   EXPECT_EQ(got.policy.client_auth, want.client_auth);
   ASSERT_EQ(got.diagnostics.size(), c.diagnostics.size()) << dump(got.diagnostics);
@@ -77,7 +77,7 @@ inline void run(const Case& c) {
     EXPECT_NE(d.message.find(c.diagnostics[i].text), std::string::npos)
         << "want \"" << c.diagnostics[i].text << "\" in: " << d.message;
   }
-  EXPECT_TRUE(model::validate(got.policy.route).empty());
+  EXPECT_TRUE(model::validate(*got.policy.route).empty());
   EXPECT_TRUE(model::validate(got.policy.upstream).empty());
   if (got.policy.canary) {
     EXPECT_TRUE(model::validate(*got.policy.canary, false).empty());

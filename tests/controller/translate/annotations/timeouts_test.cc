@@ -15,15 +15,15 @@ std::vector<Case> timeouts_cases() {
           {"proxy-read-timeout", "1m30s"},
           {"proxy-send-timeout", "120"}}),
        [](IngressPolicy& p) {
-         p.route.connect_timeout = 500ms;
-         p.route.read_timeout = 90s;
-         p.route.send_timeout = 120s;
+         p.route.mut().connect_timeout = 500ms;
+         p.route.mut().read_timeout = 90s;
+         p.route.mut().send_timeout = 120s;
        }},
       {"timeouts in hours and days",
        A({{"proxy-read-timeout", "1d"}, {"proxy-send-timeout", "2h"}}),
        [](IngressPolicy& p) {
-         p.route.read_timeout = 24h;
-         p.route.send_timeout = 2h;
+         p.route.mut().read_timeout = 24h;
+         p.route.mut().send_timeout = 2h;
        }},
       {"invalid timeouts",
        A({{"proxy-connect-timeout", "0"},
@@ -39,9 +39,9 @@ std::vector<Case> timeouts_cases() {
        {E("proxy-connect-timeout: invalid value \"1.5s\""),
         E("proxy-read-timeout: invalid value \"10x\"")}},
       {"proxy-body-size", A({{"proxy-body-size", "8m"}}),
-       [](IngressPolicy& p) { p.route.max_body_bytes = 8u << 20; }},
+       [](IngressPolicy& p) { p.route.mut().max_body_bytes = 8u << 20; }},
       {"proxy-body-size in bytes and K", A({{"proxy-body-size", "512K"}}),
-       [](IngressPolicy& p) { p.route.max_body_bytes = 512u << 10; }},
+       [](IngressPolicy& p) { p.route.mut().max_body_bytes = 512u << 10; }},
       {"proxy-body-size 0 is unlimited", A({{"proxy-body-size", "0"}})},
       {"proxy-body-size invalid",
        A({{"proxy-body-size", "8mb"}}),
@@ -56,13 +56,17 @@ std::vector<Case> timeouts_cases() {
        {},
        {E("expected a size")}},
       {"proxy-next-upstream", A({{"proxy-next-upstream", "error timeout http_502 http_503"}}),
-       [](IngressPolicy& p) { p.route.next_upstream = {true, true, true, true, false, false}; }},
+       [](IngressPolicy& p) {
+         p.route.mut().next_upstream = {true, true, true, true, false, false};
+       }},
       {"proxy-next-upstream with non_idempotent",
        A({{"proxy-next-upstream", "http_504  non_idempotent"}}),
-       [](IngressPolicy& p) { p.route.next_upstream = {false, false, false, false, true, true}; }},
+       [](IngressPolicy& p) {
+         p.route.mut().next_upstream = {false, false, false, false, true, true};
+       }},
       {"proxy-next-upstream off", A({{"proxy-next-upstream", "off"}}),
        [](IngressPolicy& p) {
-         p.route.next_upstream = {false, false, false, false, false, false};
+         p.route.mut().next_upstream = {false, false, false, false, false, false};
        }},
       {"proxy-next-upstream unsupported condition",
        A({{"proxy-next-upstream", "error http_500"}}),
@@ -79,13 +83,13 @@ std::vector<Case> timeouts_cases() {
        {E("non_idempotent needs at least one condition")}},
       {"proxy-next-upstream empty", A({{"proxy-next-upstream", " "}}), {}, {E("empty")}},
       {"proxy-next-upstream-tries", A({{"proxy-next-upstream-tries", "5"}}),
-       [](IngressPolicy& p) { p.route.next_upstream_tries = 5; }},
+       [](IngressPolicy& p) { p.route.mut().next_upstream_tries = 5; }},
       {"proxy-next-upstream-tries 0 (nginx: unlimited) is refused",
        A({{"proxy-next-upstream-tries", "0"}}),
        {},
        {E("proxy-next-upstream-tries: invalid value \"0\": out of range (1-20)")}},
       {"proxy-next-upstream-timeout", A({{"proxy-next-upstream-timeout", "1500ms"}}),
-       [](IngressPolicy& p) { p.route.next_upstream_timeout = 1500ms; }},
+       [](IngressPolicy& p) { p.route.mut().next_upstream_timeout = 1500ms; }},
       {"proxy-next-upstream-timeout 0: no limit (nginx's default)",
        A({{"proxy-next-upstream-timeout", "0"}}),
        {}},

@@ -43,7 +43,7 @@ std::vector<std::string> route_lines(const model::Config& config) {
       } else {
         o << "500";
       }
-      if (r.policy != model::RoutePolicy{}) o << " policy " << model::to_json(r.policy).dump();
+      if (!r.policy.is_default()) o << " policy " << model::to_json(*r.policy).dump();
       out.push_back(o.str());
     }
   }
@@ -998,8 +998,8 @@ TEST(GatewayTranslateTest, ARedirectWithoutPortGoesToEachListenersOwnPort) {
   for (const auto& [key, vh] : r.config.virtual_hosts) {
     if (vh.host != "old.example.com") continue;
     ASSERT_EQ(vh.routes.size(), 1u) << key;
-    ASSERT_TRUE(vh.routes[0].policy.request_redirect) << key;
-    port_by_listener[vh.listener] = vh.routes[0].policy.request_redirect->port;
+    ASSERT_TRUE(vh.routes[0].policy->request_redirect) << key;
+    port_by_listener[vh.listener] = vh.routes[0].policy->request_redirect->port;
   }
   EXPECT_EQ(port_by_listener,
             (std::map<std::string, int>{{"default/gw:80", 80}, {"default/gw:8080", 8080}}));
