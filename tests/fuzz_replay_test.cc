@@ -209,7 +209,7 @@ TEST(FuzzReplayTest, TargetsSeeWhatTheyShould) {
   const std::string balance = read_file(kCorpusRoot / "annotations" / "affinity.txt");
   auto m = detail::annotations_from(std::string_view(balance).substr(1));
   auto parsed = controller::translate::parse_annotations(m, {});
-  EXPECT_TRUE(parsed.policy.upstream.affinity.has_value());
+  EXPECT_TRUE(parsed.policy.upstream->affinity.has_value());
   const std::string bad = read_file(kCorpusRoot / "annotations" / "bad_timeouts.txt");
   auto bad_parsed = controller::translate::parse_annotations(
       detail::annotations_from(std::string_view(bad).substr(1)), {});

@@ -281,6 +281,7 @@ AnnotationResult Parser::run() {
   }
   if (options_.nginx_aliases) report_unsupported_nginx();
   if (!(route_ == model::RoutePolicy{})) result_.policy.route = std::move(route_);
+  if (!(upstream_ == model::UpstreamPolicy{})) result_.policy.upstream = std::move(upstream_);
   return std::move(result_);
 }
 

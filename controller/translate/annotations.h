@@ -55,7 +55,8 @@ struct AnnotationContext {
 };
 
 struct IngressPolicy {
-  model::UpstreamPolicy upstream;  // for every upstream this Ingress's routes use
+  // For every upstream this Ingress's routes use (shared, lib/model/shared.h).
+  model::Shared<model::UpstreamPolicy> upstream;
   // For every route this Ingress produces: one value that they share (lib/model/shared.h).
   model::Shared<model::RoutePolicy> route;
   // Set when canary: "true": this Ingress's routes are alternatives of the main routes for the

@@ -78,8 +78,8 @@ struct UpstreamClaim {
   UpstreamSource source;
   model::UpstreamTls tls;
   bool fail_closed = false;
-  std::string ingress;  // "namespace/name"
-  model::UpstreamPolicy policy = {};
+  std::string ingress;                               // "namespace/name"
+  model::Shared<model::UpstreamPolicy> policy = {};  // shared by the Ingress's upstreams
 };
 
 // One Ingress as its paths are processed: what its annotations say, once.
@@ -359,7 +359,7 @@ class Translator {
     const std::string& object = ctx.object;
     ctx.regex = use_regex(ingress, object);
     ctx.policy = parse_policy(ingress, ctx.regex);
-    ctx.tls = backend_tls(ingress, object, ctx.policy.upstream);
+    ctx.tls = backend_tls(ingress, object, *ctx.policy.upstream);
     if (ctx.policy.route->basic_auth)
       resolve_basic_auth(ingress, object, *ctx.policy.route.mut().basic_auth);
     if (ctx.policy.route->external_auth)
@@ -1093,9 +1093,9 @@ class Translator {
     // appProtocol h2c makes a plain backend HTTP/2 unless backend-protocol says otherwise (the
     // Ingress author's word is the more specific one).
     if (app_protocol_is_h2c(port->app_protocol) && !ctx.protocol_from_annotation) {
-      claim.policy.protocol = model::BackendProtocol::kH2c;
+      claim.policy.mut().protocol = model::BackendProtocol::kH2c;
     }
-    if (model::uses_http2(claim.policy.protocol)) name += kHttp2Suffix;
+    if (model::uses_http2(claim.policy->protocol)) name += kHttp2Suffix;
     if (tls.https) {
       name += kHttpsSuffix;
       claim.tls.enabled = true;
@@ -1116,13 +1116,14 @@ class Translator {
                "older one wins)";
       return std::nullopt;
     }
-    if (it->second.policy != claim.policy && upstream_conflicts_.emplace(ctx.name, name).second) {
+    if (!(it->second.policy == claim.policy) &&
+        upstream_conflicts_.emplace(ctx.name, name).second) {
       // Upstreams are shared; their settings (balancer tables, affinity) cannot be per Ingress.
       report(ctx.object, Severity::kError,
              "upstream " + name + " already has the settings " +
-                 model::to_json(it->second.policy).dump() + " from Ingress " + it->second.ingress +
+                 model::to_json(*it->second.policy).dump() + " from Ingress " + it->second.ingress +
                  " (the older one wins); this Ingress's upstream annotations " +
-                 model::to_json(claim.policy).dump() + " are ignored for it");
+                 model::to_json(*claim.policy).dump() + " are ignored for it");
     }
     return name;
   }
@@ -1389,14 +1390,14 @@ class Translator {
       model::Upstream upstream{name, {}, std::move(claim.tls), std::move(claim.policy)};
       if (claim.fail_closed) {
         out->fail_closed.insert(name);
-      } else if (upstream.policy.service_upstream &&
+      } else if (upstream.policy->service_upstream &&
                  is_ip_address(source.service->spec.cluster_ip)) {
         // service-upstream: one endpoint, the ClusterIP and the Service port.
         upstream.endpoints = {model::Endpoint{source.service->spec.cluster_ip,
                                               static_cast<uint16_t>(source.port->port)}};
         out->service_ip.insert(name);
       } else {
-        if (upstream.policy.service_upstream) {
+        if (upstream.policy->service_upstream) {
           warn("Ingress " + claim.ingress,
                "annotation service-upstream: Service " +
                    store::object_key(source.service->metadata.namespace_,

@@ -162,16 +162,16 @@ std::optional<balancer::Policy> balance_policy(const model::Upstream& up,
                                                const balancer::UpstreamBalancer* previous,
                                                std::string* error) {
   balancer::Policy policy;
-  policy.method = balance_method(up.policy.load_balance);
-  if (!up.policy.hash_by.empty()) {
+  policy.method = balance_method(up.policy->load_balance);
+  if (!up.policy->hash_by.empty()) {
     // upstream-hash-by overrides load-balance (lib/model/policy.h).
     policy.method = balancer::Method::kConsistentHash;
     const auto& before = previous != nullptr ? previous->table().policy().hash_by : nullptr;
-    if (before && before->text() == up.policy.hash_by) {
+    if (before && before->text() == up.policy->hash_by) {
       policy.hash_by = before;
     } else {
       std::string why;
-      policy.hash_by = balancer::HashExpression::compile(up.policy.hash_by, &why);
+      policy.hash_by = balancer::HashExpression::compile(up.policy->hash_by, &why);
       if (!policy.hash_by) {
         *error = "upstream " + up.name + ": hash_by: " + why;
         return std::nullopt;
@@ -196,9 +196,9 @@ std::shared_ptr<const UpstreamState> build_upstream(
   // (a JSON document per upstream was a twentieth of a first snapshot's build at 10,000).
   static const size_t kDefaultPolicy =
       std::hash<std::string>{}(model::to_json(model::UpstreamPolicy{}).dump());
-  const size_t policy_hash = up.policy == model::UpstreamPolicy{}
+  const size_t policy_hash = up.policy.is_default()
                                  ? kDefaultPolicy
-                                 : std::hash<std::string>{}(model::to_json(up.policy).dump());
+                                 : std::hash<std::string>{}(model::to_json(*up.policy).dump());
   // The parts hashed apart and combined (boost::hash_combine's mixing), without a string of them.
   size_t tag = policy_hash;
   for (size_t part :
@@ -231,8 +231,8 @@ std::shared_ptr<const UpstreamState> build_upstream(
     *error = "upstream " + up.name + ": " + why;
     return nullptr;
   }
-  if (up.policy.affinity) {
-    const model::SessionAffinity& a = *up.policy.affinity;
+  if (up.policy->affinity) {
+    const model::SessionAffinity& a = *up.policy->affinity;
     balancer::AffinityConfig config;
     config.cookie_name = a.cookie_name;
     if (a.max_age_seconds) config.max_age = std::chrono::seconds(*a.max_age_seconds);
@@ -248,7 +248,7 @@ std::shared_ptr<const UpstreamState> build_upstream(
     state->affinity.emplace(std::move(config));
     state->affinity_path_from_route = a.path.empty();
   }
-  state->http2 = model::uses_http2(up.policy.protocol);
+  state->http2 = model::uses_http2(up.policy->protocol);
   if (up.tls.enabled) {
     std::string tls_error;
     state->tls_context = tls::upstream_context(up.tls.ca_pem, &tls_error);

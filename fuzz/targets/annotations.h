@@ -77,7 +77,7 @@ inline std::string run_annotations(const uint8_t* data, size_t size) {
   TIDEGATE_FUZZ_CHECK(first.policy == second.policy, "policy differs between two runs");
   TIDEGATE_FUZZ_CHECK(first.diagnostics == second.diagnostics, "diagnostics differ");
 
-  for (const auto& problem : model::validate(first.policy.upstream)) {
+  for (const auto& problem : model::validate(*first.policy.upstream)) {
     TIDEGATE_FUZZ_CHECK(false, "upstream policy invalid: " << problem);
   }
   for (const auto& problem : model::validate(*first.policy.route)) {

@@ -368,7 +368,7 @@ std::vector<std::string> validate(const Config& config) {
       errors.push_back("upstream " + up.name + ": TLS settings without TLS");
     if (up.tls.server_name.size() > 253)
       errors.push_back("upstream " + up.name + ": TLS server name longer than 253 characters");
-    for (const auto& problem : validate(up.policy)) {
+    for (const auto& problem : validate(*up.policy)) {
       errors.push_back("upstream " + up.name + ": policy: " + problem);
     }
   }

@@ -47,7 +47,8 @@ struct Upstream {
   // How a backend is chosen and connected to (issue #6, lib/model/policy.h): the annotations of
   // the oldest Ingress using this upstream. Applied by the data plane: load balancing, hashing
   // and affinity (runtime::UpstreamState), the protocol through `tls` (docs/annotations.md).
-  UpstreamPolicy policy = {};
+  // Shared by the upstream's copies (lib/model/shared.h).
+  Shared<UpstreamPolicy> policy = {};
   bool operator==(const Upstream&) const = default;
 };
 

@@ -54,6 +54,8 @@ class Shared {
   bool shares_with(const Shared& other) const { return p_ == other.p_; }
 
   friend bool operator==(const Shared& a, const Shared& b) { return a.p_ == b.p_ || *a == *b; }
+  // Against a plain value (without making a Shared of it).
+  friend bool operator==(const Shared& a, const T& b) { return *a == b; }
 
  private:
   static const T& default_value() {

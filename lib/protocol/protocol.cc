@@ -27,7 +27,7 @@ json to_json(const model::Upstream& u) {
   // Absent for plain HTTP, so that older peers' messages stay valid.
   if (u.tls.enabled) j["tls"] = json{{"server_name", u.tls.server_name}, {"ca_pem", u.tls.ca_pem}};
   // Absent when default ({}), so that snapshots without annotations do not grow.
-  if (json p = model::to_json(u.policy); !p.empty()) j["policy"] = std::move(p);
+  if (json p = model::to_json(*u.policy); !p.empty()) j["policy"] = std::move(p);
   return j;
 }
 
@@ -615,7 +615,7 @@ void put_item(std::string& out, const model::VirtualHost& v) {
 }
 
 void put_item(std::string& out, const model::Upstream& u) {
-  if (!(u.policy == model::UpstreamPolicy{})) {
+  if (!u.policy.is_default()) {
     out += dump(to_json(u));
     return;
   }

@@ -314,7 +314,7 @@ std::string dump(const model::Config& c) {
     o << "upstream " << name << ":";
     for (const auto& e : u.endpoints) o << " " << e.address << ":" << e.port;
     if (u.tls.enabled) o << " tls " << u.tls.server_name << (u.tls.ca_pem.empty() ? "" : " +ca");
-    if (u.policy != model::UpstreamPolicy{}) o << " policy " << model::to_json(u.policy).dump();
+    if (!u.policy.is_default()) o << " policy " << model::to_json(*u.policy).dump();
     o << "\n";
   }
   if (c.default_route) {
@@ -1260,9 +1260,9 @@ model::Upstream tls_upstream(std::string name, std::vector<std::string> endpoint
                              std::string secret = "", std::string ssl_name = "") {
   model::Upstream u = upstream(std::move(name), std::move(endpoints));
   u.tls = model::UpstreamTls{true, std::move(server_name), std::move(ca_pem)};
-  u.policy.protocol = model::BackendProtocol::kHttps;
-  u.policy.tls_secret = std::move(secret);
-  u.policy.tls_server_name = std::move(ssl_name);
+  u.policy.mut().protocol = model::BackendProtocol::kHttps;
+  u.policy.mut().tls_secret = std::move(secret);
+  u.policy.mut().tls_server_name = std::move(ssl_name);
   return u;
 }
 
@@ -1730,10 +1730,11 @@ TEST(TranslateTest, ManyUpstreamsBuiltBesideTheHostsGiveTheOneThreadResult) {
   EXPECT_LT(first("is a host of its own"), first("type ExternalName is not supported"));
 }
 
-// The routes of one Ingress share one policy object (lib/model/shared.h), and routes with the
-// default policy hold none: a route's copies cost a pointer, not the policy's 560 bytes. The
-// values are those of an unshared translation (the policy tables check them); this checks the
-// sharing, which the memory figures in docs/benchmarks.md rely on.
+// The routes of one Ingress share one policy object (lib/model/shared.h), as do the upstreams
+// it names, and routes and upstreams with the default policy hold none: a copy costs a pointer,
+// not the policy's 560 (264) bytes. The values are those of an unshared translation (the policy
+// tables check them); this checks the sharing, which the memory figures in docs/benchmarks.md
+// rely on.
 TEST(TranslateTest, RoutesOfAnIngressShareItsPolicy) {
   std::vector<std::string> docs = {
       ingress("timed")
@@ -1746,8 +1747,16 @@ TEST(TranslateTest, RoutesOfAnIngressShareItsPolicy) {
       ingress("other-timed")
           .annotation("tidegate.io/proxy-read-timeout", "90")
           .rule("d.example", {path("/", "Prefix", "web", "80")}),
+      ingress("balanced")
+          .annotation("tidegate.io/load-balance", "ewma")
+          .rule("e.example",
+                {path("/", "Prefix", "left", "80"), path("/r", "Prefix", "right", "80")}),
       web_service("web"),
+      web_service("left"),
+      web_service("right"),
       slice("web-1", "web", {{"10.0.0.1"}}, {{"http", 8080}}),
+      slice("left-1", "left", {{"10.0.0.2"}}, {{"http", 8080}}),
+      slice("right-1", "right", {{"10.0.0.3"}}, {{"http", 8080}}),
   };
   const TranslateResult got = translate(load_store(docs, {}));
   const auto& routes = [&](const std::string& host) -> const std::vector<model::Route>& {
@@ -1765,6 +1774,12 @@ TEST(TranslateTest, RoutesOfAnIngressShareItsPolicy) {
   for (const auto& r : routes("c.example")) {
     EXPECT_TRUE(r.policy.shares_with(model::Shared<model::RoutePolicy>())) << r.path;
   }
+  // Upstreams: the two of the Ingress with an upstream annotation share its policy.
+  const auto& left = got.config.upstreams.at("default/left:80").policy;
+  EXPECT_EQ(left->load_balance, model::LoadBalance::kEwma);
+  EXPECT_TRUE(left.shares_with(got.config.upstreams.at("default/right:80").policy));
+  EXPECT_TRUE(got.config.upstreams.at("default/web:80")
+                  .policy.shares_with(model::Shared<model::UpstreamPolicy>()));
 }
 
 // service-upstream: the Service's ClusterIP and port are the upstream's one endpoint.
@@ -1781,7 +1796,7 @@ TEST(TranslateTest, ServiceUpstream) {
   };
   auto served_by = [](std::vector<std::string> endpoints, bool service_upstream = true) {
     auto up = upstream(kWebUp, std::move(endpoints));
-    up.policy.service_upstream = service_upstream;
+    up.policy.mut().service_upstream = service_upstream;
     return config({vhost("foo.com", {route("/", PathMatch::kPrefix, kWebUp)})}, {up});
   };
   run_cases({
@@ -1807,7 +1822,7 @@ TEST(TranslateTest, Http2Backends) {
   auto h2_upstream = [](std::string name, std::vector<std::string> endpoints,
                         model::BackendProtocol protocol) {
     model::Upstream u = upstream(std::move(name), std::move(endpoints));
-    u.policy.protocol = protocol;
+    u.policy.mut().protocol = protocol;
     if (protocol == model::BackendProtocol::kH2) {
       u.tls = model::UpstreamTls{true, "grpc.default.svc", ""};
     }
@@ -1895,7 +1910,7 @@ model::Route with_policy(model::Route r, void (*f)(model::RoutePolicy&)) {
 }
 
 model::Upstream with_upstream_policy(model::Upstream u, void (*f)(model::UpstreamPolicy&)) {
-  f(u.policy);
+  f(u.policy.mut());
   return u;
 }
 

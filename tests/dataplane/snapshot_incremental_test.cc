@@ -232,7 +232,7 @@ TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForCh
   Harness h;
   model::Config config = base_config();
   config.upstreams["ns/u1:80"].endpoints = {{"10.0.9.1", 8080}, {"10.0.9.2", 8080}};
-  config.upstreams["ns/u1:80"].policy.load_balance = model::LoadBalance::kLeastConn;
+  config.upstreams["ns/u1:80"].policy.mut().load_balance = model::LoadBalance::kLeastConn;
   ASSERT_EQ(h.publisher.apply_snapshot(protocol::Snapshot{1, config}), "");
   auto first = h.publisher.current();
   const UpstreamState* u1 = first->upstream("ns/u1:80");
@@ -244,7 +244,7 @@ TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForCh
 
   model::Delta d;
   d.upsert_upstreams = {upstream("ns/u1:80", {{"10.0.9.2", 8080}, {"10.0.9.3", 8080}})};
-  d.upsert_upstreams[0].policy.load_balance = model::LoadBalance::kLeastConn;
+  d.upsert_upstreams[0].policy.mut().load_balance = model::LoadBalance::kLeastConn;
   ASSERT_EQ(h.publisher.apply_delta(delta(2, 1, d)), "");
   auto second = h.publisher.current();
   // Unchanged: the same state, balancer included.
@@ -273,7 +273,7 @@ TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForCh
 
   // A policy change: upstream-hash-by overrides load-balance.
   model::Delta hash = tls;
-  hash.upsert_upstreams[0].policy.hash_by = "$http_x_user";
+  hash.upsert_upstreams[0].policy.mut().hash_by = "$http_x_user";
   ASSERT_EQ(h.publisher.apply_delta(delta(4, 3, hash)), "");
   const auto& table = h.publisher.current()->upstream("ns/u1:80")->balancer->table();
   EXPECT_EQ(table.policy().method, balancer::Method::kConsistentHash);
@@ -283,13 +283,13 @@ TEST(SnapshotIncrementalTest, BalancersKeptForUnchangedUpstreamsCarriedOverForCh
 
 TEST(SnapshotIncrementalTest, AffinityCookiePathComesFromTheConfigurationOrTheRoute) {
   model::Config config = base_config();
-  config.upstreams["ns/u1:80"].policy.affinity = model::SessionAffinity{};
+  config.upstreams["ns/u1:80"].policy.mut().affinity = model::SessionAffinity{};
   model::SessionAffinity explicit_path;
   explicit_path.cookie_name = "route";
   explicit_path.path = "/app";
   explicit_path.max_age_seconds = 60;
   explicit_path.same_site = model::SameSite::kNone;
-  config.upstreams["ns/u2:80"].policy.affinity = explicit_path;
+  config.upstreams["ns/u2:80"].policy.mut().affinity = explicit_path;
   std::string error;
   auto snap = build_snapshot(1, config, kWorkers, &error);
   ASSERT_NE(snap, nullptr) << error;

@@ -552,7 +552,7 @@ TEST(ValidateTest, Table) {
               auto& r = c.virtual_hosts["foo.com"].routes[1];
               r.policy.mut().max_body_bytes = 1024;
               r.canary = Canary{"default/canary:80", 10, 100, "X-Canary", "", ""};
-              c.upstreams["default/web:80"].policy.load_balance = LoadBalance::kEwma;
+              c.upstreams["default/web:80"].policy.mut().load_balance = LoadBalance::kEwma;
               c.default_route->policy.mut().next_upstream_tries = 2;
             }),
        {}},
@@ -570,7 +570,7 @@ TEST(ValidateTest, Table) {
        {"default route path \"/\": policy: connect_timeout"}},
       {"invalid upstream policy",
        with(valid_config(),
-            [](Config& c) { c.upstreams["default/web:80"].policy.hash_by = "$nope"; }),
+            [](Config& c) { c.upstreams["default/web:80"].policy.mut().hash_by = "$nope"; }),
        {"upstream default/web:80: policy: hash_by"}},
       {"canary naming an unknown upstream",
        with(valid_config(),

@@ -60,10 +60,10 @@ model::Config sample_config() {
   login.policy.mut().rate_limits.rps = 2.5;
   login.policy.mut().source_ranges = model::SourceRanges{{"10.0.0.0/8"}};
   login.canary = model::Canary{"default/api:80", 10, 1000, "X-Canary", "blue", "canary"};
-  c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kEwma;
-  c.upstreams["default/web:80"].policy.affinity = model::SessionAffinity{};
-  c.upstreams["default/api:80"].policy.protocol = model::BackendProtocol::kHttps;
-  c.upstreams["default/api:80"].policy.tls_server_name = "api.internal";
+  c.upstreams["default/web:80"].policy.mut().load_balance = model::LoadBalance::kEwma;
+  c.upstreams["default/web:80"].policy.mut().affinity = model::SessionAffinity{};
+  c.upstreams["default/api:80"].policy.mut().protocol = model::BackendProtocol::kHttps;
+  c.upstreams["default/api:80"].policy.mut().tls_server_name = "api.internal";
   c.default_route->policy.mut().max_body_bytes = 8 << 20;
   // Gateway API routes: conditions besides the path, weighted backends (one unresolved), header
   // modifiers, a redirect built from the request and a prefix rewrite.
@@ -610,7 +610,7 @@ TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
   EXPECT_EQ(plain.find("canary"), std::string::npos) << plain;
 
   c.virtual_hosts["a.com"].routes[0].policy.mut().app_root = "/app";
-  c.upstreams["default/web:80"].policy.load_balance = model::LoadBalance::kLeastConn;
+  c.upstreams["default/web:80"].policy.mut().load_balance = model::LoadBalance::kLeastConn;
   std::string with = config_to_json(c);
   EXPECT_NE(with.find(R"("policy":{"app_root":"/app"})"), std::string::npos) << with;
   EXPECT_NE(with.find(R"("policy":{"load_balance":"least_conn"})"), std::string::npos) << with;

@@ -7,7 +7,7 @@
 namespace tidegate::controller::translate::annotations_detail {
 
 void Parser::parse_load_balancing() {
-  auto& up = result_.policy.upstream;
+  auto& up = upstream_;
   auto lb = get("load-balance");
   if (lb) {
     if (auto m = model::load_balance_from_string(trim(lb->value))) {
@@ -85,11 +85,11 @@ void Parser::parse_affinity() {
     const std::string_view v = trim(m->value);
     if (v != "balanced" && v != "persistent") invalid(*m, "expected balanced or persistent");
   }
-  result_.policy.upstream.affinity = std::move(s);
+  upstream_.affinity = std::move(s);
 }
 
 void Parser::parse_backend_protocol() {
-  auto& up = result_.policy.upstream;
+  auto& up = upstream_;
   if (auto p = get("backend-protocol")) {
     std::string_view v = trim(p->value);
     std::string upper(v);
@@ -126,7 +126,7 @@ void Parser::parse_backend_protocol() {
 }
 
 void Parser::parse_proxy_ssl_secret() {
-  auto& up = result_.policy.upstream;
+  auto& up = upstream_;
   auto s = get("proxy-ssl-secret");
   if (!s) return;
   auto ref = own_secret(*s);

@@ -262,6 +262,7 @@ class Parser {
   // The route policy being built; run() hands it to result_.policy.route (shared, and left out
   // when it is the default one).
   model::RoutePolicy route_;
+  model::UpstreamPolicy upstream_;  // the same for result_.policy.upstream
   std::set<std::string> reported_conflicts_;
 };
 

@@ -1723,11 +1723,11 @@ class GatewayTranslator {
       model::Upstream upstream;
       upstream.name = name;
       const bool h2 = name.ends_with("+h2") || name.ends_with("+h2+btls");
-      if (h2) upstream.policy.protocol = model::BackendProtocol::kH2c;
+      if (h2) upstream.policy.mut().protocol = model::BackendProtocol::kH2c;
       const PolicyInfo* tls = nullptr;
       if (auto it = upstream_policy_.find(name); it != upstream_policy_.end()) {
         tls = &policies_.at(it->second);
-        upstream.policy.protocol =
+        upstream.policy.mut().protocol =
             h2 ? model::BackendProtocol::kH2 : model::BackendProtocol::kHttps;
         upstream.tls.enabled = true;
         upstream.tls.server_name = text::ascii_lower(tls->policy->hostname);

@@ -57,7 +57,7 @@ std::vector<Case> core_cases() {
           {"nginx.ingress.kubernetes.io/limit-whitelist", "10.0.0.0/8"},
           {"nginx.ingress.kubernetes.io/use-regex", "true"}}),
        [](IngressPolicy& p) {
-         p.upstream.load_balance = model::LoadBalance::kEwma;
+         p.upstream.mut().load_balance = model::LoadBalance::kEwma;
          p.route.mut().rate_limits.rps = 5;
          p.route.mut().rate_limits.allowlist = {"10.0.0.0/8"};
        },
@@ -70,7 +70,7 @@ std::vector<Case> core_cases() {
           {"proxy-read-timeout", "30"},
           {"nginx.ingress.kubernetes.io/proxy-read-timeout", "30"}}),
        [](IngressPolicy& p) {
-         p.upstream.load_balance = model::LoadBalance::kLeastConn;
+         p.upstream.mut().load_balance = model::LoadBalance::kLeastConn;
          p.route.mut().read_timeout = 30s;
        },
        {W("annotations tidegate.io/load-balance (\"least_conn\") and "

@@ -27,7 +27,7 @@ std::vector<Case> canary_cases() {
           {"limit-rps", "1"}}),
        [](IngressPolicy& p) {
          p.canary = Canary{};
-         p.upstream.load_balance = model::LoadBalance::kEwma;
+         p.upstream.mut().load_balance = model::LoadBalance::kEwma;
        },
        {W("proxy-read-timeout: ignored on a canary Ingress"),
         W("limit-rps: ignored on a canary Ingress")}},

@@ -65,7 +65,7 @@ inline void run(const Case& c) {
   AnnotationResult got = parse_annotations(c.annotations, c.context, c.options);
   IngressPolicy want;
   if (c.want) c.want(want);  // `{}` in a case leaves it empty: no change
-  EXPECT_EQ(got.policy.upstream, want.upstream) << model::to_json(got.policy.upstream).dump();
+  EXPECT_EQ(got.policy.upstream, want.upstream) << model::to_json(*got.policy.upstream).dump();
   EXPECT_EQ(got.policy.route, want.route) << model::to_json(*got.policy.route).dump();
   EXPECT_EQ(got.policy.canary, want.canary);
   EXPECT_EQ(got.policy.client_auth, want.client_auth);
@@ -78,7 +78,7 @@ inline void run(const Case& c) {
         << "want \"" << c.diagnostics[i].text << "\" in: " << d.message;
   }
   EXPECT_TRUE(model::validate(*got.policy.route).empty());
-  EXPECT_TRUE(model::validate(got.policy.upstream).empty());
+  EXPECT_TRUE(model::validate(*got.policy.upstream).empty());
   if (got.policy.canary) {
     EXPECT_TRUE(model::validate(*got.policy.canary, false).empty());
   }

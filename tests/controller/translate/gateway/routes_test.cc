@@ -294,7 +294,7 @@ TEST(GatewayRoutesTest, Backends) {
        {},
        {},
        [](const TranslateResult& r) {
-         EXPECT_EQ(r.config.upstreams.at("default/h2:80+h2").policy.protocol,
+         EXPECT_EQ(r.config.upstreams.at("default/h2:80+h2").policy->protocol,
                    model::BackendProtocol::kH2c);
        }},
   };
@@ -328,7 +328,7 @@ TEST(GatewayRoutesTest, GrpcRoutes) {
         "Conflicted=False/NoConflicts"},
        {},
        [](const TranslateResult& r) {
-         EXPECT_EQ(r.config.upstreams.at("default/api:80+h2").policy.protocol,
+         EXPECT_EQ(r.config.upstreams.at("default/api:80+h2").policy->protocol,
                    model::BackendProtocol::kH2c);
        }},
       {"a method match with neither service nor method drops the rule",
@@ -402,12 +402,12 @@ TEST(GatewayRoutesTest, BackendTlsPolicies) {
        {},
        [](const TranslateResult& r) {
          const auto& up = r.config.upstreams.at("default/secure:443+btls");
-         EXPECT_EQ(up.policy.protocol, model::BackendProtocol::kHttps);
+         EXPECT_EQ(up.policy->protocol, model::BackendProtocol::kHttps);
          EXPECT_TRUE(up.tls.enabled);
          EXPECT_EQ(up.tls.server_name, "secure.example.com");
          EXPECT_NE(up.tls.ca_pem.find("BEGIN CERTIFICATE"), std::string::npos);
          EXPECT_FALSE(up.endpoints.empty());
-         EXPECT_EQ(r.config.upstreams.at("default/secure:8443+h2+btls").policy.protocol,
+         EXPECT_EQ(r.config.upstreams.at("default/secure:8443+h2+btls").policy->protocol,
                    model::BackendProtocol::kH2);
        }},
       {"sectionName: only that port; an older policy on the same target wins (Conflicted)",
