@@ -6,8 +6,9 @@
 // has the same policy; most Ingresses have the default one. Each route exists in several copies
 // (the controller's translation and its last configuration, the data plane's configuration), so a
 // policy held by value cost its whole size in every route of every copy, and copying it was a
-// share of the translation's time (docs/benchmarks.md, "Sharing route policies"). Shared makes a
-// route's policy a pointer: copies of a route, and the routes of one Ingress, share it.
+// share of the translation's time (docs/benchmarks.md, "Sharing route and upstream policies").
+// Shared makes a route's policy a pointer: copies of a route, and the routes of one Ingress,
+// share it. The same holds for an upstream's policy.
 //
 // Reading: *s, s->member (const only). Changing: s.mut() returns a T& that no other Shared sees
 // (it copies the value first when another Shared holds it too). Comparison is by value (two
