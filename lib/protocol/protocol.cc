@@ -7,7 +7,9 @@
 #include <future>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "model/policy.h"
 #include "side_thread.h"
@@ -285,7 +287,31 @@ model::Endpoint endpoint_from(element v) {
   return e;
 }
 
-model::Upstream upstream_from(element v) {
+// Policies written alike in one message decode to one shared value (model::Shared): the routes
+// of an Ingress, and Ingresses with the same annotations, share one object in the data plane as
+// in the controller (docs/benchmarks.md, "Sharing route and upstream policies"). Keyed by the
+// policy's JSON text, minified: the same text is the same value. One memo per message and thread.
+template <class T>
+class PolicyMemo {
+ public:
+  using FromJson = T (*)(const json&);
+  explicit PolicyMemo(FromJson from_json) : from_json_(from_json) {}
+  model::Shared<T> get(element v) {
+    std::string key = simdjson::minify(v);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    model::Shared<T> value(from_json_(to_nlohmann(v)));
+    memo_.emplace(std::move(key), value);
+    return value;
+  }
+
+ private:
+  FromJson from_json_;
+  std::unordered_map<std::string, model::Shared<T>> memo_;
+};
+using RoutePolicies = PolicyMemo<model::RoutePolicy>;
+using UpstreamPolicies = PolicyMemo<model::UpstreamPolicy>;
+
+model::Upstream upstream_from(element v, UpstreamPolicies& policies) {
   const Members m(v, "upstream");
   model::Upstream u;
   u.name = m.string("name");
@@ -298,11 +324,11 @@ model::Upstream upstream_from(element v) {
   }
   // Unknown fields are refused (upstream_policy_from_json), so that a peer never half-applies a
   // policy it does not know.
-  if (auto p = m.find("policy")) u.policy = model::upstream_policy_from_json(to_nlohmann(*p));
+  if (auto p = m.find("policy")) u.policy = policies.get(*p);
   return u;
 }
 
-model::Route route_from(element v) {
+model::Route route_from(element v, RoutePolicies& policies) {
   const Members m(v, "route");
   model::Route r;
   r.path = m.string("path");
@@ -313,7 +339,7 @@ model::Route route_from(element v) {
   r.upstream = m.string("upstream");
   r.ingress = m.string_or("ingress", "");
   r.substitution = m.string_or("substitution", "");
-  if (auto p = m.find("policy")) r.policy = model::route_policy_from_json(to_nlohmann(*p));
+  if (auto p = m.find("policy")) r.policy = policies.get(*p);
   if (auto c = m.find("canary")) r.canary = model::canary_from_json(to_nlohmann(*c));
   r.fallback_upstream = m.string_or("fallback_upstream", "");
   if (m.find("precedence_length")) {
@@ -342,11 +368,11 @@ model::Substitution substitution_from(element v) {
   return s;
 }
 
-model::VirtualHost vhost_from(element v) {
+model::VirtualHost vhost_from(element v, RoutePolicies& policies) {
   const Members m(v, "virtual host");
   model::VirtualHost h;
   h.host = m.string("host");
-  for (element r : m.array("routes")) h.routes.push_back(route_from(r));
+  for (element r : m.array("routes")) h.routes.push_back(route_from(r, policies));
   h.ssl_redirect = m.boolean_or("ssl_redirect", false);
   h.redirect_to = m.string_or("redirect_to", "");
   h.listener = m.string_or("listener", "");
@@ -412,12 +438,18 @@ model::Config config_from(element v) {
   const bool beside = upstreams && upstreams->type() == element_type::ARRAY &&
                       simdjson::dom::array(*upstreams).size() >= kItemsForAThread;
   // (Declared after what it uses: when the virtual hosts throw, its destructor waits for it.)
+  RoutePolicies route_policies(model::route_policy_from_json);
+  UpstreamPolicies upstream_policies(model::upstream_policy_from_json);  // the other thread's
   std::future<void> read_upstreams = run_beside(beside, [&] {
-    read_section(m, "upstreams", true, "upstream", c.upstreams, upstream_from, name);
+    read_section(
+        m, "upstreams", true, "upstream", c.upstreams,
+        [&](element u) { return upstream_from(u, upstream_policies); }, name);
   });
-  read_section(m, "virtual_hosts", true, "virtual host", c.virtual_hosts, vhost_from, host);
+  read_section(
+      m, "virtual_hosts", true, "virtual host", c.virtual_hosts,
+      [&](element h) { return vhost_from(h, route_policies); }, host);
   read_upstreams.get();
-  if (auto d = m.find_non_null("default_route")) c.default_route = route_from(*d);
+  if (auto d = m.find_non_null("default_route")) c.default_route = route_from(*d, route_policies);
   read_section(m, "certificates", false, "certificate", c.certificates, certificate_from, name);
   read_section(m, "tls_hosts", false, "TLS host", c.tls_hosts, tls_host_from, host);
   read_section(m, "substitutions", false, "substitution", c.substitutions, substitution_from, name);
@@ -435,9 +467,15 @@ void read_list(const Members& m, const char* key, std::vector<T>& out, Read read
 model::Delta delta_from(element v) {
   const Members m(v, "delta");
   model::Delta d;
-  for (element h : m.array("upsert_virtual_hosts")) d.upsert_virtual_hosts.push_back(vhost_from(h));
+  RoutePolicies route_policies(model::route_policy_from_json);
+  UpstreamPolicies upstream_policies(model::upstream_policy_from_json);
+  for (element h : m.array("upsert_virtual_hosts")) {
+    d.upsert_virtual_hosts.push_back(vhost_from(h, route_policies));
+  }
   d.remove_virtual_hosts = m.strings("remove_virtual_hosts");
-  for (element u : m.array("upsert_upstreams")) d.upsert_upstreams.push_back(upstream_from(u));
+  for (element u : m.array("upsert_upstreams")) {
+    d.upsert_upstreams.push_back(upstream_from(u, upstream_policies));
+  }
   d.remove_upstreams = m.strings("remove_upstreams");
   read_list(m, "upsert_certificates", d.upsert_certificates, certificate_from);
   if (m.find("remove_certificates")) d.remove_certificates = m.strings("remove_certificates");
@@ -450,7 +488,7 @@ model::Delta delta_from(element v) {
   if (m.boolean_or("default_route_changed", false)) {
     d.default_route_changed = true;
     m.at("default_route");
-    if (auto r = m.find_non_null("default_route")) d.default_route = route_from(*r);
+    if (auto r = m.find_non_null("default_route")) d.default_route = route_from(*r, route_policies);
   }
   return d;
 }

@@ -627,6 +627,68 @@ TEST(ProtocolDecodeTest, PoliciesOnTheWire) {
   EXPECT_NE(error.find("load_balance"), std::string::npos) << error;
 }
 
+// Policies written alike in one message decode to one shared object (as the controller shares
+// an Ingress's policy between its routes), different ones to their own, and routes and upstreams
+// without a policy hold the default without an object. A member written twice inside a policy
+// is text like any other: equal texts, equal values.
+TEST(ProtocolDecodeTest, PoliciesWrittenAlikeAreSharedOnceDecoded) {
+  model::Config c;
+  auto add = [&](const std::string& host, const std::string& upstream) {
+    c.virtual_hosts[host] = {host, {route(PathMatch::kPrefix, "/", upstream)}};
+    c.upstreams[upstream] = {upstream, {{"10.0.0.1", 80}}};
+  };
+  for (const char* n : {"a", "b", "c", "d"}) add(std::string(n) + ".com", std::string("ns/") + n);
+  for (const char* n : {"a", "b", "c"}) {
+    c.virtual_hosts[std::string(n) + ".com"].routes[0].policy.mut().read_timeout =
+        std::chrono::seconds(90);
+    c.upstreams[std::string("ns/") + n].policy.mut().load_balance = model::LoadBalance::kEwma;
+  }
+  c.virtual_hosts["c.com"].routes[0].policy.mut().app_root = "/app";
+  c.default_route = route(PathMatch::kPrefix, "/", "ns/a");
+  c.default_route->policy.mut().read_timeout = std::chrono::seconds(90);
+  c.upstreams["ns/c"].policy.mut().hash_by = "$remote_addr";
+  for (bool as_delta : {false, true}) {
+    SCOPED_TRACE(as_delta ? "delta" : "snapshot");
+    std::vector<model::Route> routes;
+    std::vector<model::Upstream> upstreams;
+    std::optional<model::Route> default_route;
+    if (!as_delta) {
+      auto decoded = decode_json(std::string_view(encode_frame(Snapshot{1, c})).substr(4));
+      ASSERT_TRUE(decoded.message) << decoded.error;
+      const model::Config& got = std::get<Snapshot>(*decoded.message).config;
+      EXPECT_EQ(got, c);
+      for (const auto& [key, vh] : got.virtual_hosts) routes.push_back(vh.routes[0]);
+      for (const auto& [key, up] : got.upstreams) upstreams.push_back(up);
+      default_route = got.default_route;
+    } else {
+      model::Delta d;
+      for (const auto& [key, vh] : c.virtual_hosts) d.upsert_virtual_hosts.push_back(vh);
+      for (const auto& [key, up] : c.upstreams) d.upsert_upstreams.push_back(up);
+      d.default_route_changed = true;
+      d.default_route = c.default_route;
+      auto decoded = decode_json(std::string_view(encode_frame(DeltaMsg{2, 1, d})).substr(4));
+      ASSERT_TRUE(decoded.message) << decoded.error;
+      const model::Delta& got = std::get<DeltaMsg>(*decoded.message).delta;
+      for (const auto& vh : got.upsert_virtual_hosts) routes.push_back(vh.routes[0]);
+      upstreams = got.upsert_upstreams;
+      default_route = got.default_route;
+    }
+    ASSERT_EQ(routes.size(), 4u);  // a, b, c, d in order
+    ASSERT_EQ(upstreams.size(), 4u);
+    ASSERT_TRUE(default_route);
+    EXPECT_EQ(routes[0].policy->read_timeout, std::chrono::seconds(90));
+    EXPECT_TRUE(routes[0].policy.shares_with(routes[1].policy));
+    EXPECT_TRUE(routes[0].policy.shares_with(default_route->policy));
+    EXPECT_FALSE(routes[0].policy.shares_with(routes[2].policy));  // with app_root too
+    EXPECT_EQ(routes[2].policy->app_root, "/app");
+    EXPECT_TRUE(routes[3].policy.shares_with(model::Shared<model::RoutePolicy>()));
+    EXPECT_TRUE(upstreams[0].policy.shares_with(upstreams[1].policy));
+    EXPECT_FALSE(upstreams[0].policy.shares_with(upstreams[2].policy));  // with hash_by too
+    EXPECT_EQ(upstreams[2].policy->hash_by, "$remote_addr");
+    EXPECT_TRUE(upstreams[3].policy.shares_with(model::Shared<model::UpstreamPolicy>()));
+  }
+}
+
 TEST(ProtocolDecodeTest, ClientCertificatesOnTheWire) {
   model::Config c;
   c.tls_hosts["a.com"] = {"a.com", ""};
