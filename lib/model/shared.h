@@ -15,7 +15,13 @@
 // Shareds holding the same object are equal without comparing it).
 //
 // Thread safety: as a shared_ptr<const T>. Copies may be read and destroyed on any threads; mut()
-// is meant for the thread building a value, before it is handed to others.
+// is meant for the thread building a value, before it is handed to others, and its reference is
+// not to be kept across a copy of the Shared (writes through it would reach the copy too).
+//
+// Objects are shared between routes (upstreams), also of different Ingresses when the decoder
+// finds the same policy text (lib/protocol): state that belongs to one route, such as rate
+// limiter buckets or compiled checks, is keyed by the route (dataplane/server/route_table.h),
+// never by the policy's address.
 
 #include <atomic>
 #include <memory>

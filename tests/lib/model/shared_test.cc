@@ -89,8 +89,8 @@ TEST(Shared, MovedFromHoldsTheDefault) {
   EXPECT_TRUE(a.is_default());  // NOLINT(bugprone-use-after-move): specified as the default
 }
 
-// Readers on other threads keep their copies' value while the builder changes its own
-// (run under TSan/ASan as part of the unit suite).
+// Readers on other threads keep their copies' value while the builder changes its own (the
+// unit suite also runs under ASan+UBSan).
 TEST(Shared, CopiesReadOnOtherThreadsKeepTheirValue) {
   Shared<RoutePolicy> policy;
   policy.mut().rewrite_target = "/old";
