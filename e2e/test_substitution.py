@@ -570,6 +570,47 @@ def test_memo_runs_only_the_rules_that_matched_and_metrics_count_it(sub):
     wait_metrics(sub, {"compressed_passthrough_total": 1})
 
 
+def test_a_response_counts_under_its_route_when_the_routing_changes_meanwhile(sub):
+    """A response's substitution series are those of the route it was routed with, also when a
+    configuration change rebuilds the worker's routing table while its body is in flight (the
+    labels come from the table the exchange took with its snapshot, not the worker's newest)."""
+    sub.manifests.write(
+        "three.yaml",
+        ingress("three", [rule(THREE_HOST, path("/", "site"))],
+                annotations={"tidegate.io/substitutions": THREE_RULES_YAML}))
+    sub.site.page("/probe.txt", b"x", content_type="text/plain")
+    sub.wait_route("/probe.txt", THREE_HOST, lambda r: r.status == 200,
+                   what="the three-rule route")
+    first = b"<p>shop.example.com</p>\n" * 2000
+    rest = b"<p>colour</p>\n" * 1000
+    sub.site.page("/slow.html", first + rest, framing=f"paused:{len(first)}:2")
+    got: dict = {}
+
+    def fetch():
+        got["response"] = get(sub.port, "/slow.html", host=THREE_HOST)
+
+    t = threading.Thread(target=fetch)
+    t.start()
+    try:
+        # While the upstream pauses mid-body: a new Ingress, so a new routing table.
+        wait_until(lambda: any(p == "/slow.html" for _, p, _ in sub.site.requests()), 5,
+                   "the slow request to reach the backend")
+        sub.manifests.write("later.yaml",
+                            ingress("later", [rule("later.example.com", path("/", "site"))]))
+        sub.wait_route("/probe.txt", "later.example.com", lambda r: r.status == 200,
+                       what="the new Ingress")
+        with sub.site.server.lock:
+            assert getattr(sub.site.server, "resumed_at", None) is None, (
+                "the upstream resumed before the new table was serving: no change mid-body")
+    finally:
+        t.join(30)
+    _, _, body = got["response"]
+    assert body == reference(first + rest, THREE_RULES)
+    m = wait_metrics(sub, {"responses_total": 1, "replacements_total": 3000})
+    assert m["input_bytes_total"] == len(first + rest)
+    assert m["output_bytes_total"] == len(body)
+
+
 QUADRATIC_HOST = "quadratic.example.com"
 QUADRATIC_RULES_YAML = textwrap.dedent("""\
     - {match: 'x', replace: 'y'}

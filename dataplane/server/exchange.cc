@@ -1047,7 +1047,7 @@ void Exchange::on_response_header(error_code ec) {
   context.body_expected = body.expected;
   if (content_length) context.content_length = *content_length;
   context.client_version = downstream_.http_version();
-  context.route = route_;
+  context.route_labels = route_labels();
   // A filter that takes the body rewrites the head to match (length, validators).
   body.transformed = filters_.on_headers(res, context);
   // A substituted body is read in larger pieces (kSubstitutionReadBytes).

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "model/model.h"
+#include "observability/metrics.h"
 #include "server/headers.h"
 
 namespace tidegate::dataplane::server {
@@ -24,7 +25,9 @@ struct ResponseFilterContext {
   bool body_expected = true;               // false for HEAD, 204, 304
   std::optional<uint64_t> content_length;  // when the upstream framed the body by length
   unsigned client_version = 11;            // the client's HTTP version (11: HTTP/1.1)
-  const model::Route* route = nullptr;     // the matched route (metric labels)
+  // The matched route's metric labels, from the exchange's own routing table (the worker's may
+  // have moved to a newer one since the request was routed).
+  observability::LabelSetId route_labels = observability::kNoRouteLabels;
 };
 
 class ResponseFilter {

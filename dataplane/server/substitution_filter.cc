@@ -24,7 +24,7 @@ bool SubstitutionFilter::on_headers(http::response_header<Fields>& res,
                                     const ResponseFilterContext& context) {
   if (substitution_ == nullptr) return false;
   auto& state = worker_.substitution();
-  route_ = context.route;
+  labels_ = context.route_labels;
   status_ = context.status;
   ResponseFacts facts{context.body_expected, context.status, res[http::field::content_type],
                       res[http::field::content_encoding], context.content_length};
@@ -34,7 +34,7 @@ bool SubstitutionFilter::on_headers(http::response_header<Fields>& res,
     case SubstitutionAction::kPassCompressed:
       ++state.counters.compressed_passthrough;
       if (auto* m = worker_.metrics()) {
-        m->record_substitution(compressed_observation(worker_.route_labels(route_)));
+        m->record_substitution(compressed_observation(labels_));
       }
       TG_DEBUG("substitution", memo_resource_ << ": Content-Encoding " << facts.content_encoding
                                               << ", relayed untouched (worker " << worker_.id()
@@ -51,8 +51,7 @@ bool SubstitutionFilter::on_headers(http::response_header<Fields>& res,
     // The same representation matched no rule last time: relay it as it is (its bytes are the
     // upstream's, so Content-Length and a strong ETag stay right).
     if (auto* m = worker_.metrics()) {
-      m->record_substitution(
-          memo_skip_observation(worker_.route_labels(route_), plan.rules_skipped));
+      m->record_substitution(memo_skip_observation(labels_, plan.rules_skipped));
     }
     TG_DEBUG("substitution", memo_resource_ << ": memo skip (worker " << worker_.id()
                                             << " memo_skips=" << state.counters.memo_skips << ")");
@@ -98,7 +97,7 @@ void SubstitutionFilter::on_end() {
   const size_t ran = stream_->rules() != nullptr ? stream_->rules()->size() : 0;
   const size_t rules_skipped = substitution_->rules->size() - ran;
   if (auto* m = worker_.metrics()) {
-    m->record_substitution(completed_observation(worker_.route_labels(route_), st, rules_skipped));
+    m->record_substitution(completed_observation(labels_, st, rules_skipped));
   }
   const bool remember = state.learn(*substitution_, memo_resource_, memo_validator_, status_, st);
   if (st.abandoned != 0) {

@@ -51,7 +51,7 @@ class SubstitutionFilter final : public ResponseFilter {
   const runtime::CompiledSubstitution* substitution_ = nullptr;
   std::string memo_resource_;
   std::string memo_validator_;
-  const model::Route* route_ = nullptr;
+  observability::LabelSetId labels_ = observability::kNoRouteLabels;  // the route's, for metrics
   unsigned status_ = 0;
   // The stream while a body is processed, its output (keeps its capacity between responses:
   // about one slice) and the input of the next slice.

@@ -93,19 +93,14 @@ class Worker {
 
   // Worker-thread only.
   const std::shared_ptr<const runtime::Snapshot>& snapshot() const { return snapshot_; }
-  // The routing table published with snapshot() (null when metrics and policies need none).
+  // The routing table published with snapshot() (null when metrics and policies need none). An
+  // exchange looks its route up in the table it took with its snapshot (Exchange::routes_), not
+  // here: this one may be newer than the route it routed with.
   const std::shared_ptr<const RouteTable>& routes() const { return routes_; }
   // Null when metrics are off; otherwise this worker's shard.
   observability::WorkerMetrics* metrics() const { return metrics_; }
   // Null when access logs are off.
   observability::AccessLogProducer* access_log() const { return access_log_; }
-  const CompiledRoute* compiled(const model::Route* route) const {
-    return routes_ ? routes_->find(route) : nullptr;
-  }
-  observability::LabelSetId route_labels(const model::Route* route) const {
-    const CompiledRoute* c = compiled(route);
-    return c ? c->labels : observability::kNoRouteLabels;
-  }
   upstream::Pool& pool() { return pool_; }
   // enable-cache: this worker's shard of the response cache (docs/annotations.md).
   ResponseCache& cache() { return cache_; }
