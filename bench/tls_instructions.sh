@@ -102,11 +102,14 @@ else:
 PY
 
 nginx -c "$WORK/backend.conf" -p "$WORK" & PIDS+=($!)
-valgrind --tool=callgrind --callgrind-out-file="$WORK/nginx.cg.%p" \
+# Uncompressed names: a dump after --zero refers to names the earlier dump defined, which
+# callgrind_annotate could not resolve in a kept profile.
+VG_OPTS=(--tool=callgrind --compress-strings=no --compress-pos=no)
+valgrind "${VG_OPTS[@]}" --callgrind-out-file="$WORK/nginx.cg.%p" \
   nginx -c "$WORK/nginx.conf" -p "$WORK" >"$WORK/nginx-valgrind.log" 2>&1 &
 NGINX_VG=$!
 PIDS+=("$NGINX_VG")
-valgrind --tool=callgrind --callgrind-out-file="$WORK/tidegate.cg.%p" \
+valgrind "${VG_OPTS[@]}" --callgrind-out-file="$WORK/tidegate.cg.%p" \
   "$BIN/tidegate-dataplane" --control-socket "$WORK/tg.sock" \
   --http-listen "127.0.0.1:$TG_HTTP_PORT" --https-listen "127.0.0.1:$TG_TLS_PORT" \
   --admin-listen "127.0.0.1:$TG_ADMIN_PORT" --workers 1 --log-level warn --access-log off \

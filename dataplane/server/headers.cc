@@ -1,7 +1,10 @@
 #include "server/headers.h"
 
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "server/worker.h"
 
@@ -11,35 +14,56 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 void remove_hop_by_hop(Fields& fields) {
-  if (fields.find(http::field::connection) != fields.end()) {
-    // Every Connection line counts. Collect the names first: erasing while a token list views a
-    // field would dangle. Framing and Host are never removed, whatever a peer names: they are
-    // not the sender's to drop, and the proxy rewrites framing itself.
-    std::vector<std::string> named;
-    auto range = fields.equal_range(http::field::connection);
-    for (auto it = range.first; it != range.second; ++it) {
-      for (auto token : http::token_list(it->value())) named.emplace_back(token);
-    }
-    for (const auto& name : named) {
-      switch (http::string_to_field(name)) {
-        case http::field::content_length:
-        case http::field::transfer_encoding:
-        case http::field::host:
-          continue;
-        default:
-          fields.erase(name);
-      }
-    }
-    fields.erase(http::field::connection);
-  }
-  fields.erase(http::field::keep_alive);
-  fields.erase(http::field::proxy_connection);
-  fields.erase(http::field::te);
-  fields.erase(http::field::trailer);
-  fields.erase(http::field::upgrade);
-  // Connection-specific by definition (RFC 9113 section 8.2.2), even when Connection does not
+  // One walk over the fields: those hop-by-hop by definition go at once. HTTP2-Settings is
+  // connection-specific by definition (RFC 9113 section 8.2.2), even when Connection does not
   // name it: an h2c upgrade is never forwarded.
-  fields.erase(http::field::http2_settings);
+  bool connection = false;
+  for (auto it = fields.begin(); it != fields.end();) {
+    switch (it->name()) {
+      case http::field::keep_alive:
+      case http::field::proxy_connection:
+      case http::field::te:
+      case http::field::trailer:
+      case http::field::upgrade:
+      case http::field::http2_settings:
+        it = fields.erase(it);
+        break;
+      case http::field::connection:
+        connection = true;
+        ++it;
+        break;
+      default:
+        ++it;
+    }
+  }
+  if (!connection) return;
+  // Every Connection line counts, and each of its tokens names a field to drop. The tokens view
+  // the Connection lines, so those go last. Framing and Host are never removed, whatever a peer
+  // names: they are not the sender's to drop, and the proxy rewrites framing itself.
+  boost::container::small_vector<std::string_view, 8> named;
+  for (const auto& f : fields) {
+    if (f.name() != http::field::connection) continue;
+    for (auto token : http::token_list(f.value())) named.emplace_back(token.data(), token.size());
+  }
+  for (auto it = fields.begin(); it != fields.end();) {
+    bool drop = false;
+    switch (it->name()) {
+      case http::field::connection:
+      case http::field::content_length:
+      case http::field::transfer_encoding:
+      case http::field::host:
+        break;
+      default:
+        for (std::string_view token : named) {
+          if (beast::iequals(token, it->name_string())) {
+            drop = true;
+            break;
+          }
+        }
+    }
+    it = drop ? fields.erase(it) : std::next(it);
+  }
+  fields.erase(http::field::connection);
 }
 
 void add_forwarded_headers(http::request_header<Fields>& req, std::string_view peer,

@@ -1,5 +1,8 @@
 #include "server/http1_policy.h"
 
+#include <array>
+#include <cstdint>
+
 #include <boost/beast/core/string.hpp>
 
 #include "text/text.h"
@@ -12,29 +15,29 @@ namespace {
 
 constexpr std::string_view kVersionLength = "HTTP/1.1";
 
-bool is_tchar(unsigned char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
+// Byte classes for the checks on every request and response head: one table lookup per byte.
+constexpr uint8_t kTchar = 1;      // token characters (RFC 9110 section 5.6.2)
+constexpr uint8_t kRegName = 2;    // reg-name characters but '%' (RFC 3986 section 3.2.2)
+constexpr uint8_t kFieldByte = 4;  // field-value bytes: VCHAR, obs-text, SP and HTAB
+
+constexpr std::array<uint8_t, 256> kByteClasses = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (alnum ||
+        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos) {
+      t[c] |= kTchar;
+    }
+    if (alnum ||
+        std::string_view("-._~!$&'()*+,;=").find(static_cast<char>(c)) != std::string_view::npos) {
+      t[c] |= kRegName;
+    }
+    if ((c >= 0x20 && c != 0x7f) || c == '\t') t[c] |= kFieldByte;
   }
-}
+  return t;
+}();
+
+bool is_tchar(unsigned char c) { return (kByteClasses[c] & kTchar) != 0; }
 
 bool is_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -49,29 +52,7 @@ bool is_hex(char c) {
 }
 
 // reg-name characters (RFC 3986: unreserved / pct-encoded / sub-delims), '%' checked by caller.
-bool is_reg_name_char(unsigned char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '-':
-    case '.':
-    case '_':
-    case '~':
-    case '!':
-    case '$':
-    case '&':
-    case '\'':
-    case '(':
-    case ')':
-    case '*':
-    case '+':
-    case ',':
-    case ';':
-    case '=':
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_reg_name_char(unsigned char c) { return (kByteClasses[c] & kRegName) != 0; }
 
 size_t request_line_bytes(const http::request_header<Fields>& req) {
   return req.method_string().size() + 1 + req.target().size() + 1 + kVersionLength.size();
@@ -139,10 +120,12 @@ TransferCodings judge_transfer_encoding(const Header& h) {
   return out;
 }
 
-// The head's fields in one pass: characters, count, and the framing fields' counts.
+// The head's fields in one pass: characters, count, the framing fields' counts and the first
+// value of each (so that the checks look none of them up again).
 struct FieldScan {
   bool bad_character = false;
   size_t fields = 0, hosts = 0, content_lengths = 0, transfer_encodings = 0, upgrades = 0;
+  std::string_view host, content_length, transfer_encoding, upgrade;
 };
 
 template <class Header>
@@ -153,16 +136,16 @@ FieldScan scan_fields(const Header& h) {
     if (!is_token(f.name_string()) || !is_field_value(f.value())) s.bad_character = true;
     switch (f.name()) {
       case http::field::host:
-        ++s.hosts;
+        if (s.hosts++ == 0) s.host = f.value();
         break;
       case http::field::content_length:
-        ++s.content_lengths;
+        if (s.content_lengths++ == 0) s.content_length = f.value();
         break;
       case http::field::transfer_encoding:
-        ++s.transfer_encodings;
+        if (s.transfer_encodings++ == 0) s.transfer_encoding = f.value();
         break;
       case http::field::upgrade:
-        ++s.upgrades;
+        if (s.upgrades++ == 0) s.upgrade = f.value();
         break;
       default:
         break;
@@ -254,7 +237,7 @@ bool is_token(std::string_view s) {
 
 bool is_field_value(std::string_view s) {
   for (unsigned char c : s) {
-    if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+    if ((kByteClasses[c] & kFieldByte) == 0) return false;
   }
   return true;
 }
@@ -309,13 +292,13 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
   // value; two Hosts would let the proxy and the backend route on different ones.
   if (s.hosts > 1) return refuse(400, "more than one Host field\n");
   if (s.hosts == 0 && version >= 11) return refuse(400, "missing Host field\n");
-  if (s.hosts == 1 && !is_host_value(req[http::field::host])) {
+  if (s.hosts == 1 && !is_host_value(s.host)) {
     return refuse(400, "bad request: malformed Host field\n");
   }
 
   // Framing (RFC 9112 section 6).
   if (s.content_lengths > 1) return refuse(400, "bad request: more than one Content-Length\n");
-  if (s.content_lengths == 1 && !is_digits(req[http::field::content_length])) {
+  if (s.content_lengths == 1 && !is_digits(s.content_length)) {
     return refuse(400, "bad request: malformed Content-Length\n");
   }
   RequestVerdict v;
@@ -340,7 +323,7 @@ RequestVerdict check_request(const http::request_header<Fields>& req, const Requ
     for (auto it = range.first; it != range.second; ++it) {
       if (text::has_token(it->value(), "upgrade")) connection_upgrade = true;
     }
-    const std::string_view protocol = text::trim_ows(req[http::field::upgrade]);
+    const std::string_view protocol = text::trim_ows(s.upgrade);
     if (connection_upgrade && boost::beast::iequals(protocol, "websocket")) {
       v.websocket_upgrade = true;
     } else if (connection_upgrade && !protocol.empty() &&
@@ -378,14 +361,14 @@ ResponseVerdict check_response(const http::response_header<Fields>& res) {
   const FieldScan s = scan_fields(res);
   if (s.bad_character) return bad("upstream sent an invalid character in a header field");
   if (s.content_lengths > 1) return bad("upstream sent more than one Content-Length");
-  if (s.content_lengths == 1 && !is_digits(res[http::field::content_length])) {
+  if (s.content_lengths == 1 && !is_digits(s.content_length)) {
     return bad("upstream sent a malformed Content-Length");
   }
   if (s.transfer_encodings > 0) {
     if (s.content_lengths > 0) return bad("upstream sent Content-Length and Transfer-Encoding");
     if (version < 11) return bad("upstream sent Transfer-Encoding in HTTP/1.0");
     if (s.transfer_encodings > 1 ||
-        !boost::beast::iequals(text::trim_ows(res[http::field::transfer_encoding]), "chunked")) {
+        !boost::beast::iequals(text::trim_ows(s.transfer_encoding), "chunked")) {
       return bad("upstream sent a Transfer-Encoding other than chunked");
     }
   }

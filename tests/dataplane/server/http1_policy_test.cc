@@ -303,6 +303,29 @@ TEST(Http1PolicyTest, Characters) {
   EXPECT_FALSE(is_host_value("[::1]x"));
 }
 
+// Every byte against the grammars as the RFCs write them: tchar (RFC 9110 section 5.6.2),
+// field-vchar / SP / HTAB / obs-text (section 5.5), reg-name (RFC 3986 section 3.2.2).
+TEST(Http1PolicyTest, EveryByteClassifiedAsTheGrammarsSay) {
+  auto alpha = [](int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  auto digit = [](int c) { return c >= '0' && c <= '9'; };
+  auto one_of = [](int c, std::string_view set) {
+    return c != 0 && set.find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  for (int c = 0; c < 256; ++c) {
+    const std::string one(1, static_cast<char>(c));
+    const bool tchar = alpha(c) || digit(c) || one_of(c, "!#$%&'*+-.^_`|~");
+    EXPECT_EQ(is_token(one), tchar) << c;
+    EXPECT_EQ(is_token("a" + one + "b"), tchar) << c;
+    const bool field_byte = (c >= 0x21 && c <= 0x7e) || c == ' ' || c == '\t' || c >= 0x80;
+    EXPECT_EQ(is_field_value(one), field_byte) << c;
+    EXPECT_EQ(is_field_value("a " + one + " b"), field_byte) << c;
+    const bool reg_name = alpha(c) || digit(c) || one_of(c, "-._~!$&'()*+,;=");
+    if (c != '%' && c != ':' && c != '[') {
+      EXPECT_EQ(is_host_value("a" + one + "b.example"), reg_name) << c;
+    }
+  }
+}
+
 struct ResponseCase {
   std::string name;
   unsigned version;
