@@ -5,13 +5,15 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
+
+#include "runtime/deadline_stream.h"
 
 namespace tidegate::dataplane::runtime {
 
 using Executor = boost::asio::io_context::executor_type;
 using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
-using Stream =
-    boost::beast::basic_stream<boost::asio::ip::tcp, Executor, boost::beast::unlimited_rate_policy>;
+// A socket whose operations time out (runtime/deadline_stream.h: beast::basic_stream's interface
+// without a timer armed and cancelled per operation).
+using Stream = DeadlineStream<Executor>;
 
 }  // namespace tidegate::dataplane::runtime
