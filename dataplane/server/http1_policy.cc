@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include <boost/beast/core/string.hpp>
 
@@ -236,8 +237,23 @@ bool is_token(std::string_view s) {
 }
 
 bool is_field_value(std::string_view s) {
-  for (unsigned char c : s) {
-    if ((kByteClasses[c] & kFieldByte) == 0) return false;
+  const char* p = s.data();
+  size_t n = s.size();
+  // Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7f is valid
+  // (obs-text, 0x80 and up, included). From a word with a tab or a bad byte on, byte by byte.
+  // (x - 0x20 in each byte) & ~x & 0x80 in each byte is non-zero exactly when a byte is below
+  // 0x20: a borrow reaches a higher byte only from a byte that is below 0x20 itself.
+  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  while (n >= 8) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    const uint64_t del = x ^ (kOnes * 0x7f);
+    if ((((x - kOnes * 0x20) & ~x) | ((del - kOnes) & ~del)) & kHighs) break;
+    p += 8;
+    n -= 8;
+  }
+  for (; n > 0; ++p, --n) {
+    if ((kByteClasses[static_cast<unsigned char>(*p)] & kFieldByte) == 0) return false;
   }
   return true;
 }

@@ -319,6 +319,15 @@ TEST(Http1PolicyTest, EveryByteClassifiedAsTheGrammarsSay) {
     const bool field_byte = (c >= 0x21 && c <= 0x7e) || c == ' ' || c == '\t' || c >= 0x80;
     EXPECT_EQ(is_field_value(one), field_byte) << c;
     EXPECT_EQ(is_field_value("a " + one + " b"), field_byte) << c;
+    // Long values are checked eight bytes at a time: the byte at each place of a word, and in
+    // the tail.
+    for (size_t at : {0, 1, 7, 8, 13, 15, 16, 31, 38, 39}) {
+      std::string value(40, c == 'a' ? 'b' : 'a');
+      value[at] = static_cast<char>(c);
+      EXPECT_EQ(is_field_value(value), field_byte) << c << " at " << at;
+      value[at] = static_cast<char>(0x80 | c);  // obs-text around it changes nothing
+      EXPECT_TRUE(is_field_value(value)) << (0x80 | c) << " at " << at;
+    }
     const bool reg_name = alpha(c) || digit(c) || one_of(c, "-._~!$&'()*+,;=");
     if (c != '%' && c != ':' && c != '[') {
       EXPECT_EQ(is_host_value("a" + one + "b.example"), reg_name) << c;
