@@ -54,8 +54,10 @@ struct State : std::enable_shared_from_this<State<Executor>> {
   socket_type socket;
   Timer timer;
   std::array<clock::time_point, 2> deadline{clock::time_point::max(), clock::time_point::max()};
-  std::array<bool, 2> pending{};
-  std::array<bool, 2> timed_out{};
+  // Operations pending per direction: a count, since asio's SSL stream may start a zero-byte
+  // read beside a pending one (an operation that needs no I/O completes through one).
+  std::array<unsigned, 2> pending{};
+  std::array<bool, 2> timed_out{};  // the direction's pending operations end with a timeout
   clock::time_point armed = clock::time_point::max();  // when the timer fires; max: idle
   uint64_t wait = 0;  // the timer's current wait; an older one's completion is ignored
 
@@ -72,8 +74,7 @@ struct State : std::enable_shared_from_this<State<Executor>> {
   void start(unsigned mask) {
     for (int d : {kRead, kWrite}) {
       if ((mask & (1u << d)) == 0) continue;
-      pending[d] = true;
-      timed_out[d] = false;
+      if (pending[d]++ == 0) timed_out[d] = false;
       arm(deadline[d]);
     }
   }
@@ -95,7 +96,7 @@ struct State : std::enable_shared_from_this<State<Executor>> {
     const auto now = clock::now();
     bool expired = false;
     for (int d : {kRead, kWrite}) {
-      if (pending[d] && deadline[d] <= now) timed_out[d] = expired = true;
+      if (pending[d] > 0 && deadline[d] <= now) timed_out[d] = expired = true;
     }
     if (expired) {
       // As Beast does: the socket closes, so every operation on it ends (the timed-out ones
@@ -105,7 +106,7 @@ struct State : std::enable_shared_from_this<State<Executor>> {
       return;
     }
     for (int d : {kRead, kWrite}) {
-      if (pending[d]) arm(deadline[d]);
+      if (pending[d] > 0) arm(deadline[d]);
     }
   }
 
@@ -114,9 +115,8 @@ struct State : std::enable_shared_from_this<State<Executor>> {
     bool timeout = false;
     for (int d : {kRead, kWrite}) {
       if ((mask & (1u << d)) == 0) continue;
-      pending[d] = false;
       timeout = timeout || timed_out[d];
-      timed_out[d] = false;
+      if (--pending[d] == 0) timed_out[d] = false;
     }
     return timeout;
   }
@@ -173,11 +173,14 @@ class DeadlineStream {
   explicit DeadlineStream(socket_type&& socket)
       : impl_(std::make_shared<State>(std::move(socket))) {}
   explicit DeadlineStream(const Executor& ex) : impl_(std::make_shared<State>(ex)) {}
-  DeadlineStream(DeadlineStream&&) noexcept = default;
-  DeadlineStream& operator=(DeadlineStream&& other) noexcept {
+  // A moved-from stream keeps the executor with a closed socket of its own (as Beast's does);
+  // operations in progress go on with the state they hold, now the new owner's.
+  DeadlineStream(DeadlineStream&& other)
+      : impl_(std::exchange(other.impl_, std::make_shared<State>(other.get_executor()))) {}
+  DeadlineStream& operator=(DeadlineStream&& other) {
     if (this != &other) {
-      if (impl_) impl_->close();
-      impl_ = std::move(other.impl_);
+      impl_->close();
+      impl_ = std::exchange(other.impl_, std::make_shared<State>(other.get_executor()));
     }
     return *this;
   }
@@ -185,9 +188,7 @@ class DeadlineStream {
   DeadlineStream& operator=(const DeadlineStream&) = delete;
   // Closes the socket; operations in progress complete with operation_aborted (they hold the
   // state they touch).
-  ~DeadlineStream() {
-    if (impl_) impl_->close();
-  }
+  ~DeadlineStream() { impl_->close(); }
 
   executor_type get_executor() noexcept { return impl_->socket.get_executor(); }
   socket_type& socket() noexcept { return impl_->socket; }
@@ -200,7 +201,7 @@ class DeadlineStream {
   void expires_after(clock::duration d) { expires_at(clock::now() + d); }
   void expires_at(clock::time_point t) {
     for (int d : {deadline_detail::kRead, deadline_detail::kWrite}) {
-      if (!impl_->pending[d]) impl_->deadline[d] = t;
+      if (impl_->pending[d] == 0) impl_->deadline[d] = t;
     }
   }
   void expires_never() { expires_at(clock::time_point::max()); }

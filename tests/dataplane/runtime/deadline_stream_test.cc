@@ -84,7 +84,7 @@ TEST_F(DeadlineStreamTest, ReadPendingPastItsDeadlineTimesOutAndClosesTheSocket)
   const auto start = std::chrono::steady_clock::now();
   stream_->expires_after(100ms);
   start_read();
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   EXPECT_EQ(*read_ec_, boost::beast::error::timeout);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
   EXPECT_FALSE(stream_->socket().is_open());
@@ -95,7 +95,7 @@ TEST_F(DeadlineStreamTest, ReadThatCompletesInTimeDoesNotTimeOut) {
   stream_->expires_after(150ms);
   start_read();
   peer_writes("hello");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_) << read_ec_->message();
   EXPECT_EQ(std::string_view(buf_.data(), read_n_), "hello");
   // The timer armed for the first deadline fires later with nothing pending: no effect.
@@ -105,7 +105,7 @@ TEST_F(DeadlineStreamTest, ReadThatCompletesInTimeDoesNotTimeOut) {
   stream_->expires_after(10s);
   start_read();
   peer_writes("again");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_) << read_ec_->message();
   EXPECT_EQ(std::string_view(buf_.data(), read_n_), "again");
 }
@@ -117,7 +117,7 @@ TEST_F(DeadlineStreamTest, ALaterDeadlineIsKeptWhenTheTimerFiresEarlier) {
   stream_->expires_after(100ms);
   start_read();
   peer_writes("x");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_);
   // The timer still waits for the first deadline (100 ms); this read may take 400 ms.
   const auto start = std::chrono::steady_clock::now();
@@ -125,7 +125,7 @@ TEST_F(DeadlineStreamTest, ALaterDeadlineIsKeptWhenTheTimerFiresEarlier) {
   start_read();
   run_for(250ms);
   EXPECT_FALSE(read_ec_.has_value()) << "timed out at the earlier deadline";
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   EXPECT_EQ(*read_ec_, boost::beast::error::timeout);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms);
 }
@@ -136,12 +136,12 @@ TEST_F(DeadlineStreamTest, ANearerDeadlineMovesTheTimer) {
   stream_->expires_after(10s);
   start_read();
   peer_writes("x");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_);
   const auto start = std::chrono::steady_clock::now();
   stream_->expires_after(100ms);
   start_read();
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   EXPECT_EQ(*read_ec_, boost::beast::error::timeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
@@ -154,7 +154,7 @@ TEST_F(DeadlineStreamTest, ExpiresNeverMeansNoTimeout) {
   run_for(200ms);
   EXPECT_FALSE(read_ec_.has_value());
   peer_writes("late");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_) << read_ec_->message();
   EXPECT_EQ(read_n_, 4u);
 }
@@ -169,13 +169,13 @@ TEST_F(DeadlineStreamTest, APendingReadKeepsItsDeadline) {
   std::optional<error_code> write_ec;
   asio::async_write(*stream_, asio::buffer(std::string_view("ping")),
                     [&](error_code ec, size_t) { write_ec = ec; });
-  run_until([&] { return write_ec.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return write_ec.has_value(); }));
   ASSERT_FALSE(*write_ec) << write_ec->message();
   run_for(200ms);
   EXPECT_FALSE(read_ec_.has_value()) << "the read took the write's deadline";
   EXPECT_TRUE(stream_->socket().is_open());
   peer_writes("pong");
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   ASSERT_FALSE(*read_ec_) << read_ec_->message();
 }
 
@@ -189,7 +189,7 @@ TEST_F(DeadlineStreamTest, WriteToAPeerThatDoesNotReadTimesOut) {
   const std::string big(64 << 20, 'x');  // more than both sockets' buffers hold
   std::optional<error_code> write_ec;
   asio::async_write(*stream_, asio::buffer(big), [&](error_code ec, size_t) { write_ec = ec; });
-  run_until([&] { return write_ec.has_value() && read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return write_ec.has_value() && read_ec_.has_value(); }));
   EXPECT_EQ(*write_ec, boost::beast::error::timeout);
   EXPECT_TRUE(*read_ec_);
   EXPECT_NE(*read_ec_, boost::beast::error::timeout);
@@ -211,7 +211,7 @@ TEST_F(DeadlineStreamTest, ConnectTimesOut) {
   std::optional<error_code> ec;
   const auto start = std::chrono::steady_clock::now();
   stream.async_connect(full.local_endpoint(), [&](error_code e) { ec = e; });
-  run_until([&] { return ec.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return ec.has_value(); }));
   EXPECT_EQ(*ec, boost::beast::error::timeout);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
   // The stream connects again after a timeout (the socket reopens), as Beast's does.
@@ -219,7 +219,7 @@ TEST_F(DeadlineStreamTest, ConnectTimesOut) {
   stream.expires_after(5s);
   ec.reset();
   stream.async_connect(open.local_endpoint(), [&](error_code e) { ec = e; });
-  run_until([&] { return ec.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return ec.has_value(); }));
   EXPECT_FALSE(*ec) << ec->message();
 }
 
@@ -233,7 +233,7 @@ TEST_F(DeadlineStreamTest, BeastReadsAnHttpRequestThroughIt) {
   peer_writes("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhel");
   run_for(50ms);
   peer_writes("lo");
-  run_until([&] { return ec.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return ec.has_value(); }));
   ASSERT_FALSE(*ec) << ec->message();
   EXPECT_EQ(req.target(), "/a");
   EXPECT_EQ(req.body(), "hello");
@@ -241,12 +241,93 @@ TEST_F(DeadlineStreamTest, BeastReadsAnHttpRequestThroughIt) {
 
 TEST_F(DeadlineStreamTest, DestroyedWithAReadPending) {
   connect();
-  stream_->expires_after(50ms);
+  stream_->expires_after(1h);
   start_read();
   stream_.reset();  // the read completes later, aborted; it holds what it touches
-  run_until([&] { return read_ec_.has_value(); });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
   EXPECT_EQ(*read_ec_, asio::error::operation_aborted);
-  run_for(100ms);  // the timer's wait, if any, ends without touching anything freed
+  // The timer's wait was cancelled with the stream: nothing is left to run (a wait left behind
+  // would keep the io_context busy for the hour).
+  const auto start = std::chrono::steady_clock::now();
+  io_.restart();
+  io_.run_for(3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
+TEST_F(DeadlineStreamTest, CancelAbortsWithoutClosing) {
+  connect();
+  stream_->expires_never();
+  start_read();
+  stream_->cancel();
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
+  EXPECT_EQ(*read_ec_, asio::error::operation_aborted);
+  EXPECT_TRUE(stream_->socket().is_open());
+  stream_->expires_after(5s);
+  start_read();
+  peer_writes("still here");
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
+  ASSERT_FALSE(*read_ec_) << read_ec_->message();
+}
+
+// close() with the timer waiting, then an operation with a later deadline than that wait's: it
+// must get a wait of its own (the passthrough's next connect after a refused one).
+TEST_F(DeadlineStreamTest, AfterCloseALaterDeadlineStillTimesOut) {
+  tcp::acceptor closed(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const auto refused_at = closed.local_endpoint();
+  closed.close();  // nobody listens there now: connects are refused
+  Stream stream(io_.get_executor());
+  stream.expires_after(100ms);
+  std::optional<error_code> ec;
+  stream.async_connect(refused_at, [&](error_code e) { ec = e; });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return ec.has_value(); }));
+  ASSERT_EQ(*ec, asio::error::connection_refused);
+  stream.close();
+  // A read on a fresh connection, due later than the cancelled wait.
+  tcp::acceptor acceptor(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  stream.expires_after(5s);
+  ec.reset();
+  stream.async_connect(acceptor.local_endpoint(), [&](error_code e) { ec = e; });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return ec.has_value(); }));
+  ASSERT_FALSE(*ec) << ec->message();
+  tcp::socket server_end(io_);
+  acceptor.accept(server_end);
+  const auto start = std::chrono::steady_clock::now();
+  stream.expires_after(300ms);
+  std::optional<error_code> read_ec;
+  stream.async_read_some(asio::buffer(buf_), [&](error_code e, size_t) { read_ec = e; });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec.has_value(); }));
+  EXPECT_EQ(*read_ec, boost::beast::error::timeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+}
+
+// Moved with a read pending: the read and its deadline go with the state; the stream moved from
+// keeps an executor and a closed socket, and works as a new one.
+TEST_F(DeadlineStreamTest, MovedWithAReadPending) {
+  connect();
+  stream_->expires_after(150ms);
+  start_read();
+  Stream moved(std::move(*stream_));
+  EXPECT_FALSE(stream_->socket().is_open());
+  stream_->expires_after(1s);  // the moved-from stream is usable
+  EXPECT_TRUE(moved.socket().is_open());
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
+  EXPECT_EQ(*read_ec_, boost::beast::error::timeout);
+  EXPECT_FALSE(moved.socket().is_open());
+}
+
+// A zero-byte read beside a pending read (asio's SSL stream completes an operation that needs no
+// I/O through one): the pending read keeps its deadline.
+TEST_F(DeadlineStreamTest, AZeroByteReadBesideAPendingReadLeavesItsDeadline) {
+  connect();
+  stream_->expires_after(200ms);
+  start_read();
+  std::optional<error_code> empty_ec;
+  stream_->async_read_some(asio::mutable_buffer(), [&](error_code e, size_t) { empty_ec = e; });
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return empty_ec.has_value(); }));
+  EXPECT_FALSE(*empty_ec) << empty_ec->message();
+  EXPECT_FALSE(read_ec_.has_value());
+  ASSERT_NO_FATAL_FAILURE(run_until([&] { return read_ec_.has_value(); }));
+  EXPECT_EQ(*read_ec_, boost::beast::error::timeout);
 }
 
 // What the stream is for: operations with moving deadlines arm the timer about once, not once
