@@ -13,6 +13,14 @@ namespace tidegate::dataplane::server {
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+namespace {
+
+// Up to this many Connection tokens, the fields are walked once and each compared with every
+// token; beyond it, each token is looked up in the field set.
+constexpr size_t kFewConnectionTokens = 8;
+
+}  // namespace
+
 void remove_hop_by_hop(Fields& fields) {
   // One walk over the fields: those hop-by-hop by definition go at once. HTTP2-Settings is
   // connection-specific by definition (RFC 9113 section 8.2.2), even when Connection does not
@@ -45,23 +53,40 @@ void remove_hop_by_hop(Fields& fields) {
     if (f.name() != http::field::connection) continue;
     for (auto token : http::token_list(f.value())) named.emplace_back(token.data(), token.size());
   }
-  for (auto it = fields.begin(); it != fields.end();) {
-    bool drop = false;
-    switch (it->name()) {
-      case http::field::connection:
-      case http::field::content_length:
-      case http::field::transfer_encoding:
-      case http::field::host:
-        break;
-      default:
-        for (std::string_view token : named) {
-          if (beast::iequals(token, it->name_string())) {
-            drop = true;
-            break;
-          }
-        }
+  if (named.size() > kFewConnectionTokens) {
+    // Many tokens: one lookup in the field set per token. Comparing each field with each token
+    // would let a head of many fields and many tokens cost a worker seconds. Tokens naming
+    // Connection are left to the end, so that the tokens still to come stay valid.
+    for (std::string_view token : named) {
+      switch (http::string_to_field(token)) {
+        case http::field::connection:
+        case http::field::content_length:
+        case http::field::transfer_encoding:
+        case http::field::host:
+          break;
+        default:
+          fields.erase(token);
+      }
     }
-    it = drop ? fields.erase(it) : std::next(it);
+  } else {
+    for (auto it = fields.begin(); it != fields.end();) {
+      bool drop = false;
+      switch (it->name()) {
+        case http::field::connection:
+        case http::field::content_length:
+        case http::field::transfer_encoding:
+        case http::field::host:
+          break;
+        default:
+          for (std::string_view token : named) {
+            if (beast::iequals(token, it->name_string())) {
+              drop = true;
+              break;
+            }
+          }
+      }
+      it = drop ? fields.erase(it) : std::next(it);
+    }
   }
   fields.erase(http::field::connection);
 }

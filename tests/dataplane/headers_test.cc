@@ -125,6 +125,27 @@ TEST(RemoveHopByHopTest, Table) {
         {"X-Internal", "secret"},
         {"Accept", "*/*"}},
        {{"Accept", "*/*"}}},
+      // The tokens view the Connection lines: a token naming Connection must not free them
+      // before the tokens after it are read. Fields Beast knows by name are named too.
+      {"Connection names itself and a field Beast knows",
+       {{"Connection", "connection, Cookie, x-a"},
+        {"Cookie", "c=1"},
+        {"X-A", "1"},
+        {"Accept", "*/*"}},
+       {{"Accept", "*/*"}}},
+      // More than eight tokens take the other way (a lookup per token): the same rules.
+      {"many tokens, naming Connection, Host, framing and known fields",
+       {{"Connection",
+         "x-1, connection, HOST, cookie, x-2, x-3, x-4, x-5, X-6, content-length, "
+         "transfer-encoding"},
+        {"Host", "foo.com"},
+        {"Cookie", "c=1"},
+        {"X-1", "v"},
+        {"x-6", "v"},
+        {"X-6", "w"},
+        {"Content-Length", "0"},
+        {"Accept", "*/*"}},
+       {{"Host", "foo.com"}, {"Content-Length", "0"}, {"Accept", "*/*"}}},
       // A body's framing must survive: forwarding the body of a request whose Content-Length was
       // dropped would let the upstream read the body as a second request (request smuggling).
       {"Connection cannot remove Content-Length",
