@@ -1,5 +1,6 @@
 #include "server/headers.h"
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -18,6 +19,20 @@ namespace {
 // Up to this many Connection tokens, the fields are walked once and each compared with every
 // token; beyond it, each token is looked up in the field set.
 constexpr size_t kFewConnectionTokens = 8;
+
+// Fields a Connection token does not remove: Connection itself goes last (the tokens view its
+// lines), and framing and Host are not the sender's to drop (the proxy rewrites framing itself).
+bool kept_whatever_named(http::field f) {
+  switch (f) {
+    case http::field::connection:
+    case http::field::content_length:
+    case http::field::transfer_encoding:
+    case http::field::host:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace
 
@@ -45,46 +60,25 @@ void remove_hop_by_hop(Fields& fields) {
     }
   }
   if (!connection) return;
-  // Every Connection line counts, and each of its tokens names a field to drop. The tokens view
-  // the Connection lines, so those go last. Framing and Host are never removed, whatever a peer
-  // names: they are not the sender's to drop, and the proxy rewrites framing itself.
-  boost::container::small_vector<std::string_view, 8> named;
+  // Every Connection line counts, and each of its tokens names a field to drop (but those
+  // kept_whatever_named).
+  boost::container::small_vector<std::string_view, kFewConnectionTokens> named;
   for (const auto& f : fields) {
     if (f.name() != http::field::connection) continue;
     for (auto token : http::token_list(f.value())) named.emplace_back(token.data(), token.size());
   }
   if (named.size() > kFewConnectionTokens) {
     // Many tokens: one lookup in the field set per token. Comparing each field with each token
-    // would let a head of many fields and many tokens cost a worker seconds. Tokens naming
-    // Connection are left to the end, so that the tokens still to come stay valid.
+    // would let a head of many fields and many tokens cost a worker seconds.
     for (std::string_view token : named) {
-      switch (http::string_to_field(token)) {
-        case http::field::connection:
-        case http::field::content_length:
-        case http::field::transfer_encoding:
-        case http::field::host:
-          break;
-        default:
-          fields.erase(token);
-      }
+      if (!kept_whatever_named(http::string_to_field(token))) fields.erase(token);
     }
   } else {
     for (auto it = fields.begin(); it != fields.end();) {
-      bool drop = false;
-      switch (it->name()) {
-        case http::field::connection:
-        case http::field::content_length:
-        case http::field::transfer_encoding:
-        case http::field::host:
-          break;
-        default:
-          for (std::string_view token : named) {
-            if (beast::iequals(token, it->name_string())) {
-              drop = true;
-              break;
-            }
-          }
-      }
+      const bool drop = !kept_whatever_named(it->name()) &&
+                        std::any_of(named.begin(), named.end(), [&](std::string_view token) {
+                          return beast::iequals(token, it->name_string());
+                        });
       it = drop ? fields.erase(it) : std::next(it);
     }
   }
