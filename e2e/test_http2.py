@@ -226,9 +226,16 @@ def test_graceful_drain_sends_goaway_and_finishes_streams(h2s):
     """SIGTERM: GOAWAY (NO_ERROR, the last stream taken), the stream in flight finishes. Seen
     through nghttp (nghttp2-client), whose -v prints every frame."""
     url = f"http://127.0.0.1:{h2s.port}/slow?respond=chunked&chunks=6&chunk_size=100&delay_ms=300"
+    before = h2s.echo.count
     p = subprocess.Popen(["nghttp", "-nv", "-H", f":authority: {HOST}", url],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    # The drain starts once the stream is in flight (its request at the backend, whose answer
+    # takes 1.8 s): a fixed sleep lost that race on a loaded machine, where nghttp had not
+    # connected yet and the data plane, with nothing open, stopped at once.
+    deadline = time.monotonic() + 10
+    while h2s.echo.count == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert h2s.echo.count > before, "the request never reached the backend"
     h2s.dataplane.popen.send_signal(signal.SIGTERM)  # drain
     out, _ = p.communicate(timeout=20)
     assert p.returncode == 0, out
