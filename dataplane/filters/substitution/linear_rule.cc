@@ -434,7 +434,10 @@ bool LinearRule::limit_vector_walk_for_testing(bool allow) {
 
 LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* end,
                                      GroupSpans* groups, bool prefix_known) const {
-  if (lead_boundary_ && !word_boundary(text, at)) return Result::kNoMatch;
+  if (lead_boundary_ && !word_boundary(text, at)) {
+    *end = at;
+    return Result::kNoMatch;
+  }
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
   const size_t size = text.size();
   size_t p = at;
@@ -468,9 +471,15 @@ LinearRule::Result LinearRule::match(std::string_view text, size_t at, size_t* e
       ++p;
       ++n;
     }
-    if (n < s.min) return Result::kNoMatch;
+    if (n < s.min) {
+      *end = p;
+      return Result::kNoMatch;
+    }
   }
-  if (trail_boundary_ && !word_boundary(text, p)) return Result::kNoMatch;
+  if (trail_boundary_ && !word_boundary(text, p)) {
+    *end = p;
+    return Result::kNoMatch;
+  }
   if (groups != nullptr) {
     mark(groups, opens_[i], closes_[i], p);
     groups->begin[0] = at;

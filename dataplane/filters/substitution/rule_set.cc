@@ -195,6 +195,7 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     if (prefix.sets.empty()) return;  // one rule without a prefix: the DFA scans everything
     // The fingerprint: the window of up to three sets least likely in a page (the product of
     // their bytes' rough frequencies).
+    prefix.length = prefix.sets.size();
     prefix.width = std::min(kFingerprint, prefix.sets.size());
     double best = 0;
     for (size_t at = 0; at + prefix.width <= prefix.sets.size(); ++at) {
@@ -244,7 +245,7 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     const Prefix& l = prefixes_[k];
     const size_t bucket = k % kBuckets;
     const auto bit = static_cast<uint8_t>(1u << bucket);
-    bucket_prefixes_[bucket].push_back(static_cast<uint16_t>(k));
+    bucket_prefixes_[bucket][bucket_size_[bucket]++] = static_cast<uint8_t>(k);
     for (size_t i = 0; i < kFingerprint; ++i) {
       auto allow = [&](unsigned char c) {
         byte_buckets_[i][c] |= bit;
@@ -277,11 +278,12 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
   while (buckets != 0) {
     const auto bucket = static_cast<size_t>(__builtin_ctz(buckets));
     buckets &= buckets - 1;
-    for (uint16_t k : bucket_prefixes_[bucket]) {
+    for (size_t n = 0; n < bucket_size_[bucket]; ++n) {
+      const size_t k = bucket_prefixes_[bucket][n];
       const Prefix& l = prefixes_[k];
       if (pos < from + l.offset) continue;
       const size_t start = pos - l.offset;
-      if (start > *best || start + l.sets.size() > text.size()) continue;
+      if (start > *best || start + l.length > text.size()) continue;
       if (!l.at(text, start)) continue;
       if (start < *best) {
         *best = start;
@@ -297,8 +299,8 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
 // the branch is almost never taken.
 //
 // GCC warns that passing AVX vectors by value changes the ABI when AVX is off; these helpers are
-// only ever inlined into find_ssse3 and find_avx2, which have their instruction sets on, so no
-// call with that ABI exists.
+// only ever inlined into replace_ssse3 and replace_avx2, which have their instruction sets on, so
+// no call with that ABI exists.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 struct Ssse3 {
@@ -425,12 +427,13 @@ template <typename Scan>
 
 [[gnu::always_inline]] inline size_t RuleSet::anchored(size_t i, std::string_view text, size_t at,
                                                        bool prefix_known, GroupSpans* spans,
-                                                       bool* spans_known) const {
+                                                       bool* spans_known, size_t* reach) const {
   *spans_known = false;
   if (prefix_known && fixed_length_[i] != 0) {
     // The prefilter compared the whole rule: only its \b are left to check.
     const LinearRule& linear = *linear_[i];
     const size_t end = at + fixed_length_[i];
+    *reach = std::max(*reach, end + 1);  // a trailing \b reads the byte after the match
     if (linear.lead_boundary() && !LinearRule::word_boundary(text, at)) return at;
     if (linear.trail_boundary() && !LinearRule::word_boundary(text, end)) return at;
     return end;
@@ -438,41 +441,29 @@ template <typename Scan>
   if (const LinearRule* linear = linear_[i].get()) {
     size_t end = at;
     const bool want_spans = rules_[i].max_group > 0;
-    switch (linear->match(text, at, &end, want_spans ? spans : nullptr, prefix_known)) {
-      case LinearRule::Result::kMatch:
-        *spans_known = want_spans;
-        return end;
-      case LinearRule::Result::kNoMatch:
-        return at;
-      case LinearRule::Result::kUnknown:
-        break;
+    const auto result = linear->match(text, at, &end, want_spans ? spans : nullptr, prefix_known);
+    if (result != LinearRule::Result::kUnknown) {
+      // The walk read the byte that stopped it.
+      *reach = std::max(*reach, end + 1);
+      if (result == LinearRule::Result::kNoMatch) return at;
+      *spans_known = want_spans;
+      return end;
     }
   }
+  *reach = text.size();  // RE2 may read to the end before it knows the longest match
   re2::StringPiece m;
   if (!rules_[i].re->Match(text, at, text.size(), RE2::ANCHOR_START, &m, 1)) return at;
   return at + m.size();
 }
 
-bool RuleSet::find(std::string_view text, size_t from, Match* m) const {
-  if (prefixes_.empty()) {
-    re2::StringPiece found;
-    if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &found, 1)) return false;
-    m->start = static_cast<size_t>(found.data() - text.data());
-    m->end = m->start + found.size();
-    rule_for(text, m);
-    return true;
-  }
-#if defined(__x86_64__)
-  switch (scan_level.load(std::memory_order_relaxed)) {
-    case ScanLevel::kAvx2:
-      return find_avx2(text, from, m);
-    case ScanLevel::kSsse3:
-      return find_ssse3(text, from, m);
-    case ScanLevel::kScalar:
-      break;
-  }
-#endif
-  return find_scalar(text, from, m);
+bool RuleSet::find_joined(std::string_view text, size_t from, Match* m) const {
+  re2::StringPiece found;
+  if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &found, 1)) return false;
+  m->start = static_cast<size_t>(found.data() - text.data());
+  m->end = m->start + found.size();
+  m->reach = text.size();
+  rule_for(text, m);
+  return true;
 }
 
 // Every match starts with its rule's prefix, so only candidates can start one. At a candidate,
@@ -484,6 +475,7 @@ template <typename Scan>
 [[gnu::always_inline]] inline bool RuleSet::find_prefiltered(std::string_view text, size_t from,
                                                              Match* m) const {
   GroupSpans spans[2];
+  size_t reach = from;
   for (size_t at = from;;) {
     uint64_t here = 0;
     const size_t c = next_candidate<Scan>(text, at, &here);
@@ -498,7 +490,7 @@ template <typename Scan>
       const auto i = static_cast<size_t>(__builtin_ctzll(candidates));
       bool known = false;
       // The rule's own prefix is there: check_hit compared it.
-      const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known);
+      const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known, &reach);
       if (e > best_end) {
         best_end = e;
         m->rule = i;
@@ -509,6 +501,7 @@ template <typename Scan>
     if (best_end > c) {
       m->start = c;
       m->end = best_end;
+      m->reach = std::min(std::max(reach, best_end), text.size());
       if (m->spans_known) m->spans = spans[best_spans];
       return true;
     }
@@ -516,23 +509,71 @@ template <typename Scan>
   }
 }
 
-bool RuleSet::find_scalar(std::string_view text, size_t from, Match* m) const {
-  return find_prefiltered<void>(text, from, m);
+[[gnu::always_inline]] inline bool RuleSet::commit(std::string_view text, const Match& m,
+                                                   Run* run) const {
+  if (m.start >= run->limit || m.end >= run->end_limit) {
+    run->held = m;
+    return false;
+  }
+  run->window -= std::min(run->window, m.reach - run->from);
+  run->out->append(text.data() + run->from, m.start - run->from);
+  expand(m, text, run->out);
+  run->from = m.end;
+  ++run->replacements;
+  run->matched |= origin_bit(m.rule);
+  return true;
+}
+
+template <typename Scan>
+[[gnu::always_inline]] inline RuleSet::RunEnd RuleSet::replace_prefiltered(std::string_view text,
+                                                                           Run* run) const {
+  for (;;) {
+    Match m;
+    if (!find_prefiltered<Scan>(text, run->from, &m)) return RunEnd::kNone;
+    if (!commit(text, m, run)) return RunEnd::kHeld;
+    if (--run->commits == 0 || run->window == 0) return RunEnd::kCheck;
+  }
+}
+
+RuleSet::RunEnd RuleSet::replace(std::string_view text, Run* run) const {
+  if (prefixes_.empty()) {
+    for (;;) {
+      Match m;
+      if (!find_joined(text, run->from, &m)) return RunEnd::kNone;
+      if (!commit(text, m, run)) return RunEnd::kHeld;
+      if (--run->commits == 0 || run->window == 0) return RunEnd::kCheck;
+    }
+  }
+#if defined(__x86_64__)
+  switch (scan_level.load(std::memory_order_relaxed)) {
+    case ScanLevel::kAvx2:
+      return replace_avx2(text, run);
+    case ScanLevel::kSsse3:
+      return replace_ssse3(text, run);
+    case ScanLevel::kScalar:
+      break;
+  }
+#endif
+  return replace_scalar(text, run);
+}
+
+RuleSet::RunEnd RuleSet::replace_scalar(std::string_view text, Run* run) const {
+  return replace_prefiltered<void>(text, run);
 }
 
 #if defined(__x86_64__)
 // One instance per instruction set; each runs only where the CPU has it.
-__attribute__((target("ssse3"))) bool RuleSet::find_ssse3(std::string_view text, size_t from,
-                                                          Match* m) const {
-  return find_prefiltered<Ssse3>(text, from, m);
+__attribute__((target("ssse3"))) RuleSet::RunEnd RuleSet::replace_ssse3(std::string_view text,
+                                                                        Run* run) const {
+  return replace_prefiltered<Ssse3>(text, run);
 }
 
-__attribute__((target("avx2"))) bool RuleSet::find_avx2(std::string_view text, size_t from,
-                                                        Match* m) const {
+__attribute__((target("avx2"))) RuleSet::RunEnd RuleSet::replace_avx2(std::string_view text,
+                                                                      Run* run) const {
 #ifndef TIDEGATE_NO_AVX2_SCAN
-  return find_prefiltered<Avx2>(text, from, m);
+  return replace_prefiltered<Avx2>(text, run);
 #else
-  return find_ssse3(text, from, m);
+  return replace_ssse3(text, run);
 #endif
 }
 #endif
@@ -546,7 +587,7 @@ void RuleSet::rule_for(std::string_view text, Match* m) const {
     // A rule whose prefix is not there cannot have matched: skip its RE2 call.
     if (!rule_prefix_.empty()) {
       const Prefix& l = prefixes_[rule_prefix_[i]];
-      if (l.sets.size() > end - start || !l.at(text, start)) continue;
+      if (l.length > end - start || !l.at(text, start)) continue;
     }
     if (const LinearRule* linear = linear_[i].get()) {
       // The joined pattern's match is the longest of all rules' at its start: a linear rule
@@ -570,35 +611,35 @@ void RuleSet::rule_for(std::string_view text, Match* m) const {
   // Unreachable: the combined pattern matched there, so some rule does.
 }
 
-void RuleSet::expand(const Match& m, std::string_view text, std::string* out) const {
+[[gnu::always_inline]] inline void RuleSet::expand(const Match& m, std::string_view text,
+                                                   std::string* out) const {
   const Rule& r = rules_[m.rule];
-  const size_t start = m.start, end = m.end;
-  const std::string_view whole = text.substr(start, end - start);
-  if (r.max_group == 0) {
-    for (const Piece& p : r.replacement) {
-      if (p.group < 0) {
-        out->append(p.literal);
-      } else {
-        out->append(whole);
-      }
-    }
+  if (r.max_group != 0 && !m.spans_known) {
+    expand_with_re2(m, text, out);
     return;
   }
-  if (m.spans_known) {
-    for (const Piece& p : r.replacement) {
-      if (p.group < 0) {
-        out->append(p.literal);
-      } else {
-        out->append(text.data() + m.spans.begin[p.group],
-                    m.spans.end[p.group] - m.spans.begin[p.group]);
-      }
+  // $0 is the match; other groups are in m.spans (only rules with groups use them).
+  for (const Piece& p : r.replacement) {
+    if (p.group < 0) {
+      out->append(p.literal);
+    } else if (p.group == 0) {
+      out->append(text.data() + m.start, m.end - m.start);
+    } else {
+      out->append(text.data() + m.spans.begin[p.group],
+                  m.spans.end[p.group] - m.spans.begin[p.group]);
     }
-    return;
   }
-  // Groups are computed only here, for rules whose replacement uses them.
+}
+
+// Groups are computed only here, for rules whose replacement uses them and whose matcher did not
+// find them (RE2 runs the rule).
+void RuleSet::expand_with_re2(const Match& m, std::string_view text, std::string* out) const {
+  const Rule& r = rules_[m.rule];
   re2::StringPiece groups[10];
   const int n = r.max_group + 1;
-  if (!r.re->Match(text, start, end, RE2::ANCHOR_BOTH, groups, n)) groups[0] = whole;
+  if (!r.re->Match(text, m.start, m.end, RE2::ANCHOR_BOTH, groups, n)) {
+    groups[0] = text.substr(m.start, m.end - m.start);
+  }
   for (const Piece& p : r.replacement) {
     if (p.group < 0) {
       out->append(p.literal);

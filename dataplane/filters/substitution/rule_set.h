@@ -91,21 +91,42 @@ class RuleSet {
     size_t start = 0;
     size_t end = 0;
     size_t rule = 0;
+    // Where the search that found the match stopped reading (at least `end`): the bytes from the
+    // search's start to here are what it cost (a rule that walked past the match to find that
+    // it ends, RE2 to the window's end).
+    size_t reach = 0;
     bool spans_known = false;
     GroupSpans spans;  // not initialized: read only when spans_known
   };
 
-  // Appends the replacement for `m` in `text` (bytes before its start and after its end are the
-  // context for assertions such as \b).
-  void expand(const Match& m, std::string_view text, std::string* out) const;
-
-  // The leftmost-longest match of any rule in text[from, size) (bytes before `from` are context):
-  // its start, end and rule (the earliest rule on a tie). With a prefilter (every rule starts
-  // with a run of known byte sets), only the rules whose prefix is at a candidate position run
-  // there, anchored (linear rules without RE2, linear_rule.h); otherwise the joined pattern
-  // searches the whole range and rule_for() names the rule.
-  bool find(std::string_view text, size_t from, Match* m) const;
   bool prefiltered() const { return !prefixes_.empty(); }
+
+  // Matches replaced one after another, the stream's inner loop (SubstitutionStream::step), in
+  // one function with the scan, so that a dense page pays no call and no scan set-up per match.
+  // Each match is the leftmost-longest of any rule in text[from, size) (bytes before `from` are
+  // context; the earliest rule wins a tie). With a prefilter (every rule starts with a run of
+  // known byte sets), only the rules whose prefix is at a candidate position run there,
+  // anchored (linear rules without RE2, linear_rule.h); otherwise the joined pattern searches
+  // the whole range and rule_for() names the rule.
+  // From `from`, each match that starts before `limit` and ends before `end_limit` has the bytes
+  // before it and its replacement appended to *out, and `from` moves past it. The run ends:
+  //   kNone  when no match is left in the text (nothing after `from` was emitted);
+  //   kHeld  at a match it may not commit (`held`);
+  //   kCheck after `commits` replacements, or once the searches of its replacements examined
+  //          `window` bytes (Match::reach), whichever comes first: the stream reads its clock.
+  struct Run {
+    std::string* out = nullptr;
+    size_t from = 0;
+    size_t limit = std::string_view::npos;
+    size_t end_limit = std::string_view::npos;
+    unsigned commits = 1;                    // at least 1; counts down
+    size_t window = std::string_view::npos;  // counts down
+    uint64_t replacements = 0;
+    RuleBits matched = 0;  // origin_bit() of each rule replaced
+    Match held;
+  };
+  enum class RunEnd { kNone, kHeld, kCheck };
+  RunEnd replace(std::string_view text, Run* run) const;
   // Rule i's linear matcher, or null when RE2 runs it (for tests).
   const LinearRule* linear(size_t i) const { return linear_[i].get(); }
 
@@ -127,30 +148,42 @@ class RuleSet {
   std::optional<std::string> build(const substitution::CompiledRules& joined,
                                    std::shared_ptr<const RE2> viable_tail = nullptr);
   void build_prefilter(const std::vector<SubstitutionRule>& valid);
-  // find() with the prefilter, compiled once per scan level (Scan: Avx2, Ssse3, or void for a
-  // byte at a time) so that the scan, its hits and the rules' dispatch make one function, without
-  // a call per candidate.
+  // The next match with the prefilter, and replace() with it: compiled once per scan level
+  // (Scan: Avx2, Ssse3, or void for a byte at a time) so that the scan, its hits, the rules'
+  // dispatch and the replacements make one function, without a call per candidate or match.
   template <typename Scan>
   bool find_prefiltered(std::string_view text, size_t from, Match* m) const;
+  template <typename Scan>
+  RunEnd replace_prefiltered(std::string_view text, Run* run) const;
+  // Appends the replacement for `m` in `text` (bytes before its start and after its end are the
+  // context for assertions such as \b); expand_with_re2 when RE2 must find its groups.
+  void expand(const Match& m, std::string_view text, std::string* out) const;
+  void expand_with_re2(const Match& m, std::string_view text, std::string* out) const;
+  // Commits `m` to `run` (false: it may not; it is held).
+  bool commit(std::string_view text, const Match& m, Run* run) const;
+  // The joined pattern's search, for a set without a prefilter.
+  bool find_joined(std::string_view text, size_t from, Match* m) const;
 #if defined(__x86_64__)
-  bool find_avx2(std::string_view text, size_t from, Match* m) const;
-  bool find_ssse3(std::string_view text, size_t from, Match* m) const;
+  RunEnd replace_avx2(std::string_view text, Run* run) const;
+  RunEnd replace_ssse3(std::string_view text, Run* run) const;
 #endif
-  bool find_scalar(std::string_view text, size_t from, Match* m) const;
+  RunEnd replace_scalar(std::string_view text, Run* run) const;
   template <typename Scan>
   size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
   // Rule i's longest match anchored at `at` (its end; `at` itself: none) and its groups when
-  // known. With `prefix_known`, rule i's prefix is known to be at `at`.
+  // known. With `prefix_known`, rule i's prefix is known to be at `at`. *reach grows to where
+  // the rule stopped reading (Match::reach).
   size_t anchored(size_t i, std::string_view text, size_t at, bool prefix_known, GroupSpans* spans,
-                  bool* spans_known) const;
+                  bool* spans_known, size_t* reach) const;
 
   // The byte sets every match of a rule begins with (its literal prefix, or its linear steps'),
   // and its fingerprint: the `width` (1 to 3) sets at `offset` that the scan looks for, chosen
   // rare in HTML and English text.
   struct Prefix {
     std::vector<ByteSet> sets;
+    size_t length = 0;  // sets.size(), kept where the hit test reads it
     size_t offset = 0;
     size_t width = 0;
     // The same test 16 bytes at a time: byte i of the text is allowed when (byte & mask) ==
@@ -185,7 +218,10 @@ class RuleSet {
   // the fingerprint's bytes; otherwise a superset, which check_hit() resolves.
   static constexpr size_t kBuckets = 8;
   static constexpr size_t kFingerprint = 3;
-  std::vector<uint16_t> bucket_prefixes_[kBuckets];
+  // The prefixes in each bucket (at most 64 rules, so at most 8 prefixes each).
+  static_assert(kMaxSubstitutionRules <= 8 * kBuckets, "a bucket holds at most 8 prefixes");
+  uint8_t bucket_prefixes_[kBuckets][8] = {};
+  uint8_t bucket_size_[kBuckets] = {};
   uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte
   // The vector test looks the two halves of each byte up apart (pshufb): byte c is allowed for
   // bucket b at index i when bit b is in nibbles_[i].lo[c & 15] and in nibbles_[i].hi[c >> 4]. A

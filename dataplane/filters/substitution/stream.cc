@@ -25,7 +25,7 @@ size_t incomplete_utf8_tail(std::string_view text, size_t from) {
 }
 
 // This thread's CPU time. A system call here (about 1 us on a VM, against 20-60 ns for the
-// monotonic clock), so it is read only for a stream under suspicion (see stop_after_commit).
+// monotonic clock), so it is read only for a stream under suspicion (see check_clock).
 std::chrono::nanoseconds real_thread_cpu_time() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -107,27 +107,39 @@ void SubstitutionStream::step(std::string_view text, bool final) {
   size_t grow = 0;
   bool grow_known = false;
   while (start_ < end) {
-    RuleSet::Match m;
-    const bool found = search(text, start_, &m);
-    const size_t s = m.start, e = m.end;
-    if (final) {
-      if (!found) break;
-      commit(text, m);
-      if (stop_after_commit(end - s)) return;
-      continue;
-    }
-    if (!grow_known || grow < start_) {
+    if (!final && (!grow_known || grow < start_)) {
       grow = leftmost_viable(text, start_);
       grow_known = true;
     }
-    // A match reaching the window's end saw no byte after it (for \b or $) and may grow; it is
-    // also viable, so `s < grow` already excludes it. The test on `e` is belt and braces.
-    if (found && s < grow && e < end) {
-      commit(text, m);
-      if (stop_after_commit(end - s)) return;
+    // Matches are committed while they start before `grow`. A match reaching the window's end
+    // saw no byte after it (for \b or $) and may grow; it is also viable, so `grow` already
+    // holds it back. The end limit is belt and braces.
+    RuleSet::Run run;
+    run.out = out_;
+    run.from = start_;
+    if (!final) {
+      run.limit = grow;
+      run.end_limit = end;
+    }
+    run.commits = options_.clock_check_commits > commits_unchecked_
+                      ? options_.clock_check_commits - commits_unchecked_
+                      : 1;
+    run.window = kWindowPerCheck - window_unchecked_;
+    const size_t out_before = out_->size();
+    const RuleSet::RunEnd ended = rules_->replace(text, &run);
+    stats_.bytes_out += out_->size() - out_before;
+    stats_.replacements += run.replacements;
+    stats_.rules_matched |= run.matched;
+    commits_unchecked_ += static_cast<unsigned>(run.replacements);
+    window_unchecked_ = kWindowPerCheck - run.window;
+    start_ = run.from;
+    if (ended == RuleSet::RunEnd::kCheck) {
+      if (check_clock()) return;
       continue;
     }
-    const size_t hold = found ? std::min(grow, s) : grow;
+    if (final) break;             // no match is left
+    if (grow < start_) continue;  // a match went past `grow`: learn it anew, then search again
+    const size_t hold = ended == RuleSet::RunEnd::kHeld ? std::min(grow, run.held.start) : grow;
     emit(text, start_, hold);
     start_ = hold;
     return;
@@ -147,10 +159,10 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
   return nanoseconds(base + per_byte * static_cast<nanoseconds::rep>(bytes));
 }
 
-// A search from a position may scan to the window's end (a longest match is only known once
-// every rule has died), so `window` (the bytes after the last match's start) bounds what the
-// last search cost. The clock is read when clock_check_commits replacements or 64 KiB of window
-// have gone by.
+// A search from a position may scan far past its match (a longest match is only known once
+// every rule has died: RE2 may read to the window's end), so what the searches examined
+// (RuleSet::Match::reach) bounds what they cost. The clock is read when clock_check_commits
+// replacements or kWindowPerCheck bytes examined have gone by (RuleSet::replace counts both).
 //
 // The budget is first judged on the monotonic clock (cheap, but it also counts the time the
 // thread was not running: a CFS throttle under a CPU limit, a busy machine). Past it, the stream
@@ -158,11 +170,7 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
 // abandoned once that CPU time exceeds the budget for the bytes received since. A stall inside a
 // call therefore never costs an ordinary body its replacements; a quadratic rule set spends at
 // most twice its budget.
-bool SubstitutionStream::stop_after_commit(size_t window) {
-  window_unchecked_ += window;
-  if (++commits_unchecked_ < options_.clock_check_commits && window_unchecked_ < 64 * 1024) {
-    return false;
-  }
+bool SubstitutionStream::check_clock() {
   commits_unchecked_ = 0;
   window_unchecked_ = 0;
   const auto now = options_.now();
@@ -199,10 +207,6 @@ void SubstitutionStream::overflow(std::string_view text) {
   ++stats_.forced_releases;
 }
 
-bool SubstitutionStream::search(std::string_view text, size_t from, RuleSet::Match* m) const {
-  return rules_->find(text, from, m);
-}
-
 size_t SubstitutionStream::leftmost_viable(std::string_view text, size_t from) const {
   const size_t limit = text.size() - incomplete_utf8_tail(text, from);
   if (from >= limit) return from;
@@ -217,16 +221,6 @@ void SubstitutionStream::emit(std::string_view text, size_t from, size_t to) {
   if (to <= from) return;
   out_->append(text.data() + from, to - from);
   stats_.bytes_out += to - from;
-}
-
-void SubstitutionStream::commit(std::string_view text, const RuleSet::Match& m) {
-  emit(text, start_, m.start);
-  const size_t before = out_->size();
-  rules_->expand(m, text, out_);
-  stats_.bytes_out += out_->size() - before;
-  ++stats_.replacements;
-  stats_.rules_matched |= rules_->origin_bit(m.rule);
-  start_ = m.end;
 }
 
 // Drops emitted bytes but the last one (the context for assertions at start_). Only when they

@@ -80,7 +80,7 @@ class SubstitutionStream {
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
   // while queued input remains or the end has not been flushed: call again, after yielding. Once
   // the call has run `time_limit`, it returns early, at the next check (after at least one
-  // replacement; checks come every 16 replacements or 64 KiB of window searched), so that no
+  // replacement; checks come every 16 replacements or 64 KiB of text examined), so that no
   // single call runs long whatever the rules cost per byte. stats().engine_time grows by the
   // call's duration.
   bool process(size_t max_bytes,
@@ -112,18 +112,17 @@ class SubstitutionStream {
 
  private:
   void run(bool final);
-  // After a replacement: whether this call must return now (deadline reached, or the budget
-  // spent: then the stream is abandoned). Reads the clock only every so often.
-  bool stop_after_commit(size_t window);
+  // After clock_check_commits replacements or kWindowPerCheck bytes searched: whether this call
+  // must return now (deadline reached, or the budget spent: then the stream is abandoned).
+  bool check_clock();
+  static constexpr size_t kWindowPerCheck = 64 * 1024;
   void abandon();
   // cpu_budget + cpu_budget_per_byte * bytes, saturated.
   std::chrono::nanoseconds budget_for(uint64_t bytes) const;
   void step(std::string_view text, bool final);
   void overflow(std::string_view text);
-  bool search(std::string_view text, size_t from, RuleSet::Match* m) const;
   size_t leftmost_viable(std::string_view text, size_t from) const;
   void emit(std::string_view text, size_t from, size_t to);
-  void commit(std::string_view text, const RuleSet::Match& m);
   void compact();
 
   std::shared_ptr<const RuleSet> rules_;
@@ -138,7 +137,7 @@ class SubstitutionStream {
   bool finished_ = false;
   bool done_ = false;
   // The current process() call: when it began, its deadline, whether it stopped early, and the
-  // work since the clock was last read (replacements, bytes of window searched).
+  // work since the clock was last read (replacements, bytes examined by their searches).
   Clock::time_point call_began_{};
   Clock::time_point deadline_{};
   bool interrupted_ = false;

@@ -334,7 +334,11 @@ struct StagedClocks {
   static inline std::chrono::nanoseconds mono_step{0};
   static inline std::chrono::nanoseconds cpu_step{0};
   static inline int cpu_reads = 0;
-  static std::chrono::steady_clock::time_point now() { return mono += mono_step; }
+  static inline int mono_reads = 0;
+  static std::chrono::steady_clock::time_point now() {
+    ++mono_reads;
+    return mono += mono_step;
+  }
   static std::chrono::nanoseconds thread_cpu_time() {
     ++cpu_reads;
     return cpu += cpu_step;
@@ -344,6 +348,7 @@ struct StagedClocks {
     StagedClocks::mono_step = mono_step;
     StagedClocks::cpu_step = cpu_step;
     cpu_reads = 0;
+    mono_reads = 0;
     SubstitutionStreamOptions o;
     o.clock_check_commits = 1;
     o.now = &StagedClocks::now;
@@ -390,6 +395,44 @@ TEST(SubstitutionStreamTest, CpuTimeBeyondTheBudgetAbandons) {
   std::string rest;
   for (int i = 12; i < 1000; ++i) rest += "ab";
   EXPECT_EQ(out, std::string(12, 'X') + rest);
+}
+
+// Reads of the monotonic clock for `body` through `rules` in one window, with the clock read only
+// for the bytes searched (clock_check_commits out of reach); *replacements: how many were made.
+int clock_reads_for(const Rules& rules, const std::string& body, uint64_t* replacements) {
+  SubstitutionStreamOptions o =
+      StagedClocks::options(std::chrono::nanoseconds(0), std::chrono::nanoseconds(0));
+  o.clock_check_commits = 1000000;
+  std::string out;
+  SubstitutionStream s(compile_ok(rules), &out, o);
+  s.write(body);
+  s.finish();
+  while (s.process(body.size())) {
+  }
+  *replacements = s.stats().replacements;
+  return StagedClocks::mono_reads;
+}
+
+// Besides every clock_check_commits replacements, the clock is read once the searches of the
+// replacements have examined 64 KiB, what bounds their cost. A dense body needs no more reads
+// than that: "ab" x 32,768 examines about 3 bytes per match (the clock was read at nearly every
+// match when each counted the whole window after it). The quadratic rules above still read it
+// about every 64 KiB searched: each search from an x walks x[^!]* to the window's end.
+TEST(SubstitutionStreamTest, ClockReadsFollowTheBytesSearched) {
+  uint64_t replacements = 0;
+  std::string dense;
+  for (int i = 0; i < 32768; ++i) dense += "ab";
+  const int dense_reads = clock_reads_for({{"ab", "X", ""}}, dense, &replacements);
+  EXPECT_EQ(replacements, 32768u);
+  EXPECT_LE(dense_reads, 6);  // the call's start and end, and 32,768 x 3 bytes / 64 KiB
+  const std::string xs(16 * 1024, 'x');
+  const int quadratic_reads =
+      clock_reads_for({{"x", "y", ""}, {"x[^!]*!", "z", ""}}, xs, &replacements);
+  EXPECT_EQ(replacements, xs.size());
+  // 16 Ki searches of 8 Ki bytes on average: 2,048 times 64 KiB, less what each check's last
+  // search examined past 64 KiB (not carried over).
+  EXPECT_GE(quadratic_reads, 1700);
+  EXPECT_LE(quadratic_reads, 2100);
 }
 
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
