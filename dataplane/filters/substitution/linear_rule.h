@@ -71,8 +71,8 @@ class LinearRule {
   // meets a step that is not exact (ask RE2).
   // With `prefix_known`, the caller has checked that prefix() lies at `at` (the prefilter
   // does): the steps it covers are not walked again.
-  // On kNoMatch, *end is where the walk stopped (the bytes a search walked bound its cost:
-  // RuleSet::Match::reach).
+  // On kNoMatch, *end is where the walk stopped (the bytes a search walked are its cost:
+  // RuleSet::Match::examined).
   Result match(std::string_view text, size_t at, size_t* end, GroupSpans* groups,
                bool prefix_known = false) const;
 

@@ -427,13 +427,13 @@ template <typename Scan>
 
 [[gnu::always_inline]] inline size_t RuleSet::anchored(size_t i, std::string_view text, size_t at,
                                                        bool prefix_known, GroupSpans* spans,
-                                                       bool* spans_known, size_t* reach) const {
+                                                       bool* spans_known, size_t* examined) const {
   *spans_known = false;
   if (prefix_known && fixed_length_[i] != 0) {
     // The prefilter compared the whole rule: only its \b are left to check.
     const LinearRule& linear = *linear_[i];
     const size_t end = at + fixed_length_[i];
-    *reach = std::max(*reach, end + 1);  // a trailing \b reads the byte after the match
+    *examined += fixed_length_[i] + 1;  // a trailing \b reads the byte after the match
     if (linear.lead_boundary() && !LinearRule::word_boundary(text, at)) return at;
     if (linear.trail_boundary() && !LinearRule::word_boundary(text, end)) return at;
     return end;
@@ -443,14 +443,14 @@ template <typename Scan>
     const bool want_spans = rules_[i].max_group > 0;
     const auto result = linear->match(text, at, &end, want_spans ? spans : nullptr, prefix_known);
     if (result != LinearRule::Result::kUnknown) {
-      // The walk read the byte that stopped it.
-      *reach = std::max(*reach, end + 1);
+      // The walk read up to the byte that stopped it.
+      *examined += end + 1 - at;
       if (result == LinearRule::Result::kNoMatch) return at;
       *spans_known = want_spans;
       return end;
     }
   }
-  *reach = text.size();  // RE2 may read to the end before it knows the longest match
+  *examined += text.size() - at;  // RE2 may read to the end before it knows the longest match
   re2::StringPiece m;
   if (!rules_[i].re->Match(text, at, text.size(), RE2::ANCHOR_START, &m, 1)) return at;
   return at + m.size();
@@ -461,7 +461,7 @@ bool RuleSet::find_joined(std::string_view text, size_t from, Match* m) const {
   if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &found, 1)) return false;
   m->start = static_cast<size_t>(found.data() - text.data());
   m->end = m->start + found.size();
-  m->reach = text.size();
+  m->examined = text.size() - from;
   rule_for(text, m);
   return true;
 }
@@ -475,7 +475,7 @@ template <typename Scan>
 [[gnu::always_inline]] inline bool RuleSet::find_prefiltered(std::string_view text, size_t from,
                                                              Match* m) const {
   GroupSpans spans[2];
-  size_t reach = from;
+  size_t examined = 0;  // by the rules at candidates
   for (size_t at = from;;) {
     uint64_t here = 0;
     const size_t c = next_candidate<Scan>(text, at, &here);
@@ -490,7 +490,7 @@ template <typename Scan>
       const auto i = static_cast<size_t>(__builtin_ctzll(candidates));
       bool known = false;
       // The rule's own prefix is there: check_hit compared it.
-      const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known, &reach);
+      const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known, &examined);
       if (e > best_end) {
         best_end = e;
         m->rule = i;
@@ -501,7 +501,7 @@ template <typename Scan>
     if (best_end > c) {
       m->start = c;
       m->end = best_end;
-      m->reach = std::min(std::max(reach, best_end), text.size());
+      m->examined = examined + (c - from);
       if (m->spans_known) m->spans = spans[best_spans];
       return true;
     }
@@ -509,19 +509,22 @@ template <typename Scan>
   }
 }
 
-[[gnu::always_inline]] inline bool RuleSet::commit(std::string_view text, const Match& m,
-                                                   Run* run) const {
+[[gnu::always_inline]] inline std::optional<RuleSet::RunEnd> RuleSet::commit(std::string_view text,
+                                                                             const Match& m,
+                                                                             Run* run) const {
   if (m.start >= run->limit || m.end >= run->end_limit) {
-    run->held = m;
-    return false;
+    run->held_start = m.start;
+    return RunEnd::kHeld;
   }
-  run->window -= std::min(run->window, m.reach - run->from);
+  run->window -= std::min(run->window, m.examined);
   run->out->append(text.data() + run->from, m.start - run->from);
   expand(m, text, run->out);
   run->from = m.end;
   ++run->replacements;
   run->matched |= origin_bit(m.rule);
-  return true;
+  if (--run->commits == 0 || run->window == 0) return RunEnd::kCheck;
+  if (run->from > run->limit) return RunEnd::kRegrow;
+  return std::nullopt;
 }
 
 template <typename Scan>
@@ -530,8 +533,7 @@ template <typename Scan>
   for (;;) {
     Match m;
     if (!find_prefiltered<Scan>(text, run->from, &m)) return RunEnd::kNone;
-    if (!commit(text, m, run)) return RunEnd::kHeld;
-    if (--run->commits == 0 || run->window == 0) return RunEnd::kCheck;
+    if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
   }
 }
 
@@ -540,8 +542,7 @@ RuleSet::RunEnd RuleSet::replace(std::string_view text, Run* run) const {
     for (;;) {
       Match m;
       if (!find_joined(text, run->from, &m)) return RunEnd::kNone;
-      if (!commit(text, m, run)) return RunEnd::kHeld;
-      if (--run->commits == 0 || run->window == 0) return RunEnd::kCheck;
+      if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
     }
   }
 #if defined(__x86_64__)

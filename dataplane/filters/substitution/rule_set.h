@@ -91,10 +91,10 @@ class RuleSet {
     size_t start = 0;
     size_t end = 0;
     size_t rule = 0;
-    // Where the search that found the match stopped reading (at least `end`): the bytes from the
-    // search's start to here are what it cost (a rule that walked past the match to find that
-    // it ends, RE2 to the window's end).
-    size_t reach = 0;
+    // The bytes the search that found the match examined, what it cost: those scanned from where
+    // it began to the match, plus what each rule tried at a candidate read (a walk up to the
+    // byte that stopped it, RE2 to the window's end).
+    size_t examined = 0;
     bool spans_known = false;
     GroupSpans spans;  // not initialized: read only when spans_known
   };
@@ -110,10 +110,12 @@ class RuleSet {
   // the whole range and rule_for() names the rule.
   // From `from`, each match that starts before `limit` and ends before `end_limit` has the bytes
   // before it and its replacement appended to *out, and `from` moves past it. The run ends:
-  //   kNone  when no match is left in the text (nothing after `from` was emitted);
-  //   kHeld  at a match it may not commit (`held`);
-  //   kCheck after `commits` replacements, or once the searches of its replacements examined
-  //          `window` bytes (Match::reach), whichever comes first: the stream reads its clock.
+  //   kNone   when no match is left in the text (nothing after `from` was emitted);
+  //   kHeld   at a match it may not commit (it starts at `held_start`);
+  //   kCheck  after `commits` replacements, or once the searches of its replacements examined
+  //           `window` bytes (Match::examined), whichever comes first: the stream reads its
+  //           clock (a window of 0: after the first replacement);
+  //   kRegrow after a replacement that ends past `limit` (the caller learns its limit anew).
   struct Run {
     std::string* out = nullptr;
     size_t from = 0;
@@ -123,9 +125,9 @@ class RuleSet {
     size_t window = std::string_view::npos;  // counts down
     uint64_t replacements = 0;
     RuleBits matched = 0;  // origin_bit() of each rule replaced
-    Match held;
+    size_t held_start = 0;
   };
-  enum class RunEnd { kNone, kHeld, kCheck };
+  enum class RunEnd { kNone, kHeld, kCheck, kRegrow };
   RunEnd replace(std::string_view text, Run* run) const;
   // Rule i's linear matcher, or null when RE2 runs it (for tests).
   const LinearRule* linear(size_t i) const { return linear_[i].get(); }
@@ -159,8 +161,8 @@ class RuleSet {
   // context for assertions such as \b); expand_with_re2 when RE2 must find its groups.
   void expand(const Match& m, std::string_view text, std::string* out) const;
   void expand_with_re2(const Match& m, std::string_view text, std::string* out) const;
-  // Commits `m` to `run` (false: it may not; it is held).
-  bool commit(std::string_view text, const Match& m, Run* run) const;
+  // Commits `m` to `run`, or holds it; how the run ends after it, or nothing if it goes on.
+  std::optional<RunEnd> commit(std::string_view text, const Match& m, Run* run) const;
   // The joined pattern's search, for a set without a prefilter.
   bool find_joined(std::string_view text, size_t from, Match* m) const;
 #if defined(__x86_64__)
@@ -173,10 +175,10 @@ class RuleSet {
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
   // Rule i's longest match anchored at `at` (its end; `at` itself: none) and its groups when
-  // known. With `prefix_known`, rule i's prefix is known to be at `at`. *reach grows to where
-  // the rule stopped reading (Match::reach).
+  // known. With `prefix_known`, rule i's prefix is known to be at `at`. *examined grows by the
+  // bytes the rule read (Match::examined).
   size_t anchored(size_t i, std::string_view text, size_t at, bool prefix_known, GroupSpans* spans,
-                  bool* spans_known, size_t* reach) const;
+                  bool* spans_known, size_t* examined) const;
 
   // The byte sets every match of a rule begins with (its literal prefix, or its linear steps'),
   // and its fingerprint: the `width` (1 to 3) sets at `offset` that the scan looks for, chosen

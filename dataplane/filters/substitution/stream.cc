@@ -110,6 +110,8 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     if (!final && (!grow_known || grow < start_)) {
       grow = leftmost_viable(text, start_);
       grow_known = true;
+      // RE2 runs backwards from the window's end: it may read everything from start_ on.
+      window_unchecked_ += end - start_;
     }
     // Matches are committed while they start before `grow`. A match reaching the window's end
     // saw no byte after it (for \b or $) and may grow; it is also viable, so `grow` already
@@ -124,7 +126,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     run.commits = options_.clock_check_commits > commits_unchecked_
                       ? options_.clock_check_commits - commits_unchecked_
                       : 1;
-    run.window = kWindowPerCheck - window_unchecked_;
+    run.window = kWindowPerCheck - std::min(window_unchecked_, kWindowPerCheck);
     const size_t out_before = out_->size();
     const RuleSet::RunEnd ended = rules_->replace(text, &run);
     stats_.bytes_out += out_->size() - out_before;
@@ -137,9 +139,9 @@ void SubstitutionStream::step(std::string_view text, bool final) {
       if (check_clock()) return;
       continue;
     }
-    if (final) break;             // no match is left
-    if (grow < start_) continue;  // a match went past `grow`: learn it anew, then search again
-    const size_t hold = ended == RuleSet::RunEnd::kHeld ? std::min(grow, run.held.start) : grow;
+    if (ended == RuleSet::RunEnd::kRegrow) continue;  // a match ended past `grow`: learn it anew
+    if (final) break;                                 // no match is left
+    const size_t hold = ended == RuleSet::RunEnd::kHeld ? std::min(grow, run.held_start) : grow;
     emit(text, start_, hold);
     start_ = hold;
     return;
@@ -159,10 +161,12 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
   return nanoseconds(base + per_byte * static_cast<nanoseconds::rep>(bytes));
 }
 
-// A search from a position may scan far past its match (a longest match is only known once
-// every rule has died: RE2 may read to the window's end), so what the searches examined
-// (RuleSet::Match::reach) bounds what they cost. The clock is read when clock_check_commits
-// replacements or kWindowPerCheck bytes examined have gone by (RuleSet::replace counts both).
+// A search from a position may read far past its match (a longest match is only known once
+// every rule has died: RE2 may read to the window's end), and so may the search for the window's
+// viable point (leftmost_viable), so the bytes they examined (RuleSet::Match::examined, the
+// window after start_ for leftmost_viable) are what they cost. The clock is read when
+// clock_check_commits replacements or kWindowPerCheck bytes examined have gone by, after a
+// replacement (RuleSet::replace counts both), so that every call makes progress.
 //
 // The budget is first judged on the monotonic clock (cheap, but it also counts the time the
 // thread was not running: a CFS throttle under a CPU limit, a busy machine). Past it, the stream

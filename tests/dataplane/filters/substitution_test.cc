@@ -399,14 +399,16 @@ TEST(SubstitutionStreamTest, CpuTimeBeyondTheBudgetAbandons) {
 
 // Reads of the monotonic clock for `body` through `rules` in one window, with the clock read only
 // for the bytes searched (clock_check_commits out of reach); *replacements: how many were made.
-int clock_reads_for(const Rules& rules, const std::string& body, uint64_t* replacements) {
+// With `final`, the window is the body's end; otherwise more may follow.
+int clock_reads_for(const Rules& rules, const std::string& body, uint64_t* replacements,
+                    bool final = true) {
   SubstitutionStreamOptions o =
       StagedClocks::options(std::chrono::nanoseconds(0), std::chrono::nanoseconds(0));
   o.clock_check_commits = 1000000;
   std::string out;
   SubstitutionStream s(compile_ok(rules), &out, o);
   s.write(body);
-  s.finish();
+  if (final) s.finish();
   while (s.process(body.size())) {
   }
   *replacements = s.stats().replacements;
@@ -416,8 +418,9 @@ int clock_reads_for(const Rules& rules, const std::string& body, uint64_t* repla
 // Besides every clock_check_commits replacements, the clock is read once the searches of the
 // replacements have examined 64 KiB, what bounds their cost. A dense body needs no more reads
 // than that: "ab" x 32,768 examines about 3 bytes per match (the clock was read at nearly every
-// match when each counted the whole window after it). The quadratic rules above still read it
-// about every 64 KiB searched: each search from an x walks x[^!]* to the window's end.
+// match when each counted the whole window after it). Rules that make the searches long still
+// read it about every 64 KiB searched: at the body's end, each search from an x walks x[^!]* to
+// the window's end; before it, each replacement moves the window's viable point.
 TEST(SubstitutionStreamTest, ClockReadsFollowTheBytesSearched) {
   uint64_t replacements = 0;
   std::string dense;
@@ -433,6 +436,16 @@ TEST(SubstitutionStreamTest, ClockReadsFollowTheBytesSearched) {
   // search examined past 64 KiB (not carried over).
   EXPECT_GE(quadratic_reads, 1700);
   EXPECT_LE(quadratic_reads, 2100);
+  // Where more may follow, each b can still grow into b[^!]*!, so each ab replaced ends past the
+  // viable point, which is searched for again (backwards from the window's end, over all of it):
+  // 4,096 searches of 4 KiB on average, 256 times 64 KiB.
+  std::string abs;
+  for (int i = 0; i < 4096; ++i) abs += "ab";
+  const int regrow_reads =
+      clock_reads_for({{"ab", "X", ""}, {"b[^!]*!", "Y", ""}}, abs, &replacements, false);
+  EXPECT_EQ(replacements, 4095u);  // the last ab waits: its b may grow
+  EXPECT_GE(regrow_reads, 200);
+  EXPECT_LE(regrow_reads, 300);
 }
 
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
