@@ -80,9 +80,9 @@ class SubstitutionStream {
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
   // while queued input remains or the end has not been flushed: call again, after yielding. Once
   // the call has run `time_limit`, it returns early, at the next check (after at least one
-  // replacement; checks come every 16 replacements or 64 KiB of text examined), so that no
-  // single call runs long whatever the rules cost per byte. stats().engine_time grows by the
-  // call's duration.
+  // replacement; checks come every clock_check_commits replacements or kWindowPerCheck bytes
+  // examined by the searches), so that no single call runs long whatever the rules cost per
+  // byte. stats().engine_time grows by the call's duration.
   bool process(size_t max_bytes,
                std::chrono::nanoseconds time_limit = std::chrono::nanoseconds::max());
 
