@@ -458,10 +458,10 @@ template <typename Scan>
 
 bool RuleSet::find_joined(std::string_view text, size_t from, Match* m) const {
   re2::StringPiece found;
+  m->examined = text.size() - from;
   if (!combined_->Match(text, from, text.size(), RE2::UNANCHORED, &found, 1)) return false;
   m->start = static_cast<size_t>(found.data() - text.data());
   m->end = m->start + found.size();
-  m->examined = text.size() - from;
   rule_for(text, m);
   return true;
 }
@@ -479,7 +479,10 @@ template <typename Scan>
   for (size_t at = from;;) {
     uint64_t here = 0;
     const size_t c = next_candidate<Scan>(text, at, &here);
-    if (c == std::string_view::npos) return false;
+    if (c == std::string_view::npos) {
+      m->examined = examined + (text.size() - from);
+      return false;
+    }
     size_t best_end = c;
     int best_spans = 0;
     RuleBits candidates = 0;
@@ -514,6 +517,7 @@ template <typename Scan>
                                                                              Run* run) const {
   if (m.start >= run->limit || m.end >= run->end_limit) {
     run->held_start = m.start;
+    run->last_examined = m.examined;
     return RunEnd::kHeld;
   }
   run->window -= std::min(run->window, m.examined);
@@ -532,7 +536,10 @@ template <typename Scan>
                                                                            Run* run) const {
   for (;;) {
     Match m;
-    if (!find_prefiltered<Scan>(text, run->from, &m)) return RunEnd::kNone;
+    if (!find_prefiltered<Scan>(text, run->from, &m)) {
+      run->last_examined = m.examined;
+      return RunEnd::kNone;
+    }
     if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
   }
 }
@@ -541,7 +548,10 @@ RuleSet::RunEnd RuleSet::replace(std::string_view text, Run* run) const {
   if (prefixes_.empty()) {
     for (;;) {
       Match m;
-      if (!find_joined(text, run->from, &m)) return RunEnd::kNone;
+      if (!find_joined(text, run->from, &m)) {
+        run->last_examined = m.examined;
+        return RunEnd::kNone;
+      }
       if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
     }
   }

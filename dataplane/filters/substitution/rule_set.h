@@ -93,7 +93,7 @@ class RuleSet {
     size_t rule = 0;
     // The bytes the search that found the match examined, what it cost: those scanned from where
     // it began to the match, plus what each rule tried at a candidate read (a walk up to the
-    // byte that stopped it, RE2 to the window's end).
+    // byte that stopped it, RE2 to the window's end). Set also by a search that found nothing.
     size_t examined = 0;
     bool spans_known = false;
     GroupSpans spans;  // not initialized: read only when spans_known
@@ -126,6 +126,8 @@ class RuleSet {
     uint64_t replacements = 0;
     RuleBits matched = 0;  // origin_bit() of each rule replaced
     size_t held_start = 0;
+    // kNone, kHeld: the bytes examined by the search that ended the run (Match::examined).
+    size_t last_examined = 0;
   };
   enum class RunEnd { kNone, kHeld, kCheck, kRegrow };
   RunEnd replace(std::string_view text, Run* run) const;

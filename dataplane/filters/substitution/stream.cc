@@ -136,11 +136,17 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     window_unchecked_ = kWindowPerCheck - run.window;
     start_ = run.from;
     if (ended == RuleSet::RunEnd::kCheck) {
-      if (check_clock()) return;
+      if (check_clock(true)) return;
       continue;
     }
     if (ended == RuleSet::RunEnd::kRegrow) continue;  // a match ended past `grow`: learn it anew
-    if (final) break;                                 // no match is left
+    // The run's last search found nothing it may replace, and it may have been long (failing
+    // candidates that each walk to the window's end): it counts too. The budget is judged here
+    // (a stream whose searches never replace anything is still abandoned), but the call is not
+    // cut: it has no replacement to resume after, and it is done anyway.
+    window_unchecked_ += run.last_examined;
+    if (window_unchecked_ >= kWindowPerCheck && check_clock(false)) return;
+    if (final) break;  // no match is left
     const size_t hold = ended == RuleSet::RunEnd::kHeld ? std::min(grow, run.held_start) : grow;
     emit(text, start_, hold);
     start_ = hold;
@@ -174,7 +180,7 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
 // abandoned once that CPU time exceeds the budget for the bytes received since. A stall inside a
 // call therefore never costs an ordinary body its replacements; a quadratic rule set spends at
 // most twice its budget.
-bool SubstitutionStream::check_clock() {
+bool SubstitutionStream::check_clock(bool may_interrupt) {
   commits_unchecked_ = 0;
   window_unchecked_ = 0;
   const auto now = options_.now();
@@ -190,7 +196,7 @@ bool SubstitutionStream::check_clock() {
     abandon();
     return true;
   }
-  if (now >= deadline_) {
+  if (may_interrupt && now >= deadline_) {
     interrupted_ = true;
     return true;
   }

@@ -113,8 +113,9 @@ class SubstitutionStream {
  private:
   void run(bool final);
   // After clock_check_commits replacements or kWindowPerCheck bytes searched: whether this call
-  // must return now (deadline reached, or the budget spent: then the stream is abandoned).
-  bool check_clock();
+  // must return now (the budget spent: then the stream is abandoned; or, `may_interrupt`, its
+  // deadline reached).
+  bool check_clock(bool may_interrupt);
   static constexpr size_t kWindowPerCheck = 64 * 1024;
   void abandon();
   // cpu_budget + cpu_budget_per_byte * bytes, saturated.

@@ -448,6 +448,39 @@ TEST(SubstitutionStreamTest, ClockReadsFollowTheBytesSearched) {
   EXPECT_LE(regrow_reads, 300);
 }
 
+// Searches that never find anything to replace still count against the budget. Each x can start
+// x[^!]*!, so every search walks from each x to the window's end and fails (quadratic in the
+// window), and the x are held as they may still grow. No replacement ever happens, so no check
+// came after one: the budget was never judged, and each chunk paid the whole window again. Now
+// the search that ends a step counts, and the stream gives up: everything goes out unmodified.
+TEST(SubstitutionStreamTest, SearchesWithoutReplacementsCountAgainstTheBudget) {
+  SubstitutionStreamOptions o =
+      StagedClocks::options(std::chrono::milliseconds(10), std::chrono::milliseconds(10));
+  o.max_buffer = 4096;  // the window stays small: each search walks at most ~5 KiB per x
+  std::string out;
+  SubstitutionStream s(compile_ok({{"x[^!]*!", "y", ""}}), &out, o);
+  const std::string chunk(1024, 'x');
+  int chunks = 0;
+  while (!s.abandoned() && chunks < 64) {
+    s.write(chunk);
+    while (s.process(chunk.size())) {
+    }
+    ++chunks;
+  }
+  EXPECT_TRUE(s.abandoned());
+  // 10 ms of each clock per read against 50 ms + 1 us per byte: suspect after a few chunks,
+  // abandoned a few later.
+  EXPECT_LT(chunks, 20);
+  s.write("!");
+  s.finish();
+  EXPECT_FALSE(s.process(1 << 20));
+  // Every x went out as it came, then the "!" (x...x! would have been one replacement).
+  EXPECT_EQ(out.size(), 1024 * static_cast<size_t>(chunks) + 1);
+  EXPECT_EQ(out.find_first_not_of('x'), out.size() - 1);
+  EXPECT_EQ(out.back(), '!');
+  EXPECT_EQ(s.stats().replacements, 0u);
+}
+
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
   std::string out;
   SubstitutionStream s(nullptr, &out);
