@@ -143,7 +143,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     // The run's last search found nothing it may replace, and it may have been long (failing
     // candidates that each walk to the window's end): it counts too. The budget is judged here
     // (a stream whose searches never replace anything is still abandoned), but the call is not
-    // cut: it has no replacement to resume after, and it is done anyway.
+    // cut: it has no replacement to resume after, and a call cut here would only search again.
     window_unchecked_ += run.last_examined;
     if (window_unchecked_ >= kWindowPerCheck && check_clock(false)) return;
     if (final) break;  // no match is left
@@ -172,14 +172,15 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
 // viable point (leftmost_viable), so the bytes they examined (RuleSet::Match::examined, the
 // window after start_ for leftmost_viable) are what they cost. The clock is read when
 // clock_check_commits replacements or kWindowPerCheck bytes examined have gone by, after a
-// replacement (RuleSet::replace counts both), so that every call makes progress.
+// replacement (RuleSet::replace counts both), so that every call makes progress; and after the
+// last search of a step once kWindowPerCheck bytes are counted, for the budget only (see step).
 //
 // The budget is first judged on the monotonic clock (cheap, but it also counts the time the
 // thread was not running: a CFS throttle under a CPU limit, a busy machine). Past it, the stream
 // is only suspect: from then on its calls are also timed on the thread's CPU clock, and it is
 // abandoned once that CPU time exceeds the budget for the bytes received since. A stall inside a
-// call therefore never costs an ordinary body its replacements; a quadratic rule set spends at
-// most twice its budget.
+// call therefore never costs an ordinary body its replacements; a quadratic rule set spends about
+// twice its budget, plus the search in progress when it is judged (a search is not cut).
 bool SubstitutionStream::check_clock(bool may_interrupt) {
   commits_unchecked_ = 0;
   window_unchecked_ = 0;
