@@ -532,11 +532,17 @@ template <typename Scan>
 }
 
 template <typename Scan>
-[[gnu::always_inline]] inline RuleSet::RunEnd RuleSet::replace_prefiltered(std::string_view text,
-                                                                           Run* run) const {
+[[gnu::always_inline]] inline RuleSet::RunEnd RuleSet::replace_each(std::string_view text,
+                                                                    Run* run) const {
   for (;;) {
     Match m;
-    if (!find_prefiltered<Scan>(text, run->from, &m)) {
+    bool found;
+    if constexpr (std::is_same_v<Scan, JoinedPattern>) {
+      found = find_joined(text, run->from, &m);
+    } else {
+      found = find_prefiltered<Scan>(text, run->from, &m);
+    }
+    if (!found) {
       run->last_examined = m.examined;
       return RunEnd::kNone;
     }
@@ -545,16 +551,7 @@ template <typename Scan>
 }
 
 RuleSet::RunEnd RuleSet::replace(std::string_view text, Run* run) const {
-  if (prefixes_.empty()) {
-    for (;;) {
-      Match m;
-      if (!find_joined(text, run->from, &m)) {
-        run->last_examined = m.examined;
-        return RunEnd::kNone;
-      }
-      if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
-    }
-  }
+  if (prefixes_.empty()) return replace_each<JoinedPattern>(text, run);
 #if defined(__x86_64__)
   switch (scan_level.load(std::memory_order_relaxed)) {
     case ScanLevel::kAvx2:
@@ -569,20 +566,20 @@ RuleSet::RunEnd RuleSet::replace(std::string_view text, Run* run) const {
 }
 
 RuleSet::RunEnd RuleSet::replace_scalar(std::string_view text, Run* run) const {
-  return replace_prefiltered<void>(text, run);
+  return replace_each<void>(text, run);
 }
 
 #if defined(__x86_64__)
 // One instance per instruction set; each runs only where the CPU has it.
 __attribute__((target("ssse3"))) RuleSet::RunEnd RuleSet::replace_ssse3(std::string_view text,
                                                                         Run* run) const {
-  return replace_prefiltered<Ssse3>(text, run);
+  return replace_each<Ssse3>(text, run);
 }
 
 __attribute__((target("avx2"))) RuleSet::RunEnd RuleSet::replace_avx2(std::string_view text,
                                                                       Run* run) const {
 #ifndef TIDEGATE_NO_AVX2_SCAN
-  return replace_prefiltered<Avx2>(text, run);
+  return replace_each<Avx2>(text, run);
 #else
   return replace_ssse3(text, run);
 #endif

@@ -155,10 +155,12 @@ class RuleSet {
   // The next match with the prefilter, and replace() with it: compiled once per scan level
   // (Scan: Avx2, Ssse3, or void for a byte at a time) so that the scan, its hits, the rules'
   // dispatch and the replacements make one function, without a call per candidate or match.
+  // replace_each<JoinedPattern> finds each match with find_joined() instead.
   template <typename Scan>
   bool find_prefiltered(std::string_view text, size_t from, Match* m) const;
+  struct JoinedPattern;
   template <typename Scan>
-  RunEnd replace_prefiltered(std::string_view text, Run* run) const;
+  RunEnd replace_each(std::string_view text, Run* run) const;
   // Appends the replacement for `m` in `text` (bytes before its start and after its end are the
   // context for assertions such as \b); expand_with_re2 when RE2 must find its groups.
   void expand(const Match& m, std::string_view text, std::string* out) const;
