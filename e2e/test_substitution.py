@@ -806,7 +806,17 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
                                     stdout=subprocess.PIPE, text=True,
                                     preexec_fn=lambda: os.sched_setscheduler(
                                         0, os.SCHED_OTHER, os.sched_param(0)))
-            time.sleep(0.2)  # the stream is under way
+            # Measure once the stream is under way: its first bytes have reached curl. A fixed
+            # pause raced with a loaded machine (CI once measured before curl had any byte).
+            deadline = time.monotonic() + 20
+            while not (out_file.exists() and out_file.stat().st_size > 0):
+                if curl.poll() is not None or time.monotonic() > deadline:
+                    if curl.poll() is None:
+                        curl.kill()
+                    stdout, _ = curl.communicate(timeout=60)
+                    pytest.fail(f"no byte of the 100 MB body within 20 s: curl exited with "
+                                f"{curl.returncode}, printed {stdout!r}")
+                time.sleep(0.005)
             busy = light_latencies(sub.port, 400, keep_going=lambda: curl.poll() is None)
             running_at_end = curl.poll() is None
             curl.kill()  # the rest of the stream is not needed
