@@ -11,7 +11,7 @@
 //     equals a straightforward non-streaming reference (reference_substitute below) whenever no
 //     candidate outgrew the buffer (forced_releases == 0) and the stream did not give up on its
 //     CPU budget (abandoned == 0); also when every call stops at its deadline after each
-//     replacement (round 1);
+//     replacement and after each candidate that failed (round 1);
 //   - the bytes held back never exceed max_buffer plus the piece being processed;
 //   - bytes_in and bytes_out agree with what went in and what came out;
 //   - stats().rules_matched names exactly the rules that won a match in the reference, and the
@@ -133,7 +133,10 @@ inline std::string stream_substitute(
     dataplane::filters::SubstitutionStreamStats* stats, bool interrupt = false) {
   dataplane::filters::SubstitutionStreamOptions options;
   options.max_buffer = max_buffer;
-  if (interrupt) options.clock_check_commits = 1;
+  if (interrupt) {
+    options.clock_check_commits = 1;
+    options.check_window = 1;
+  }
   const auto time_limit = interrupt ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds::max();
   dataplane::filters::SubstitutionStream stream(rules, out, options);
   size_t pos = 0;

@@ -353,11 +353,12 @@ struct Avx2 {
 };
 #endif
 
-// Scans from *i while a full vector (plus the two bytes after it) fits; returns the answer when
-// it is known, else npos with *i where the scalar tail must go on.
+// Scans from *i while a full vector (plus the two bytes after it) fits and *i is before
+// scan_end; returns the answer when it is known, else npos with *i where the scalar tail must go
+// on.
 template <typename Scan>
 [[gnu::always_inline]] inline size_t RuleSet::scan_vector(std::string_view text, size_t from,
-                                                          size_t* i, size_t* best,
+                                                          size_t scan_end, size_t* i, size_t* best,
                                                           uint64_t* at_best) const {
   using V = typename Scan::V;
   const size_t size = text.size();
@@ -366,7 +367,7 @@ template <typename Scan>
   const V lo0 = Scan::loada(nibbles_[0].lo), hi0 = Scan::loada(nibbles_[0].hi);
   const V lo1 = Scan::loada(nibbles_[1].lo), hi1 = Scan::loada(nibbles_[1].hi);
   const V lo2 = Scan::loada(nibbles_[2].lo), hi2 = Scan::loada(nibbles_[2].hi);
-  for (; *i + Scan::kWidth + kFingerprint - 1 <= size; *i += Scan::kWidth) {
+  for (; *i + Scan::kWidth + kFingerprint - 1 <= size && *i < scan_end; *i += Scan::kWidth) {
     if (*best != std::string_view::npos && *i > *best + max_offset_) return *best;
     const char* p = bytes + *i;
     // Byte p + k looked up in the tables of index k, by its low and its high half.
@@ -398,9 +399,11 @@ template <typename Scan>
 #endif
 
 // The leftmost position >= from where some rule's prefix lies whole inside `text`, or npos;
-// *at_best: the prefixes there.
+// *at_best: the prefixes there. Only fingerprints before scan_end are looked for (a candidate
+// found may still start at or after scan_end - max_offset_).
 template <typename Scan>
 [[gnu::always_inline]] inline size_t RuleSet::next_candidate(std::string_view text, size_t from,
+                                                             size_t scan_end,
                                                              uint64_t* at_best) const {
   const size_t size = text.size();
   const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
@@ -409,13 +412,13 @@ template <typename Scan>
   size_t i = from;
 #if defined(__x86_64__)
   if constexpr (!std::is_void_v<Scan>) {
-    const size_t found = scan_vector<Scan>(text, from, &i, &best, at_best);
+    const size_t found = scan_vector<Scan>(text, from, scan_end, &i, &best, at_best);
     if (found != std::string_view::npos) return found;
   }
 #endif
   // The scalar test, for the tail (and CPUs without SSSE3). An index past the end allows every
   // byte: check_hit knows a prefix that does not fit.
-  for (; i < size; ++i) {
+  for (const size_t last = std::min(size, scan_end); i < last; ++i) {
     if (best != std::string_view::npos && i > best + max_offset_) break;
     unsigned m = byte_buckets_[0][bytes[i]];
     if (i + 1 < size) m &= byte_buckets_[1][bytes[i + 1]];
@@ -471,17 +474,27 @@ bool RuleSet::find_joined(std::string_view text, size_t from, Match* m) const {
 // rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups come with it;
 // one RE2 call per rule otherwise. Either way the rule is known without the second pass the
 // joined pattern would need.
+//
+// A failing candidate may walk far (x[a-z]*! at each x of a long run of them, to the byte that
+// ends the run), so a search over a window can be quadratic in it: past `budget` bytes examined
+// it stops after the candidate it tried, and says where to resume (kCut).
 template <typename Scan>
-[[gnu::always_inline]] inline bool RuleSet::find_prefiltered(std::string_view text, size_t from,
-                                                             Match* m) const {
+[[gnu::always_inline]] inline RuleSet::Search RuleSet::find_prefiltered(std::string_view text,
+                                                                        size_t from, size_t stop,
+                                                                        size_t budget,
+                                                                        Match* m) const {
   GroupSpans spans[2];
   size_t examined = 0;  // by the rules at candidates
+  // A fingerprint at or past stop + max_offset_ belongs to a candidate at or past stop.
+  const size_t scan_end =
+      stop < std::string_view::npos - max_offset_ ? stop + max_offset_ : std::string_view::npos;
   for (size_t at = from;;) {
     uint64_t here = 0;
-    const size_t c = next_candidate<Scan>(text, at, &here);
-    if (c == std::string_view::npos) {
-      m->examined = examined + (text.size() - from);
-      return false;
+    const size_t c = next_candidate<Scan>(text, at, scan_end, &here);
+    if (c >= stop) {
+      const size_t scanned = c != std::string_view::npos ? c : std::min(text.size(), scan_end);
+      m->examined = examined + (scanned - from);
+      return Search::kNone;
     }
     size_t best_end = c;
     int best_spans = 0;
@@ -506,9 +519,14 @@ template <typename Scan>
       m->end = best_end;
       m->examined = examined + (c - from);
       if (m->spans_known) m->spans = spans[best_spans];
-      return true;
+      return Search::kFound;
     }
     at = c + 1;
+    if (examined + (at - from) >= budget) {
+      m->start = at;
+      m->examined = examined + (at - from);
+      return Search::kCut;
+    }
   }
 }
 
@@ -536,15 +554,22 @@ template <typename Scan>
                                                                     Run* run) const {
   for (;;) {
     Match m;
-    bool found;
+    Search found;
     if constexpr (std::is_same_v<Scan, JoinedPattern>) {
-      found = find_joined(text, run->from, &m);
+      found = find_joined(text, run->from, &m) ? Search::kFound : Search::kNone;
     } else {
-      found = find_prefiltered<Scan>(text, run->from, &m);
+      found = find_prefiltered<Scan>(text, run->from, run->limit, run->window, &m);
     }
-    if (!found) {
+    if (found == Search::kNone) {
       run->last_examined = m.examined;
       return RunEnd::kNone;
+    }
+    if (found == Search::kCut) {
+      // No match starts before m.start, which is before the limit: the bytes up to it are final.
+      run->out->append(text.data() + run->from, m.start - run->from);
+      run->from = m.start;
+      run->window = 0;
+      return RunEnd::kCheck;
     }
     if (const std::optional<RunEnd> ended = commit(text, m, run)) return *ended;
   }

@@ -114,7 +114,9 @@ class RuleSet {
   //   kHeld   at a match it may not commit (it starts at `held_start`);
   //   kCheck  after `commits` replacements, or once the searches of its replacements examined
   //           `window` bytes (Match::examined), whichever comes first: the stream reads its
-  //           clock (a window of 0: after the first replacement);
+  //           clock (a window of 0: after the first replacement); also when one search examined
+  //           `window` bytes without finding a match (a prefilter's search is cut there: the
+  //           bytes it passed are emitted, and the next run resumes after them);
   //   kRegrow after a replacement that ends past `limit` (the caller learns its limit anew).
   struct Run {
     std::string* out = nullptr;
@@ -156,8 +158,15 @@ class RuleSet {
   // (Scan: Avx2, Ssse3, or void for a byte at a time) so that the scan, its hits, the rules'
   // dispatch and the replacements make one function, without a call per candidate or match.
   // replace_each<JoinedPattern> finds each match with find_joined() instead.
+  //
+  // find_prefiltered looks only at candidates before `stop` (a run's limit: a match starting
+  // there or later would be held anyway), and gives up on the search once it has examined
+  // `budget` bytes without a match (kCut): no match starts in [from, m->start), so those bytes
+  // are final, and the search resumes at m->start after the stream has read its clock.
+  enum class Search { kFound, kNone, kCut };
   template <typename Scan>
-  bool find_prefiltered(std::string_view text, size_t from, Match* m) const;
+  Search find_prefiltered(std::string_view text, size_t from, size_t stop, size_t budget,
+                          Match* m) const;
   struct JoinedPattern;
   template <typename Scan>
   RunEnd replace_each(std::string_view text, Run* run) const;
@@ -175,7 +184,8 @@ class RuleSet {
 #endif
   RunEnd replace_scalar(std::string_view text, Run* run) const;
   template <typename Scan>
-  size_t next_candidate(std::string_view text, size_t from, uint64_t* at_best) const;
+  size_t next_candidate(std::string_view text, size_t from, size_t scan_end,
+                        uint64_t* at_best) const;
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
   // Rule i's longest match anchored at `at` (its end; `at` itself: none) and its groups when
@@ -239,7 +249,7 @@ class RuleSet {
   NibbleTable nibbles_[kFingerprint] = {};
   size_t max_offset_ = 0;
   template <typename Scan>
-  size_t scan_vector(std::string_view text, size_t from, size_t* i, size_t* best,
+  size_t scan_vector(std::string_view text, size_t from, size_t scan_end, size_t* i, size_t* best,
                      uint64_t* at_best) const;
 };
 

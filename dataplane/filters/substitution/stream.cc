@@ -38,6 +38,7 @@ SubstitutionStream::SubstitutionStream(std::shared_ptr<const RuleSet> rules, std
                                        SubstitutionStreamOptions options)
     : rules_(std::move(rules)), out_(out), options_(options) {
   options_.max_buffer = std::max<size_t>(options_.max_buffer, 16);
+  options_.check_window = std::max<size_t>(options_.check_window, 1);
   if (options_.thread_cpu_time == nullptr) options_.thread_cpu_time = &real_thread_cpu_time;
 }
 
@@ -126,14 +127,14 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     run.commits = options_.clock_check_commits > commits_unchecked_
                       ? options_.clock_check_commits - commits_unchecked_
                       : 1;
-    run.window = kWindowPerCheck - std::min(window_unchecked_, kWindowPerCheck);
+    run.window = options_.check_window - std::min(window_unchecked_, options_.check_window);
     const size_t out_before = out_->size();
     const RuleSet::RunEnd ended = rules_->replace(text, &run);
     stats_.bytes_out += out_->size() - out_before;
     stats_.replacements += run.replacements;
     stats_.rules_matched |= run.matched;
     commits_unchecked_ += static_cast<unsigned>(run.replacements);
-    window_unchecked_ = kWindowPerCheck - run.window;
+    window_unchecked_ = options_.check_window - run.window;
     start_ = run.from;
     if (ended == RuleSet::RunEnd::kCheck) {
       if (check_clock(true)) return;
@@ -145,7 +146,7 @@ void SubstitutionStream::step(std::string_view text, bool final) {
     // (a stream whose searches never replace anything is still abandoned), but the call is not
     // cut: it has no replacement to resume after, and a call cut here would only search again.
     window_unchecked_ += run.last_examined;
-    if (window_unchecked_ >= kWindowPerCheck && check_clock(false)) return;
+    if (window_unchecked_ >= options_.check_window && check_clock(false)) return;
     if (final) break;  // no match is left
     const size_t hold = ended == RuleSet::RunEnd::kHeld ? std::min(grow, run.held_start) : grow;
     emit(text, start_, hold);
@@ -171,16 +172,19 @@ std::chrono::nanoseconds SubstitutionStream::budget_for(uint64_t bytes) const {
 // every rule has died: RE2 may read to the window's end), and so may the search for the window's
 // viable point (leftmost_viable), so the bytes they examined (RuleSet::Match::examined, the
 // window after start_ for leftmost_viable) are what they cost. The clock is read when
-// clock_check_commits replacements or kWindowPerCheck bytes examined have gone by, after a
-// replacement (RuleSet::replace counts both), so that every call makes progress; and after the
-// last search of a step once kWindowPerCheck bytes are counted, for the budget only (see step).
+// clock_check_commits replacements or check_window bytes examined have gone by, after a
+// replacement (RuleSet::replace counts both), so that every call makes progress; where a
+// search that found no match is cut after examining what was left of check_window (the bytes
+// it passed are final, and the next run resumes after them); and after the last search of a
+// step once check_window bytes are counted, for the budget only (see step).
 //
 // The budget is first judged on the monotonic clock (cheap, but it also counts the time the
 // thread was not running: a CFS throttle under a CPU limit, a busy machine). Past it, the stream
 // is only suspect: from then on its calls are also timed on the thread's CPU clock, and it is
 // abandoned once that CPU time exceeds the budget for the bytes received since. A stall inside a
 // call therefore never costs an ordinary body its replacements; a quadratic rule set spends about
-// twice its budget, plus the search in progress when it is judged (a search is not cut).
+// twice its budget, plus the part of a search in progress when it is judged (a prefiltered
+// search is cut after check_window bytes examined and one candidate's try).
 bool SubstitutionStream::check_clock(bool may_interrupt) {
   commits_unchecked_ = 0;
   window_unchecked_ = 0;

@@ -44,6 +44,10 @@ struct SubstitutionStreamOptions {
   std::chrono::nanoseconds cpu_budget_per_byte{1000};
   // Replacements between two reads of the clock (for the deadline and the budget); tests set 1.
   unsigned clock_check_commits = 16;
+  // Bytes examined by the searches between two reads of the clock (RuleSet::Match::examined);
+  // a search that finds no match within what is left of it is cut there. Tests set 1: every
+  // search with the prefilter then stops after its first failing candidate.
+  size_t check_window = 64 * 1024;
   // The clocks: monotonic (the deadline, the budget's first judgement) and this thread's CPU time
   // (null: CLOCK_THREAD_CPUTIME_ID). Tests replace them to stage stalls.
   std::chrono::steady_clock::time_point (*now)() = +[] { return std::chrono::steady_clock::now(); };
@@ -80,7 +84,7 @@ class SubstitutionStream {
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
   // while queued input remains or the end has not been flushed: call again, after yielding. Once
   // the call has run `time_limit`, it returns early, at the next check (after at least one
-  // replacement; checks come every clock_check_commits replacements or kWindowPerCheck bytes
+  // replacement; checks come every clock_check_commits replacements or check_window bytes
   // examined by the searches), so that no single call runs long whatever the rules cost per
   // byte. stats().engine_time grows by the call's duration.
   bool process(size_t max_bytes,
@@ -112,11 +116,10 @@ class SubstitutionStream {
 
  private:
   void run(bool final);
-  // After clock_check_commits replacements or kWindowPerCheck bytes searched: whether this call
+  // After clock_check_commits replacements or check_window bytes searched: whether this call
   // must return now (the budget spent: then the stream is abandoned; or, `may_interrupt`, its
   // deadline reached).
   bool check_clock(bool may_interrupt);
-  static constexpr size_t kWindowPerCheck = 64 * 1024;
   void abandon();
   // cpu_budget + cpu_budget_per_byte * bytes, saturated.
   std::chrono::nanoseconds budget_for(uint64_t bytes) const;

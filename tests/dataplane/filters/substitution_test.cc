@@ -47,13 +47,15 @@ std::string run_pieces(const std::shared_ptr<const RuleSet>& set,
 
 // The body in the given pieces, each processed in slices of `slice` bytes by calls whose
 // time limit is zero: each call stops at its first clock check (after every replacement:
-// clock_check_commits 1), so the stream resumes from wherever a call left off.
+// clock_check_commits 1; and where a search is cut, after every failed candidate: check_window
+// 1), so the stream resumes from wherever a call left off.
 std::string run_interrupted(const std::shared_ptr<const RuleSet>& set,
                             const std::vector<std::string_view>& pieces, size_t slice,
                             size_t* calls = nullptr) {
   std::string out;
   SubstitutionStreamOptions options;
   options.clock_check_commits = 1;
+  options.check_window = 1;
   SubstitutionStream s(set, &out, options);
   const auto no_time = std::chrono::nanoseconds(0);
   size_t n = 0;
@@ -448,18 +450,19 @@ TEST(SubstitutionStreamTest, ClockReadsFollowTheBytesSearched) {
   EXPECT_LE(regrow_reads, 300);
 }
 
-// Searches that never find anything to replace still count against the budget. Each x can start
-// x[^!]*!, so every search walks from each x to the window's end and fails (quadratic in the
-// window), and the x are held as they may still grow. No replacement ever happens, so no check
-// came after one: the budget was never judged, and each chunk paid the whole window again. Now
-// the search that ends a step counts, and the stream gives up: everything goes out unmodified.
+// Searches that never find anything to replace still count against the budget. Each x starts a
+// candidate for x[a-z]*! that walks to the # ending its run and fails: 16 runs of 64 bytes per
+// chunk, about 32 KiB examined per chunk for nothing. No replacement ever happens, so no check
+// came after one: the budget was never judged, and each chunk paid its searches unjudged. Now
+// the searches count (the step's last one, or a search cut once it has examined enough), and
+// the stream gives up: everything goes out unmodified.
 TEST(SubstitutionStreamTest, SearchesWithoutReplacementsCountAgainstTheBudget) {
   SubstitutionStreamOptions o =
       StagedClocks::options(std::chrono::milliseconds(10), std::chrono::milliseconds(10));
-  o.max_buffer = 4096;  // the window stays small: each search walks at most ~5 KiB per x
   std::string out;
-  SubstitutionStream s(compile_ok({{"x[^!]*!", "y", ""}}), &out, o);
-  const std::string chunk(1024, 'x');
+  SubstitutionStream s(compile_ok({{"x[a-z]*!", "y", ""}}), &out, o);
+  std::string chunk;
+  for (int i = 0; i < 16; ++i) chunk.append(63, 'x').push_back('#');
   int chunks = 0;
   while (!s.abandoned() && chunks < 64) {
     s.write(chunk);
@@ -471,14 +474,85 @@ TEST(SubstitutionStreamTest, SearchesWithoutReplacementsCountAgainstTheBudget) {
   // 10 ms of each clock per read against 50 ms + 1 us per byte: suspect after a few chunks,
   // abandoned a few later.
   EXPECT_LT(chunks, 20);
-  s.write("!");
+  s.write("x!");
   s.finish();
   EXPECT_FALSE(s.process(1 << 20));
-  // Every x went out as it came, then the "!" (x...x! would have been one replacement).
-  EXPECT_EQ(out.size(), 1024 * static_cast<size_t>(chunks) + 1);
-  EXPECT_EQ(out.find_first_not_of('x'), out.size() - 1);
-  EXPECT_EQ(out.back(), '!');
+  // Everything went out as it came (the last x! would have been a replacement).
+  std::string all;
+  for (int i = 0; i < chunks; ++i) all += chunk;
+  EXPECT_EQ(out, all + "x!");
   EXPECT_EQ(s.stats().replacements, 0u);
+}
+
+// A search whose failing candidates walk far is cut once it has examined 64 KiB, and the clock
+// is read there: each x of a run of 1,023 walks x[a-z]*! to the # and fails, about 512 KiB per
+// run. Before, the clock was read at the call's start and end and once after the search that
+// found nothing, however long it was.
+TEST(SubstitutionStreamTest, LongSearchesAreCutForTheClock) {
+  std::string body;
+  for (int i = 0; i < 4; ++i) body.append(1023, 'x').push_back('#');
+  uint64_t replacements = 0;
+  const int reads = clock_reads_for({{"x[a-z]*!", "y", ""}}, body, &replacements);
+  EXPECT_EQ(replacements, 0u);
+  // 4 runs of 1,023 x 1,024 / 2 bytes: 32 times 64 KiB.
+  EXPECT_GE(reads, 28);
+  EXPECT_LE(reads, 40);
+}
+
+// A cut search is where a call can stop at its deadline: the same body under a clock that moves
+// 1 ms per read and a time limit of 2 ms takes many calls, each resuming where the last one
+// stopped, and the output is the body. Before, the first call ran every search to its end.
+TEST(SubstitutionStreamTest, DeadlineStopsALongSearchPartway) {
+  SubstitutionStreamOptions o =
+      StagedClocks::options(std::chrono::milliseconds(1), std::chrono::nanoseconds(0));
+  std::string body;
+  for (int i = 0; i < 4; ++i) body.append(1023, 'x').push_back('#');
+  body += "xx!";
+  std::string out;
+  SubstitutionStream s(compile_ok({{"x[a-z]*!", "y", ""}}), &out, o);
+  s.write(body);
+  s.finish();
+  int calls = 1;
+  size_t out_after_first = 0;
+  bool more = s.process(body.size(), std::chrono::milliseconds(2));
+  out_after_first = out.size();
+  while (more && calls < 1000) {
+    more = s.process(body.size(), std::chrono::milliseconds(2));
+    ++calls;
+  }
+  EXPECT_FALSE(more);
+  EXPECT_EQ(s.stats().abandoned, 0u);
+  EXPECT_GE(calls, 10);
+  EXPECT_LT(out_after_first, 1024u);
+  EXPECT_EQ(out.size(), body.size() - 2);
+  EXPECT_EQ(out.compare(0, body.size() - 3, body, 0, body.size() - 3), 0);
+  EXPECT_EQ(out.back(), 'y');
+}
+
+// Where more may follow, a search looks only before the window's viable point (the run's
+// limit): a match starting there or later would be held anyway. x[^!]*! over 16 KiB of x with
+// the limit at 0, as the stream sets it (every x may still grow): nothing is searched. Before,
+// each x walked to the window's end, 128 MiB examined for a search that could commit nothing.
+TEST(SubstitutionStreamTest, HeldBytesAreNotSearched) {
+  auto set = compile_ok({{"x[^!]*!", "y", ""}});
+  const std::string xs(16 * 1024, 'x');
+  RuleSet::Run run;
+  std::string out;
+  run.out = &out;
+  run.limit = 0;
+  run.end_limit = xs.size();
+  EXPECT_EQ(set->replace(xs, &run), RuleSet::RunEnd::kNone);
+  EXPECT_EQ(run.from, 0u);
+  EXPECT_EQ(out, "");
+  EXPECT_LE(run.last_examined, 64u);
+  // With the limit halfway, the x before it are searched (each walks to the end: no !), and
+  // the search is cut once it has examined the run's window: what it passed goes out.
+  run.limit = xs.size() / 2;
+  run.window = 64 * 1024;
+  EXPECT_EQ(set->replace(xs, &run), RuleSet::RunEnd::kCheck);
+  EXPECT_GT(run.from, 0u);
+  EXPECT_LE(run.from, 8u);  // 16 KiB walked per x: 4 of them pass 64 KiB
+  EXPECT_EQ(out, xs.substr(0, run.from));
 }
 
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
