@@ -815,7 +815,9 @@ def test_light_requests_stay_fast_while_a_100mb_body_is_processed(sub):
                         curl.kill()
                     stdout, _ = curl.communicate(timeout=60)
                     pytest.fail(f"no byte of the 100 MB body within 20 s: curl exited with "
-                                f"{curl.returncode}, printed {stdout!r}")
+                                f"{curl.returncode}, printed {stdout!r}; data plane exit status "
+                                f"{sub.dataplane.popen.poll()}, its log ends with:\n"
+                                f"{sub.dataplane.log()[-3000:]}")
                 time.sleep(0.005)
             busy = light_latencies(sub.port, 400, keep_going=lambda: curl.poll() is None)
             running_at_end = curl.poll() is None

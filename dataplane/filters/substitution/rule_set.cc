@@ -493,7 +493,7 @@ template <typename Scan>
     const size_t c = next_candidate<Scan>(text, at, scan_end, &here);
     if (c >= stop) {
       const size_t scanned = c != std::string_view::npos ? c : std::min(text.size(), scan_end);
-      m->examined = examined + (scanned - from);
+      m->examined = examined + (scanned > from ? scanned - from : 0);
       return Search::kNone;
     }
     size_t best_end = c;

@@ -110,7 +110,8 @@ class RuleSet {
   // the whole range and rule_for() names the rule.
   // From `from`, each match that starts before `limit` and ends before `end_limit` has the bytes
   // before it and its replacement appended to *out, and `from` moves past it. The run ends:
-  //   kNone   when no match is left in the text (nothing after `from` was emitted);
+  //   kNone   when no match is left in the text that starts before `limit` (nothing after
+  //           `from` was emitted);
   //   kHeld   at a match it may not commit (it starts at `held_start`);
   //   kCheck  after `commits` replacements, or once the searches of its replacements examined
   //           `window` bytes (Match::examined), whichever comes first: the stream reads its

@@ -83,10 +83,11 @@ class SubstitutionStream {
   using Clock = std::chrono::steady_clock;
   // Processes at most `max_bytes` of queued input (plus what is already held back). Returns true
   // while queued input remains or the end has not been flushed: call again, after yielding. Once
-  // the call has run `time_limit`, it returns early, at the next check (after at least one
-  // replacement; checks come every clock_check_commits replacements or check_window bytes
-  // examined by the searches), so that no single call runs long whatever the rules cost per
-  // byte. stats().engine_time grows by the call's duration.
+  // the call has run `time_limit`, it returns early, at the next check (after a replacement, or
+  // where a search that found nothing was cut: either way past at least one byte; checks come
+  // every clock_check_commits replacements or check_window bytes examined by the searches), so
+  // that no single call runs long whatever the rules cost per byte. stats().engine_time grows by
+  // the call's duration.
   bool process(size_t max_bytes,
                std::chrono::nanoseconds time_limit = std::chrono::nanoseconds::max());
 

@@ -789,19 +789,108 @@ TEST(SubstitutionPropertyTest, StreamingEqualsTheReference) {
   EXPECT_GE(differential(20240605, 500, random_rule, false), 200u);
 }
 
-// Rules that all start with a literal, so that the literal prefilter is the one searching.
+// A random rule that starts with a literal, so that the literal prefilter is the one searching.
+SubstitutionRule prefixed_rule(std::mt19937& rng) {
+  static const std::vector<std::string> kLiterals = {"a",   "ab",     "b",  "é",     "<a",   "A",
+                                                     "\\.", "(?:ab)", "c+", "\\bab", "(?i)b"};
+  SubstitutionRule r = random_rule(rng);
+  std::string literal = kLiterals[rng() % kLiterals.size()];
+  if (literal == "é" && r.flags == "i") literal = "a";  // folded literals are ASCII only
+  r.match = literal + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
+  if (validate_rule(r).has_value()) r.replace = "X";
+  return r;
+}
+
 TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
-  auto literal_rule = [](std::mt19937& rng) {
-    static const std::vector<std::string> kLiterals = {"a",   "ab",     "b",  "é",     "<a",   "A",
-                                                       "\\.", "(?:ab)", "c+", "\\bab", "(?i)b"};
-    SubstitutionRule r = random_rule(rng);
-    std::string literal = kLiterals[rng() % kLiterals.size()];
-    if (literal == "é" && r.flags == "i") literal = "a";  // folded literals are ASCII only
-    r.match = literal + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
-    if (validate_rule(r).has_value()) r.replace = "X";
-    return r;
-  };
-  EXPECT_GE(differential(77, 500, literal_rule, true), 200u);
+  EXPECT_GE(differential(77, 500, prefixed_rule, true), 200u);
+}
+
+// Rules that start with literals long enough that their fingerprint may lie past their start
+// (class=", whose rarest bytes are =" ), and bodies made of those literals.
+SubstitutionRule long_literal_rule(std::mt19937& rng) {
+  static const std::vector<std::string> kLiterals = {
+      "class=\"", "<code>", "href=\"", "abcab", "b<a", "ab", "a", "(?i)class", "\\bid="};
+  SubstitutionRule r;
+  const std::string& literal = kLiterals[rng() % kLiterals.size()];
+  r.match = literal + (rng() % 2 ? "(?:" + random_pattern(rng) + ")" : std::string());
+  r.replace = "#";
+  if (validate_rule(r).has_value()) r.match = literal;
+  return r;
+}
+
+std::string literal_pieces_body(std::mt19937& rng, size_t max_len) {
+  static const std::vector<std::string> kPieces = {
+      "class=\"", "<code>", "href=\"", "abcab", "id=", "a",     "b", "c",
+      " ",        "<",      ">",       "\"",    "=",   "CLASS", "é"};
+  std::string body;
+  for (size_t len = rng() % (max_len + 1); body.size() < len;) {
+    body += kPieces[rng() % kPieces.size()];
+  }
+  return body;
+}
+
+TEST(SubstitutionPropertyTest, LongLiteralPrefixesStreamEqualTheReference) {
+  at_every_scan_level([] {
+    EXPECT_GE(differential(1207, 150, long_literal_rule, true, 4, literal_pieces_body), 100u);
+  });
+}
+
+// A run commits exactly the matches that start before its limit, and the prefiltered search
+// stops looking there (its scan ends at the limit plus the fingerprints' offset): for random
+// prefiltered rule sets and bodies, at every scan level, a run with each limit from 0 to past
+// the end against the matches of an unlimited run. Replacements are one '#', so that each
+// match's start is known from the output of a run that commits it alone.
+TEST(SubstitutionPropertyTest, RunsCommitExactlyTheMatchesBeforeTheirLimit) {
+  std::mt19937 rng(1207);
+  size_t checked = 0;
+  at_every_scan_level([&] {
+    for (int round = 0; round < 150; ++round) {
+      Rules rules;
+      for (int i = 0, n = 1 + static_cast<int>(rng() % 4); i < n; ++i) {
+        rules.push_back(long_literal_rule(rng));
+      }
+      CompileResult compiled = RuleSet::compile(rules);
+      if (!compiled.rules || !compiled.rules->prefiltered() || !compiled.errors.empty()) continue;
+      const RuleSet& set = *compiled.rules;
+      const std::string body = literal_pieces_body(rng, 300);
+      // The matches one by one: [start, end) each.
+      std::vector<std::pair<size_t, size_t>> matches;
+      std::string all;
+      RuleSet::Run one;
+      one.out = &all;
+      for (;;) {
+        one.commits = 1;
+        const size_t from = one.from, out_before = all.size();
+        if (set.replace(body, &one) == RuleSet::RunEnd::kNone) break;
+        matches.emplace_back(from + (all.size() - out_before - 1), one.from);
+      }
+      for (size_t limit = 0; limit <= body.size() + 1; ++limit) {
+        std::string out;
+        RuleSet::Run run;
+        run.out = &out;
+        run.limit = limit;
+        run.commits = 1u << 30;
+        RuleSet::RunEnd ended;
+        do {
+          // A match that starts before the limit and ends past it ends the run (kRegrow: the
+          // stream learns its limit anew); the same limit goes on here.
+          ended = set.replace(body, &run);
+        } while (ended == RuleSet::RunEnd::kRegrow);
+        size_t before = 0;  // the matches that start before the limit
+        while (before < matches.size() && matches[before].first < limit) ++before;
+        ASSERT_EQ(run.replacements, before)
+            << "limit " << limit << " body " << fuzz::escape(body) << " rule " << rules[0].match;
+        ASSERT_EQ(run.from, before == 0 ? 0 : matches[before - 1].second) << "limit " << limit;
+        ASSERT_EQ(out, all.substr(0, out.size()));
+        ASSERT_TRUE(ended == RuleSet::RunEnd::kNone || ended == RuleSet::RunEnd::kHeld);
+        if (ended == RuleSet::RunEnd::kHeld) {
+          ASSERT_GE(run.held_start, limit);
+        }
+      }
+      ++checked;
+    }
+  });
+  EXPECT_GE(checked, 300u);
 }
 
 // Many literal rules (more than the prefilter's 8 buckets, so that buckets are shared), most of
