@@ -4,18 +4,10 @@
 #include <ctime>
 
 #include "balancer/request_view.h"
+#include "text/http_syntax.h"
 #include "text/text.h"
 
 namespace tidegate::dataplane::balancer {
-namespace {
-
-// RFC 9110 token characters (RFC 6265 cookie-name is a token).
-bool is_token_char(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-}  // namespace
 
 std::optional<SameSite> same_site_from_string(std::string_view s) {
   if (text::iequals_ascii(s, "lax")) return SameSite::kLax;
@@ -27,7 +19,7 @@ std::optional<SameSite> same_site_from_string(std::string_view s) {
 std::optional<std::string> AffinityConfig::validate() const {
   if (cookie_name.empty()) return "cookie name is empty";
   for (char c : cookie_name) {
-    if (!is_token_char(c)) {
+    if (!text::is_tchar(static_cast<unsigned char>(c))) {
       return "cookie name \"" + cookie_name + "\" may not contain '" + std::string(1, c) + "'";
     }
   }

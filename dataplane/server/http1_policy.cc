@@ -16,29 +16,16 @@ namespace {
 
 constexpr std::string_view kVersionLength = "HTTP/1.1";
 
-// Byte classes for the checks on every request and response head: one table lookup per byte.
-constexpr uint8_t kTchar = 1;      // token characters (RFC 9110 section 5.6.2)
-constexpr uint8_t kRegName = 2;    // reg-name characters but '%' (RFC 3986 section 3.2.2)
-constexpr uint8_t kFieldByte = 4;  // field-value bytes: VCHAR, obs-text, SP and HTAB
-
-constexpr std::array<uint8_t, 256> kByteClasses = [] {
-  std::array<uint8_t, 256> t{};
+// reg-name characters but '%' (RFC 3986 section 3.2.2): one table lookup per byte. Tokens and
+// field values are text/http_syntax.h's, shared with the controller's validation.
+constexpr std::array<bool, 256> kRegName = [] {
+  std::array<bool, 256> t{};
   for (int c = 0; c < 256; ++c) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (alnum ||
-        std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos) {
-      t[c] |= kTchar;
-    }
-    if (alnum ||
-        std::string_view("-._~!$&'()*+,;=").find(static_cast<char>(c)) != std::string_view::npos) {
-      t[c] |= kRegName;
-    }
-    if ((c >= 0x20 && c != 0x7f) || c == '\t') t[c] |= kFieldByte;
+    t[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("-._~!$&'()*+,;=").find(static_cast<char>(c)) != std::string_view::npos;
   }
   return t;
 }();
-
-bool is_tchar(unsigned char c) { return (kByteClasses[c] & kTchar) != 0; }
 
 bool is_digits(std::string_view s) {
   if (s.empty()) return false;
@@ -53,7 +40,7 @@ bool is_hex(char c) {
 }
 
 // reg-name characters (RFC 3986: unreserved / pct-encoded / sub-delims), '%' checked by caller.
-bool is_reg_name_char(unsigned char c) { return (kByteClasses[c] & kRegName) != 0; }
+bool is_reg_name_char(unsigned char c) { return kRegName[c]; }
 
 size_t request_line_bytes(const http::request_header<Fields>& req) {
   return req.method_string().size() + 1 + req.target().size() + 1 + kVersionLength.size();
@@ -227,36 +214,6 @@ void judge_target(const http::request_header<Fields>& req, const RequestRules& r
 }
 
 }  // namespace
-
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  for (unsigned char c : s) {
-    if (!is_tchar(c)) return false;
-  }
-  return true;
-}
-
-bool is_field_value(std::string_view s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  // Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7f is valid
-  // (obs-text, 0x80 and up, included). From a word with a tab or a bad byte on, byte by byte.
-  // (x - 0x20 in each byte) & ~x & 0x80 in each byte is non-zero exactly when a byte is below
-  // 0x20: a borrow reaches a higher byte only from a byte that is below 0x20 itself.
-  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
-  while (n >= 8) {
-    uint64_t x;
-    std::memcpy(&x, p, 8);
-    const uint64_t del = x ^ (kOnes * 0x7f);
-    if ((((x - kOnes * 0x20) & ~x) | ((del - kOnes) & ~del)) & kHighs) break;
-    p += 8;
-    n -= 8;
-  }
-  for (; n > 0; ++p, --n) {
-    if ((kByteClasses[static_cast<unsigned char>(*p)] & kFieldByte) == 0) return false;
-  }
-  return true;
-}
 
 bool is_host_value(std::string_view s) {
   std::string_view port;

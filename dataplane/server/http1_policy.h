@@ -18,6 +18,7 @@
 
 #include "router/path_normalize.h"
 #include "server/headers.h"
+#include "text/http_syntax.h"
 
 namespace tidegate::dataplane::server {
 
@@ -80,8 +81,8 @@ struct ResponseVerdict {
 ResponseVerdict check_response(const boost::beast::http::response_header<Fields>& res);
 
 // Building blocks, exposed for the tests.
-bool is_token(std::string_view s);
-bool is_field_value(std::string_view s);  // VCHAR, obs-text, SP and HTAB only
-bool is_host_value(std::string_view s);   // uri-host [ ":" port ] (RFC 9110 section 7.2)
+using text::is_field_value;  // VCHAR, obs-text, SP and HTAB only
+using text::is_token;
+bool is_host_value(std::string_view s);  // uri-host [ ":" port ] (RFC 9110 section 7.2)
 
 }  // namespace tidegate::dataplane::server

@@ -12,13 +12,6 @@ bool is_visible(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
-bool is_field_value(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    auto u = static_cast<unsigned char>(c);
-    return u == '\t' || (u >= 0x20 && u != 0x7f);
-  });
-}
-
 bool is_dns_subdomain(std::string_view s) {
   if (s.empty() || s.size() > 253) return false;
   size_t start = 0;
@@ -67,16 +60,8 @@ std::optional<bool> ipv6_mapped(std::string_view s) {
 
 }  // namespace detail
 
-using detail::is_alnum;
 using detail::is_dns_subdomain;
 using detail::is_visible;
-
-bool is_token(std::string_view s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return is_alnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-  });
-}
 
 std::optional<std::string> check_path(std::string_view text) {
   if (text.empty() || text.front() != '/') return "must start with '/'";

@@ -7,9 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "text/http_syntax.h"
+
 namespace tidegate::model {
 
-bool is_token(std::string_view s);  // RFC 9110 token (header names, cookie names, methods)
+using text::is_token;  // RFC 9110 token (header names, cookie names, methods)
 // A path starting with '/', printable ASCII without spaces or ';' (app-root, cookie paths).
 std::optional<std::string> check_path(std::string_view text);
 // "namespace/name" of a Kubernetes object (DNS-1123 namespace and name).
@@ -26,7 +28,7 @@ inline std::string quote(std::string_view s) { return "\"" + std::string(s) + "\
 // Printable ASCII without space (what a URL or a path may hold as written in YAML).
 bool is_visible(std::string_view s);
 // Header field value: visible ASCII, obs-text, space and tab; no CR, LF, NUL or other controls.
-bool is_field_value(std::string_view s);
+using text::is_field_value;
 // A DNS-1123 label or subdomain (Kubernetes object names and namespaces).
 bool is_dns_subdomain(std::string_view s);
 // Strict dotted quad: four decimal parts 0-255, no leading zeros (01 is octal to inet_aton).
