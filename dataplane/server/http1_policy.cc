@@ -1,8 +1,6 @@
 #include "server/http1_policy.h"
 
 #include <array>
-#include <cstdint>
-#include <cstring>
 
 #include <boost/beast/core/string.hpp>
 

@@ -4,6 +4,7 @@
 // controller accepts in an annotation is exactly what the data plane accepts on the wire.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -22,7 +23,7 @@ inline constexpr std::array<bool, 256> kTchar = [] {
 }  // namespace detail
 
 // A token character (RFC 9110 section 5.6.2): letters, digits and !#$%&'*+-.^_`|~.
-inline bool is_tchar(unsigned char c) { return detail::kTchar[c]; }
+constexpr bool is_tchar(unsigned char c) { return detail::kTchar[c]; }
 
 // A token: header names, methods, cookie names.
 inline bool is_token(std::string_view s) {
@@ -35,21 +36,21 @@ inline bool is_token(std::string_view s) {
 
 // A byte a field value may hold (RFC 9110 section 5.5): VCHAR, obs-text, SP and HTAB; no CR,
 // LF, NUL or other controls.
-inline bool is_field_byte(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
+constexpr bool is_field_byte(unsigned char c) { return c == '\t' || (c >= 0x20 && c != 0x7f); }
 
 // A field value (empty included).
 inline bool is_field_value(std::string_view s) {
   const char* p = s.data();
-  size_t n = s.size();
+  std::size_t n = s.size();
   // Eight bytes at a time: a word with no byte below 0x20 and none equal to 0x7f is valid
   // (obs-text, 0x80 and up, included). From a word with a tab or a bad byte on, byte by byte.
   // (x - 0x20 in each byte) & ~x & 0x80 in each byte is non-zero exactly when a byte is below
   // 0x20: a borrow reaches a higher byte only from a byte that is below 0x20 itself.
-  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  constexpr std::uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
   while (n >= 8) {
-    uint64_t x;
+    std::uint64_t x;
     std::memcpy(&x, p, 8);
-    const uint64_t del = x ^ (kOnes * 0x7f);
+    const std::uint64_t del = x ^ (kOnes * 0x7f);
     if ((((x - kOnes * 0x20) & ~x) | ((del - kOnes) & ~del)) & kHighs) break;
     p += 8;
     n -= 8;

@@ -1,5 +1,6 @@
 // Canary: canary, canary-weight(-total), canary-by-header(-value, -pattern), canary-by-cookie.
 
+#include "text/http_syntax.h"
 #include "translate/annotations/parser.h"
 
 namespace tidegate::controller::translate::annotations_detail {
@@ -37,10 +38,7 @@ void Parser::parse_canary() {
     std::string_view v = trim(hv->value);
     if (c.header.empty()) {
       invalid(*hv, "needs a valid canary-by-header");
-    } else if (v.empty() || v.size() > 4096 || !std::all_of(v.begin(), v.end(), [](char ch) {
-                 auto u = static_cast<unsigned char>(ch);
-                 return u == '\t' || (u >= 0x20 && u != 0x7f);
-               })) {
+    } else if (v.empty() || v.size() > 4096 || !text::is_field_value(v)) {
       invalid(*hv, "a header value must be non-empty without control characters");
     } else {
       c.header_value = std::string(v);

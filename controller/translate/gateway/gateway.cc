@@ -8,6 +8,7 @@
 
 #include <re2/re2.h>
 
+#include "text/http_syntax.h"
 #include "text/text.h"
 #include "translate/certificates.h"
 #include "translate/endpoints.h"
@@ -111,15 +112,6 @@ bool is_gateway_method(const std::string& m) {
   static const std::set<std::string> kMethods = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
                                                  "CONNECT", "OPTIONS", "TRACE", "PATCH"};
   return kMethods.contains(m);
-}
-
-bool is_token_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_token_char);
 }
 
 std::string regex_error(const std::string& pattern) {
@@ -1309,7 +1301,7 @@ class GatewayTranslator {
         built.unsupported = w + ": unsupported match type " + quote(m.type);
         return std::nullopt;
       }
-      if (header && !is_token(m.name)) {
+      if (header && !text::is_token(m.name)) {
         built.dropped.push_back(w + ": header name " + quote(m.name) + " is not a token");
         return std::nullopt;
       }
