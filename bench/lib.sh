@@ -52,7 +52,9 @@ cpu_ticks() {  # pids...: user and system clock ticks, summed
 # With SYSCALLS=1, counts the system calls of processes over a wrk run (perf stat on the
 # syscalls:sys_enter_* tracepoints; needs perf and root); PERF_EVENTS=list counts those perf
 # events (for example cycles:u,cycles:k,instructions:u,context-switches); PERF_RECORD=dir records
-# a call-graph profile of each measured run to dir/NAME-N.data (read it with `perf report -i`).
+# a call-graph profile of each measured run to dir/NAME-N.data (read it with `perf report -i`);
+# PERF_CALLGRAPH sets perf's call-graph option (default -g, frame pointers; "--call-graph
+# dwarf,16384" also sees through libc's functions, which have none).
 # perf_counts_start "PID ..." SECONDS [NAME]; then perf_counts_finish TOTAL_REQUESTS prints
 # "total/request(name:count,...)" and/or "events/request(...)", or "-" when neither is asked for.
 # Both in the same shell (perf_counts_finish waits for perf, its child): not in $(...).
@@ -64,7 +66,9 @@ perf_counts_start() {
     mkdir -p "$PERF_RECORD"
     local n=1
     while [ -e "$PERF_RECORD/${3:-proxy}-$n.data" ]; do n=$((n + 1)); done
-    perf record -q -g -p "$pids" -o "$PERF_RECORD/${3:-proxy}-$n.data" \
+    local callgraph
+    read -r -a callgraph <<<"${PERF_CALLGRAPH:--g}"
+    perf record -q "${callgraph[@]}" -p "$pids" -o "$PERF_RECORD/${3:-proxy}-$n.data" \
       -- sleep "$(($2 + 1))" >/dev/null 2>&1 &
     PERF_RECORD_PID=$!
   fi

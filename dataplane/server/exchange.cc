@@ -1109,14 +1109,26 @@ void Exchange::relay_response() {
 void Exchange::read_response_body() {
   // A read that finds its bytes already buffered completes before any timer: the deadline is
   // checked here too, so that a fast stream cannot outrun it.
-  if (past_deadline()) return on_read_response_body(beast::error::timeout, 0);
+  if (past_deadline()) return on_read_response_body(beast::error::timeout, 0, false);
+  if (filters_.active()) {
+    // A filter that keeps a window of its input (substitution) has the body read straight into
+    // it: one copy less per byte than reading into the relay buffer and handing that over.
+    const std::span<char> space = filters_.data_space(kSubstitutionReadBytes);
+    if (!space.empty()) {
+      up_.read_body(space.data(), space.size(), read_timeout(),
+                    [self = downstream_.hold(), this](error_code ec, std::size_t n) {
+                      on_read_response_body(ec, n, true);
+                    });
+      return;
+    }
+  }
   up_.read_body(relay_buffer_.data(), relay_buffer_.size(), read_timeout(),
                 [self = downstream_.hold(), this](error_code ec, std::size_t n) {
-                  on_read_response_body(ec, n);
+                  on_read_response_body(ec, n, false);
                 });
 }
 
-void Exchange::on_read_response_body(error_code ec, std::size_t n) {
+void Exchange::on_read_response_body(error_code ec, std::size_t n, bool in_place) {
   if (cancelled_) return;  // the client side ended the exchange: nothing to act on
   if (ec == http::error::need_buffer) ec = {};
   if (ec) {
@@ -1142,7 +1154,11 @@ void Exchange::on_read_response_body(error_code ec, std::size_t n) {
     return;
   }
   if (filters_.active()) {
-    filters_.on_data(std::string_view(relay_buffer_.data(), n), done);
+    if (in_place) {
+      filters_.commit_data(n, done);
+    } else {
+      filters_.on_data(std::string_view(relay_buffer_.data(), n), done);
+    }
     pump_filters();
     return;
   }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,12 @@ class ResponseFilter {
                           const ResponseFilterContext& context) = 0;
   // Queues body input; `last`: the body ends with it (`data` may then be empty).
   virtual void on_data(std::string_view data, bool last) = 0;
+  // Room for up to `n` bytes of body input that the exchange reads in place, then queues with
+  // commit_data(): on_data() without its copy. Empty (the default) when the filter takes its
+  // input through on_data() only. Valid until the next call on the filter.
+  virtual std::span<char> data_space(size_t /*n*/) { return {}; }
+  // Queues the first `n` bytes of the last data_space(), as on_data() would.
+  virtual void commit_data(size_t /*n*/, bool /*last*/) {}
   // One turn: processes queued input into output(). True while queued input is left for another
   // turn.
   virtual bool process() = 0;
@@ -68,6 +75,10 @@ class ResponseFilterChain {
 
   // Body input for the first active filter.
   void on_data(std::string_view data, bool last);
+  // The first active filter's room for reading body input in place (ResponseFilter::data_space),
+  // and the bytes read there.
+  std::span<char> data_space(size_t n) { return active_[0]->data_space(n); }
+  void commit_data(size_t n, bool last) { active_[0]->commit_data(n, last); }
   // One turn of every active filter, each one's output handed to the next. True while some
   // filter has queued input left for another turn.
   bool process();

@@ -72,6 +72,11 @@ void SubstitutionFilter::on_data(std::string_view data, bool last) {
   if (last) stream_->finish();
 }
 
+void SubstitutionFilter::commit_data(size_t n, bool last) {
+  if (n != 0) stream_->commit_write(n);
+  if (last) stream_->finish();
+}
+
 bool SubstitutionFilter::process() {
   const size_t queued = stream_->queued_bytes();
   const size_t output_before = out_.size();  // output of earlier slices, gathered for one write

@@ -3,14 +3,16 @@
 // of the exchange's filter chain (server/response_filter.h). It decides from the response head
 // whether the body goes through the route's rules (server/substitution.h: content type, coding,
 // the memo), rewrites the head to match, and runs the engine (filters/substitution/stream.h) in
-// slices sized to a time budget: a processed body flows upstream read (at most one relay buffer)
-// -> on_data() -> slices of process() -> each slice's output written to the client before the
-// next one; between two slices that produced nothing to write the exchange yields to the worker.
-// Memory per response: the held bytes (<= max_buffer), the queued input (at most one relay
-// buffer) and the output of one slice.
+// slices sized to a time budget: a processed body flows upstream read (at most
+// kSubstitutionReadBytes, straight into the stream's window: data_space()) -> commit_data() ->
+// slices of process() -> each slice's output written to the client before the next one; between
+// two slices that produced nothing to write the exchange yields to the worker. Memory per
+// response: the held bytes (<= max_buffer), the queued input (at most one read) and the output
+// of one slice (gathered up to kSubstitutionWriteBytes).
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -36,6 +38,8 @@ class SubstitutionFilter final : public ResponseFilter {
   bool on_headers(boost::beast::http::response_header<Fields>& head,
                   const ResponseFilterContext& context) override;
   void on_data(std::string_view data, bool last) override;
+  std::span<char> data_space(size_t n) override { return stream_->write_space(n); }
+  void commit_data(size_t n, bool last) override;
   bool process() override;
   std::string& output() override { return out_; }
   bool done() const override { return stream_->done(); }

@@ -3,7 +3,10 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cassert>
+#include <cstring>
 #include <limits>
+#include <new>
 #include <utility>
 
 namespace tidegate::dataplane::filters {
@@ -34,6 +37,55 @@ std::chrono::nanoseconds real_thread_cpu_time() {
 
 }  // namespace
 
+void StreamWindow::Free::operator()(char* p) const {
+  ::operator delete[](p, std::align_val_t{kAlignment});
+}
+
+void StreamWindow::reserve(size_t n) {
+  if (begin_ + size_ + n <= capacity_) return;
+  const size_t begin = aligned_begin(size_);
+  const size_t need = begin + size_ + n;
+  if (need <= capacity_) {
+    if (size_ != 0) std::memmove(storage_.get() + begin, data(), size_);
+    begin_ = begin;
+    return;
+  }
+  // Doubling, as std::string grows: appends of any size cost amortised O(1) per byte.
+  const size_t capacity = std::max({need, 2 * capacity_, size_t{256}});
+  std::unique_ptr<char[], Free> storage(
+      static_cast<char*>(::operator new[](capacity, std::align_val_t{kAlignment})));
+  if (size_ != 0) std::memcpy(storage.get() + begin, data(), size_);
+  storage_ = std::move(storage);
+  begin_ = begin;
+  capacity_ = capacity;
+}
+
+void StreamWindow::append(std::string_view bytes) {
+  if (bytes.empty()) return;
+  reserve(bytes.size());
+  std::memcpy(storage_.get() + begin_ + size_, bytes.data(), bytes.size());
+  size_ += bytes.size();
+}
+
+std::span<char> StreamWindow::space(size_t n) {
+  reserve(n);
+  return {storage_.get() + begin_ + size_, n};
+}
+
+void StreamWindow::drop_front(size_t n) {
+  n = std::min(n, size_);
+  const size_t kept = size_ - n;
+  const size_t begin = aligned_begin(kept);
+  if (kept != 0) std::memmove(storage_.get() + begin, data() + n, kept);
+  begin_ = begin;
+  size_ = kept;
+}
+
+void StreamWindow::release() {
+  storage_.reset();
+  begin_ = size_ = capacity_ = 0;
+}
+
 SubstitutionStream::SubstitutionStream(std::shared_ptr<const RuleSet> rules, std::string* out,
                                        SubstitutionStreamOptions options)
     : rules_(std::move(rules)), out_(out), options_(options) {
@@ -51,6 +103,17 @@ void SubstitutionStream::write(std::string_view data) {
     return;
   }
   buf_.append(data);
+}
+
+std::span<char> SubstitutionStream::write_space(size_t n) {
+  if (finished_ || !rules_ || abandoned()) return {};
+  return buf_.space(n);
+}
+
+void SubstitutionStream::commit_write(size_t n) {
+  assert(!finished_ && rules_ && !abandoned());
+  stats_.bytes_in += n;
+  buf_.commit(n);
 }
 
 void SubstitutionStream::finish() { finished_ = true; }
@@ -73,13 +136,12 @@ bool SubstitutionStream::process(size_t max_bytes, std::chrono::nanoseconds time
   }
   if (abandoned() && start_ < buf_.size()) {
     // Everything held and queued goes out as it is; write() passes the rest through.
-    emit(std::string_view(buf_), start_, buf_.size());
+    emit(std::string_view(buf_.data(), buf_.size()), start_, buf_.size());
     start_ = visible_ = buf_.size();
   }
   if (final || (abandoned() && finished_)) {
     done_ = true;
-    buf_.clear();
-    buf_.shrink_to_fit();
+    buf_.release();
     start_ = visible_ = 0;
     return false;
   }
@@ -244,7 +306,7 @@ void SubstitutionStream::compact() {
   if (start_ <= 1) return;
   const size_t drop = start_ - 1;
   if (drop < buf_.size() / 2) return;
-  buf_.erase(0, drop);
+  buf_.drop_front(drop);
   start_ -= drop;
   visible_ -= drop;
 }

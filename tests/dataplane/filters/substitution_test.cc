@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,24 @@ std::string run_pieces(const std::shared_ptr<const RuleSet>& set,
   return out;
 }
 
+// Queues `piece` as an upstream read does (write_space, then commit_write), asking for more room
+// than it fills when `extra` is non-zero; write() when the stream takes nothing in place.
+void write_in_place(SubstitutionStream& s, std::string_view piece, size_t extra) {
+  const std::span<char> space = s.write_space(piece.size() + extra);
+  if (space.empty()) {
+    s.write(piece);
+    return;
+  }
+  ASSERT_EQ(space.size(), piece.size() + extra);
+  std::copy(piece.begin(), piece.end(), space.begin());
+  s.commit_write(piece.size());
+}
+
 // The body in the given pieces, each processed in slices of `slice` bytes by calls whose
 // time limit is zero: each call stops at its first clock check (after every replacement:
 // clock_check_commits 1; and where a search is cut, after every failed candidate: check_window
-// 1), so the stream resumes from wherever a call left off.
+// 1), so the stream resumes from wherever a call left off. Every other piece is written in place
+// (write_space), as the proxy reads a body into the stream.
 std::string run_interrupted(const std::shared_ptr<const RuleSet>& set,
                             const std::vector<std::string_view>& pieces, size_t slice,
                             size_t* calls = nullptr) {
@@ -59,8 +74,12 @@ std::string run_interrupted(const std::shared_ptr<const RuleSet>& set,
   SubstitutionStream s(set, &out, options);
   const auto no_time = std::chrono::nanoseconds(0);
   size_t n = 0;
-  for (auto p : pieces) {
-    s.write(p);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i % 2 == 0) {
+      s.write(pieces[i]);
+    } else {
+      write_in_place(s, pieces[i], i % 3 * 7);
+    }
     while (s.process(slice, no_time)) ++n;
   }
   s.finish();
@@ -318,6 +337,7 @@ TEST(SubstitutionStreamTest, AbandonedStreamPassesTheRestThrough) {
   ASSERT_LT(r, 100u);  // the CPU clock moves between two reads
   const std::string head = std::string(r, 'X') + body.substr(2 * r);
   EXPECT_EQ(out, head);
+  EXPECT_TRUE(s.write_space(16).empty());  // the rest passes through write() alone
   s.write("ab-ab");
   s.finish();
   EXPECT_FALSE(s.process(1 << 20));
@@ -558,9 +578,42 @@ TEST(SubstitutionStreamTest, HeldBytesAreNotSearched) {
 TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
   std::string out;
   SubstitutionStream s(nullptr, &out);
+  EXPECT_TRUE(s.write_space(16).empty());  // nothing is held: write() passes it on
   s.feed("abc");
   s.end();
   EXPECT_EQ(out, "abc");
+}
+
+// Input read in place (write_space, then commit_write) is queued as write() queues it: counted,
+// processed in slices, and matched across its boundaries with written pieces. Space asked for
+// but not committed is not input.
+TEST(SubstitutionStreamTest, InputWrittenInPlaceIsQueuedLikeWrites) {
+  auto set = compile_ok({{"abc", "X", ""}});
+  std::string out;
+  SubstitutionStream s(set, &out);
+  s.write("-a");
+  std::span<char> space = s.write_space(100);
+  ASSERT_EQ(space.size(), 100u);
+  std::fill(space.begin(), space.end(), 'c');
+  space[0] = 'b';
+  s.commit_write(1);  // "b": the rest of the space is not input
+  EXPECT_EQ(s.queued_bytes(), 3u);
+  EXPECT_FALSE(s.process(1 << 20));
+  EXPECT_EQ(out, "-");  // "ab" is held: it may begin "abc"
+  space = s.write_space(4096);
+  ASSERT_EQ(space.size(), 4096u);
+  const std::string tail = "c-abc" + std::string(4000, 'z');
+  std::copy(tail.begin(), tail.end(), space.begin());
+  s.commit_write(tail.size());
+  EXPECT_EQ(s.stats().bytes_in, 3 + tail.size());
+  while (s.process(64)) {
+  }
+  s.finish();
+  EXPECT_TRUE(s.write_space(1).empty());  // finished: no more input
+  EXPECT_FALSE(s.process(1 << 20));
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(out, "-X-X" + std::string(4000, 'z'));
+  EXPECT_EQ(s.stats().replacements, 2u);
 }
 
 TEST(SubstitutionRulesTest, InvalidRulesAreRejectedWithTheirIndex) {
