@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,7 +145,17 @@ inline std::string stream_substitute(
   while (pos < body.size()) {
     state = state * 1103515245u + 12345u;
     const size_t piece = std::min<size_t>(body.size() - pos, 1 + (state >> 16) % 97);
-    stream.write(body.substr(pos, piece));
+    // Every other piece is written in place, as the proxy reads a body into the stream, in room
+    // that may be larger than the piece.
+    const std::span<char> space =
+        (state >> 8) & 1 ? stream.write_space(piece + (state >> 9) % 5) : std::span<char>();
+    if (space.empty()) {
+      stream.write(body.substr(pos, piece));
+    } else {
+      TIDEGATE_FUZZ_CHECK(space.size() >= piece, "write_space gave " << space.size() << " bytes");
+      std::copy_n(body.data() + pos, piece, space.data());
+      stream.commit_write(piece);
+    }
     pos += piece;
     state = state * 1103515245u + 12345u;
     const size_t slice = 1 + (state >> 16) % 61;
