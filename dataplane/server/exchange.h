@@ -406,8 +406,8 @@ class Exchange {
   uint64_t file_left_ = 0;
   static constexpr std::size_t kFilePartBytes = 1024 * 1024;  // per sendfile(2) turn
 
-  // Aligned as the parser's buffer it is filled from (64 bytes or more): a copy whose destination
-  // lies 1 to 63 bytes past its source modulo 4 KiB runs 2 to 15 times slower
+  // 64-byte aligned, as the start of the parser's buffer it is filled from usually is: a copy
+  // whose destination lies 1 to 63 bytes past its source modulo 4 KiB runs 2 to 15 times slower
   // (docs/substitutions.md, "Streaming and fairness").
   alignas(64) std::array<char, Limits::kRelayBufferBytes> relay_buffer_;
 

@@ -32,8 +32,9 @@ inline constexpr size_t kSubstitutionSliceBytes = 64 * 1024;
 // engine is asleep at every write, so 16 KiB writes cost a wake-up each (6 us on this machine's
 // loopback, a seventh of a dense page's CPU: docs/benchmarks.md, "Pages dense with matches").
 inline constexpr size_t kSubstitutionWriteBytes = 64 * 1024;
-// And read from the upstream in pieces of up to this much (Http1Upstream::widen_reads): a read
-// is a system call, and one that frees the receive window sends the upstream a window update.
+// And read from the upstream in pieces of up to this much (Http1Upstream::widen_reads), each
+// straight into the stream's window (Exchange::read_response_body): a read is a system call, and
+// one that frees the receive window sends the upstream a window update.
 inline constexpr size_t kSubstitutionReadBytes = 64 * 1024;
 // The smallest slice.
 inline constexpr size_t kSubstitutionMinSliceBytes = 1024;

@@ -7,8 +7,9 @@
 // kSubstitutionReadBytes, straight into the stream's window: data_space()) -> commit_data() ->
 // slices of process() -> each slice's output written to the client before the next one; between
 // two slices that produced nothing to write the exchange yields to the worker. Memory per
-// response: the held bytes (<= max_buffer), the queued input (at most one read) and the output
-// of one slice (gathered up to kSubstitutionWriteBytes).
+// response: the held bytes (<= max_buffer) and the queued input (at most one read), both in the
+// stream's window (sized for a read and a sixteenth more), and the output of one slice (gathered
+// up to kSubstitutionWriteBytes).
 
 #include <cstddef>
 #include <optional>

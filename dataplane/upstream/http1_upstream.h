@@ -2,10 +2,11 @@
 // The upstream HTTP/1.1 side of one exchange's attempts (server/exchange.h): a connection taken
 // from the worker's pool or freshly connected, the optional upstream TLS handshake, the request
 // written through server::OutgoingMessage and the response head and body read with Beast's
-// parser into the caller's relay buffer. It decides nothing: the exchange says where to connect,
-// how long to wait and what to do with an error; completions go to the handler it passes (each
-// handler holds what keeps the exchange alive). One object per exchange, reused from one attempt
-// and one request to the next so that its buffers keep their capacity.
+// parser into the caller's buffer (the exchange's relay buffer, or a filter's window). It decides
+// nothing: the exchange says where to connect, how long to wait and what to do with an error;
+// completions go to the handler it passes (each handler holds what keeps the exchange alive). One
+// object per exchange, reused from one attempt and one request to the next so that its buffers keep
+// their capacity.
 
 #include <chrono>
 #include <cstddef>
@@ -135,7 +136,7 @@ class Http1Upstream {
     });
   }
 
-  // Lets one read take up to `bytes` of the body (the parser then serves the relay buffer from
+  // Lets one read take up to `bytes` of the body (the parser then serves the caller's buffer from
   // what it holds, without a system call). For bodies that are processed rather than relayed
   // (substitution): fewer, larger reads. release() gives the memory back.
   void widen_reads(std::size_t bytes) {

@@ -50,8 +50,11 @@ void StreamWindow::reserve(size_t n) {
     begin_ = begin;
     return;
   }
-  // Doubling, as std::string grows: appends of any size cost amortised O(1) per byte.
-  const size_t capacity = std::max({need, 2 * capacity_, size_t{256}});
+  // Room for what is asked and a sixteenth more, so that the next read of the same size still
+  // fits after a compaction that keeps a few bytes (the proxy asks for kSubstitutionReadBytes
+  // each time: its window stays at ~68 KiB); and at least twice what is kept, so that appends
+  // that are never compacted away cost amortised O(1) per byte.
+  const size_t capacity = std::max({need + need / 16 + kAlignment, 2 * size_ + n, size_t{256}});
   std::unique_ptr<char[], Free> storage(
       static_cast<char*>(::operator new[](capacity, std::align_val_t{kAlignment})));
   if (size_ != 0) std::memcpy(storage.get() + begin, data(), size_);
@@ -75,7 +78,8 @@ std::span<char> StreamWindow::space(size_t n) {
 void StreamWindow::drop_front(size_t n) {
   n = std::min(n, size_);
   const size_t kept = size_ - n;
-  const size_t begin = aligned_begin(kept);
+  size_t begin = aligned_begin(kept);
+  if (begin + kept > capacity_) begin = 0;  // no room to align: the front
   if (kept != 0) std::memmove(storage_.get() + begin, data() + n, kept);
   begin_ = begin;
   size_ = kept;

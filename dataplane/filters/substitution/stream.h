@@ -6,7 +6,8 @@
 //   for each chunk: s.feed(chunk); send and clear `out`;
 //   s.end(); send `out`.
 // Or, to share a worker fairly with other requests: write() a chunk, then call process(64 KiB,
-// deadline) until it returns false, yielding to the event loop between calls.
+// deadline) until it returns false, yielding to the event loop between calls. A reader can fill
+// the stream's window in place instead of write(): write_space(n), read into it, commit_write().
 //
 // Semantics (docs/substitutions.md): all rules in one pass as a tokenizer — leftmost match
 // start wins, then the longest match, then the earlier rule; global; output never rescanned.
@@ -32,24 +33,27 @@ inline constexpr size_t kDefaultSubstitutionMaxBuffer = 64 * 1024;
 // The stream's window of input: a growable byte buffer whose new space is not filled before it
 // is written (std::string's resize would zero every byte an upstream read then overwrites).
 // The end of the bytes it keeps, where the next input is written, is put on a 64-byte boundary
-// when they are moved (compaction, growth): the upstream read then copies from one 64-byte
-// aligned buffer (the parser's) to another. A copy whose destination lies 1 to 63 bytes past its
-// source modulo 4 KiB runs 2 to 15 times slower (`rep movsb` and 4K aliasing: measured 4.9-5.6
-// us against 0.33 us per 16 KiB here), and without the alignment the window's end sat just past
-// the parser's buffer's start for every read (docs/substitutions.md, "In the proxy").
+// when they are moved (compaction, growth). A copy whose destination lies 1 to 63 bytes past its
+// source modulo 4 KiB runs 2 to 15 times slower (`rep movsb` and 4K aliasing: 4.9-5.6 us against
+// 0.33 us per 16 KiB measured here), and the upstream read copies from the start of the parser's
+// buffer, which the allocator gave 64-byte alignment in the measured build: unaligned, the
+// window's end sat a few bytes past it at every read. Aligned, that case needs the source
+// misaligned (a head or a chunk-size line before the body bytes), so it is rare, not ruled out
+// (docs/substitutions.md, "Streaming and fairness").
 class StreamWindow {
  public:
   static constexpr size_t kAlignment = 64;
 
   const char* data() const { return storage_.get() + begin_; }
   size_t size() const { return size_; }
+  size_t capacity() const { return capacity_; }
   void append(std::string_view bytes);
   // Room for `n` more bytes after size(), for the caller to write and then commit(). Valid
   // until the next call that changes the window.
   std::span<char> space(size_t n);
   // The first `n` bytes of space() hold input now.
   void commit(size_t n) { size_ += n; }
-  // Drops the first `n` bytes (moves the rest to the front).
+  // Drops the first `n` bytes (moves the rest to the front, aligned where there is room).
   void drop_front(size_t n);
   // Empties the window and frees its memory.
   void release();

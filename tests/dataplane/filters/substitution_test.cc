@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -582,6 +583,65 @@ TEST(SubstitutionStreamTest, NoRulesPassesThrough) {
   s.feed("abc");
   s.end();
   EXPECT_EQ(out, "abc");
+}
+
+// The window as the proxy uses it: room for a 64 KiB read asked for again and again, a part of
+// it filled, all but a few bytes dropped. The bytes survive every move, the end of those kept
+// lies on a 64-byte boundary after each drop, and the capacity stays near one read.
+TEST(StreamWindowTest, ReadsIntoTheWindowKeepItsSizeAndItsEndAligned) {
+  StreamWindow w;
+  std::mt19937 rng(7);
+  std::string mirror;  // what the window should hold
+  for (int i = 0; i < 500; ++i) {
+    const size_t want = 64 * 1024;
+    const std::span<char> room = w.space(want);
+    ASSERT_EQ(room.size(), want);
+    const size_t n = 1 + rng() % want;
+    for (size_t j = 0; j < n; ++j) room[j] = static_cast<char>('a' + (i + j) % 26);
+    mirror.append(room.data(), n);
+    w.commit(n);
+    ASSERT_EQ(std::string_view(w.data(), w.size()), mirror) << i;
+    // Keep up to 200 bytes (a held candidate), as compact() does after a turn.
+    const size_t keep = std::min<size_t>(mirror.size(), rng() % 200);
+    w.drop_front(mirror.size() - keep);
+    mirror.erase(0, mirror.size() - keep);
+    ASSERT_EQ(std::string_view(w.data(), w.size()), mirror) << i;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data() + w.size()) % StreamWindow::kAlignment, 0u) << i;
+  }
+  EXPECT_LE(w.capacity(), 64 * 1024 + 64 * 1024 / 16 + 2 * StreamWindow::kAlignment + 200);
+  w.release();
+  EXPECT_EQ(w.size(), 0u);
+  EXPECT_EQ(w.capacity(), 0u);
+  w.append("again");  // usable after release
+  EXPECT_EQ(std::string_view(w.data(), w.size()), "again");
+}
+
+// Appends that are never dropped grow the window geometrically and keep every byte; a drop that
+// leaves no room to align puts the rest at the front.
+TEST(StreamWindowTest, AppendsGrowAndDropsStayWithinTheWindow) {
+  StreamWindow w;
+  std::string mirror;
+  size_t reallocations = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const size_t before = w.capacity();
+    const std::string piece(1 + i % 13, static_cast<char>('a' + i % 26));
+    w.append(piece);
+    mirror += piece;
+    if (w.capacity() != before) ++reallocations;
+  }
+  EXPECT_EQ(std::string_view(w.data(), w.size()), mirror);
+  EXPECT_LT(reallocations, 20u);  // 140,000 bytes: doubling from 256 takes about ten
+  // Dropping one byte of a full window: the rest cannot move to an aligned start past the front
+  // (moved there anyway, it would overrun the allocation: AddressSanitizer's unit run sees that).
+  StreamWindow full;
+  full.append(std::string(300, 'x'));
+  const std::span<char> rest = full.space(full.capacity() - full.size());
+  ASSERT_FALSE(rest.empty());
+  std::fill(rest.begin(), rest.end(), 'y');
+  full.commit(rest.size());
+  const std::string want = std::string(299, 'x') + std::string(rest.size(), 'y');
+  full.drop_front(1);
+  EXPECT_EQ(std::string_view(full.data(), full.size()), want);
 }
 
 // Input read in place (write_space, then commit_write) is queued as write() queues it: counted,

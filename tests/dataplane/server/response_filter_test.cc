@@ -1,6 +1,8 @@
 #include "server/response_filter.h"
 
+#include <algorithm>
 #include <cctype>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,14 @@ class UpperFilter : public ResponseFilter {
     queued_.append(data);
     last_ |= last;
   }
+  // Input in place: room in a buffer of its own, queued when committed.
+  std::span<char> data_space(size_t n) override {
+    room_.resize(n);
+    return room_;
+  }
+  void commit_data(size_t n, bool last) override {
+    on_data(std::string_view(room_).substr(0, n), last);
+  }
   bool process() override {
     size_t n = std::min(turn_, queued_.size());
     for (size_t i = 0; i < n; ++i) {
@@ -44,7 +54,7 @@ class UpperFilter : public ResponseFilter {
  private:
   bool accept_;
   size_t turn_;
-  std::string queued_, out_;
+  std::string queued_, out_, room_;
   bool last_ = false;
 };
 
@@ -122,6 +132,44 @@ TEST(ResponseFilterChainTest, AcceptingFiltersRunInOrderAndSeeTheEndOnce) {
     EXPECT_EQ(upper.ends, c.upper_ends) << c.name;
     EXPECT_EQ(trailer.ends, 1) << c.name;
     EXPECT_FALSE(chain.active()) << c.name;
+  }
+}
+
+// Body input read in place goes to the first active filter, which alone decides whether it takes
+// input that way: a chain headed by a filter without room gets on_data() (an empty span).
+TEST(ResponseFilterChainTest, InputInPlaceGoesToTheFirstActiveFilter) {
+  for (const bool upper_accepts : {true, false}) {
+    UpperFilter upper(upper_accepts, 4);
+    TrailerFilter trailer;
+    ResponseFilterChain chain;
+    chain.add(&upper);
+    chain.add(&trailer);
+    http::response_header<Fields> head;
+    ASSERT_TRUE(chain.on_headers(head, {}));
+    std::string sent;
+    const std::vector<std::string> chunks = {"hello ", "", "world"};
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const bool last = i + 1 == chunks.size();
+      const std::span<char> room = chain.data_space(16);
+      EXPECT_EQ(room.empty(), !upper_accepts);
+      if (room.empty()) {
+        chain.on_data(chunks[i], last);
+      } else {
+        ASSERT_GE(room.size(), chunks[i].size());
+        std::copy(chunks[i].begin(), chunks[i].end(), room.begin());
+        chain.commit_data(chunks[i].size(), last);
+      }
+      bool more = true;
+      while (more) {
+        more = chain.process();
+        sent += chain.output();
+        chain.output().clear();
+      }
+    }
+    EXPECT_TRUE(chain.done());
+    chain.on_end();
+    EXPECT_EQ(sent, upper_accepts ? "HELLO WORLD<end>" : "hello world<end>");
+    EXPECT_EQ(trailer.lasts, 1);
   }
 }
 
