@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "filters/substitution/rule_set.h"
 
@@ -43,6 +44,17 @@ inline constexpr size_t kDefaultSubstitutionMaxBuffer = 64 * 1024;
 class StreamWindow {
  public:
   static constexpr size_t kAlignment = 64;
+
+  StreamWindow() = default;
+  // A moved-from window is empty, as a moved-from std::string is.
+  StreamWindow(StreamWindow&& other) noexcept { *this = std::move(other); }
+  StreamWindow& operator=(StreamWindow&& other) noexcept {
+    storage_ = std::move(other.storage_);
+    begin_ = std::exchange(other.begin_, 0);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+    return *this;
+  }
 
   const char* data() const { return storage_.get() + begin_; }
   size_t size() const { return size_; }

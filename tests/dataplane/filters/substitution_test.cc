@@ -614,6 +614,13 @@ TEST(StreamWindowTest, ReadsIntoTheWindowKeepItsSizeAndItsEndAligned) {
   EXPECT_EQ(w.capacity(), 0u);
   w.append("again");  // usable after release
   EXPECT_EQ(std::string_view(w.data(), w.size()), "again");
+  // Moved, the bytes go along and the source is empty and usable.
+  StreamWindow moved(std::move(w));
+  EXPECT_EQ(std::string_view(moved.data(), moved.size()), "again");
+  EXPECT_EQ(w.size(), 0u);  // NOLINT(bugprone-use-after-move): the state a move leaves
+  EXPECT_EQ(w.capacity(), 0u);
+  w.append("new");
+  EXPECT_EQ(std::string_view(w.data(), w.size()), "new");
 }
 
 // Appends that are never dropped grow the window geometrically and keep every byte; a drop that
