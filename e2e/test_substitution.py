@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -147,7 +148,7 @@ class _SiteHandler(BaseHTTPRequestHandler):
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        if framing == "length" or framing.startswith("paused:"):
+        if framing == "length" or framing.startswith(("paused:", "cut:")):
             self.send_header("Content-Length", str(len(body)))
         elif framing == "chunked" or framing.startswith("chunked-paused:"):
             self.send_header("Transfer-Encoding", "chunked")
@@ -178,6 +179,13 @@ class _SiteHandler(BaseHTTPRequestHandler):
             with srv.lock:
                 srv.resumed_at = time.monotonic()
             self.wfile.write(rest)
+        elif framing.startswith("cut:"):
+            # "cut:SPLIT": the length of the whole body, its first SPLIT bytes, then the
+            # connection closes (a backend that dies mid-body).
+            self.wfile.write(body[:int(framing.split(":")[1])])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
         else:
             self.wfile.write(body)
 
@@ -337,6 +345,34 @@ def test_output_is_not_held_back_while_the_upstream_pauses(sub, framing):
     assert early_at is not None and early_at < resumed_at, (
         f"the first part's {early} bytes arrived {early_at - resumed_at:.3f} s after the "
         "upstream resumed: output was held while the proxy waited for input")
+
+
+def test_bodies_cut_short_on_either_side_leave_the_worker_serving(sub):
+    """The body is read straight into the stream's window: a backend that dies mid-body and a
+    client that leaves mid-body end their exchange (the client sees the cut as a closed
+    connection, since the status line is out) and free nothing still being read into; the same
+    worker serves the next request right (scripts/asan-e2e runs this under AddressSanitizer)."""
+    if harness.PROTOCOL == "http2":
+        pytest.skip("timed on raw HTTP/1.1 connections")
+    page = make_page(2 * MiB, seed=21)
+    sub.site.page("/cut.html", page, framing=f"cut:{600_000}")
+    sub.site.page("/whole.html", page)
+    with RawConnection(sub.port, timeout=30) as c:
+        c.send(f"GET /cut.html HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+        _, status, _, headers = c.read_head()
+        assert status == 200 and ("Transfer-Encoding", "chunked") in headers, headers
+        rest = c.read_until_close()
+        # The cut shows as a chunked body without its last chunk.
+        assert len(rest) < len(reference(page)) and not rest.endswith(b"0\r\n\r\n")
+    for _ in range(3):
+        with RawConnection(sub.port, timeout=30) as c:
+            c.send(f"GET /whole.html HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
+            _, status, _, _ = c.read_head()
+            assert status == 200
+            c.read_exact(100_000)  # some of the body, then the client goes away
+    r, _, body = get(sub.port, "/whole.html")
+    assert r.status == 200 and body == reference(page)
+    assert "failed mid-body" in sub.dataplane.log()
 
 
 def test_a_substituted_body_counts_in_bytes_out(sub):
