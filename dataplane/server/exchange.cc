@@ -1110,21 +1110,15 @@ void Exchange::read_response_body() {
   // A read that finds its bytes already buffered completes before any timer: the deadline is
   // checked here too, so that a fast stream cannot outrun it.
   if (past_deadline()) return on_read_response_body(beast::error::timeout, 0, false);
-  if (filters_.active()) {
-    // A filter that keeps a window of its input (substitution) has the body read straight into
-    // it: one copy less per byte than reading into the relay buffer and handing that over.
-    const std::span<char> space = filters_.data_space(kSubstitutionReadBytes);
-    if (!space.empty()) {
-      up_.read_body(space.data(), space.size(), read_timeout(),
-                    [self = downstream_.hold(), this](error_code ec, std::size_t n) {
-                      on_read_response_body(ec, n, true);
-                    });
-      return;
-    }
-  }
-  up_.read_body(relay_buffer_.data(), relay_buffer_.size(), read_timeout(),
-                [self = downstream_.hold(), this](error_code ec, std::size_t n) {
-                  on_read_response_body(ec, n, false);
+  // A filter that keeps a window of its input (substitution) has the body read straight into it:
+  // one copy less per byte than reading into the relay buffer and handing that over.
+  std::span<char> into =
+      filters_.active() ? filters_.data_space(kSubstitutionReadBytes) : std::span<char>();
+  const bool in_place = !into.empty();
+  if (!in_place) into = relay_buffer_;
+  up_.read_body(into.data(), into.size(), read_timeout(),
+                [self = downstream_.hold(), this, in_place](error_code ec, std::size_t n) {
+                  on_read_response_body(ec, n, in_place);
                 });
 }
 

@@ -65,9 +65,8 @@ void StreamWindow::reserve(size_t n) {
 
 void StreamWindow::append(std::string_view bytes) {
   if (bytes.empty()) return;
-  reserve(bytes.size());
-  std::memcpy(storage_.get() + begin_ + size_, bytes.data(), bytes.size());
-  size_ += bytes.size();
+  std::memcpy(space(bytes.size()).data(), bytes.data(), bytes.size());
+  commit(bytes.size());
 }
 
 std::span<char> StreamWindow::space(size_t n) {
