@@ -518,6 +518,193 @@ bool collect_literal(const Node& n, bool whole, std::string* bytes, bool* fold, 
   return false;
 }
 
+// Literal sets for literal_alternatives(): for a node, the strings it can match when they are a
+// few literals, and the literals every non-empty match of it begins with.
+struct Literals {
+  // Every string the node matches, when that is a finite set of literals (at most the cap, none
+  // longer than the length cap; "" when it can match empty).
+  std::optional<std::vector<std::string>> exact;
+  // When known: every non-empty match begins with one of these (each non-empty, at most the
+  // length cap). Empty: the node has no non-empty match.
+  std::optional<std::vector<std::string>> starts;
+  bool nullable = true;  // unknown nodes say true: it only makes the caller look further
+};
+
+class LiteralSets {
+ public:
+  LiteralSets(bool fold, size_t max_count, size_t max_length)
+      : fold_(fold), max_count_(max_count), max_length_(max_length) {}
+
+  bool fold() const { return fold_; }
+  void set_fold() { fold_ = true; }
+
+  Literals of(const Node& n) {
+    switch (n.kind) {
+      case Node::Kind::kAssert:
+        return from_exact({""});
+      case Node::Kind::kFlags:
+        // A fold that starts inside the pattern cannot be said by one flag for the whole rule
+        // (only a leading one, see literal_alternatives); other flags leave literals alone.
+        if (n.text.find('i') == std::string::npos || (fold_ && n.text == "(?i)")) {
+          return from_exact({""});
+        }
+        return {};
+      case Node::Kind::kAtom: {
+        std::optional<std::string> c = literal_char(n.text);
+        if (!c) return {};
+        if (fold_) {
+          // Folded literals are ASCII, and not k or s (RE2 folds them to non-ASCII characters).
+          const auto b = static_cast<unsigned char>((*c)[0]);
+          if (b >= 0x80 || std::string_view("kKsS").find((*c)[0]) != std::string_view::npos) {
+            return {};
+          }
+        }
+        return from_exact({*c});
+      }
+      case Node::Kind::kGroup:
+        if (n.text != "(?:") return {};  // a group with flags
+        return of(n.kids[0]);
+      case Node::Kind::kAlt:
+        return alternation(n.kids);
+      case Node::Kind::kConcat:
+        return concatenation(n.kids);
+      case Node::Kind::kRepeat:
+        return repeat(n);
+    }
+    return {};
+  }
+
+ private:
+  using Set = std::vector<std::string>;
+
+  static void add(Set* set, std::string s) {
+    if (std::find(set->begin(), set->end(), s) == set->end()) set->push_back(std::move(s));
+  }
+
+  Literals from_exact(Set exact) {
+    Literals l;
+    l.nullable = std::find(exact.begin(), exact.end(), "") != exact.end();
+    Set starts;
+    for (const auto& s : exact) {
+      if (!s.empty()) add(&starts, s.substr(0, max_length_));
+    }
+    l.starts = std::move(starts);
+    l.exact = std::move(exact);
+    return l;
+  }
+
+  // Each of `a` followed by each of `b`: nullopt past the count cap, or past the length cap
+  // unless `truncate` (then cut there: still a prefix of what follows).
+  std::optional<Set> product(const Set& a, const Set& b, bool truncate) const {
+    if (a.size() * b.size() > max_count_) return std::nullopt;
+    Set out;
+    for (const auto& x : a) {
+      for (const auto& y : b) {
+        std::string s = x + y;
+        if (s.size() > max_length_) {
+          if (!truncate) return std::nullopt;
+          s.resize(max_length_);
+        }
+        add(&out, std::move(s));
+      }
+    }
+    return out;
+  }
+
+  Literals alternation(const std::vector<Node>& kids) {
+    Set exact, starts;
+    bool exact_known = true, starts_known = true, nullable = false;
+    for (const Node& k : kids) {
+      Literals l = of(k);
+      nullable = nullable || l.nullable;
+      if (l.exact && exact_known) {
+        for (auto& s : *l.exact) add(&exact, std::move(s));
+      } else {
+        exact_known = false;
+      }
+      if (l.starts && starts_known) {
+        for (auto& s : *l.starts) add(&starts, std::move(s));
+      } else {
+        starts_known = false;
+      }
+    }
+    if (exact_known && exact.size() <= max_count_) return from_exact(std::move(exact));
+    Literals l;
+    l.nullable = nullable;
+    if (starts_known && starts.size() <= max_count_) l.starts = std::move(starts);
+    return l;
+  }
+
+  Literals concatenation(const std::vector<Node>& kids) {
+    // `heads`: what the kids so far matched, while they all matched known literals; `found`: the
+    // beginnings of matches whose first non-empty piece came from a kid that was not.
+    Set heads = {""}, found;
+    std::optional<Set> exact = Set{""};
+    // Every match begins with a head (then all must be non-empty) or with one of `found`.
+    auto finish = [&]() -> std::optional<Set> {
+      for (const auto& h : heads) {
+        if (h.empty()) return std::nullopt;
+      }
+      Set out = found;
+      for (const auto& h : heads) add(&out, h);
+      if (out.size() > max_count_) return std::nullopt;
+      return out;
+    };
+    Literals result;
+    result.nullable = false;
+    bool walking = true;
+    for (const Node& k : kids) {
+      Literals l = of(k);
+      if (exact) exact = l.exact ? product(*exact, *l.exact, false) : std::nullopt;
+      if (!walking) continue;
+      if (l.exact) {
+        if (std::optional<Set> longer = product(heads, *l.exact, false)) {
+          heads = std::move(*longer);
+          continue;
+        }
+      }
+      std::optional<Set> begun = l.starts ? product(heads, *l.starts, true) : std::nullopt;
+      if (!begun) {
+        result.starts = finish();
+        walking = false;
+        continue;
+      }
+      for (auto& s : *begun) add(&found, std::move(s));
+      if (!l.nullable) {
+        result.starts = found.size() <= max_count_ ? std::optional<Set>(found) : std::nullopt;
+        walking = false;
+      }
+      // A kid that may match empty: the heads go on past it too.
+    }
+    if (exact && exact->size() <= max_count_) return from_exact(std::move(*exact));
+    if (walking) {
+      // Every kid may have matched empty or a known literal.
+      result.starts = finish();
+      result.nullable = std::find(heads.begin(), heads.end(), "") != heads.end();
+    }
+    return result;
+  }
+
+  Literals repeat(const Node& n) {
+    Literals x = of(n.kids[0]);
+    if (n.max == 0) return from_exact({""});
+    if (x.exact && n.min <= 1 && n.max == 1) {
+      Set exact = *x.exact;
+      if (n.min == 0) add(&exact, "");
+      return from_exact(std::move(exact));
+    }
+    Literals l;
+    // A non-empty match of x{m,n} begins with a non-empty match of x.
+    l.starts = std::move(x.starts);
+    l.nullable = n.min == 0 || x.nullable;
+    return l;
+  }
+
+  bool fold_;
+  size_t max_count_;
+  size_t max_length_;
+};
+
 }  // namespace
 
 LiteralPrefix literal_prefix(std::string_view pattern, bool fold) {
@@ -532,6 +719,35 @@ LiteralPrefix literal_prefix(std::string_view pattern, bool fold) {
   if (collect_literal(*root, true, &whole, &whole_fold) && !whole.empty()) {
     out.whole = std::move(whole);
   }
+  return out;
+}
+
+LiteralAlternatives literal_alternatives(std::string_view pattern, bool fold, size_t max_count,
+                                         size_t max_length) {
+  LiteralAlternatives out;
+  Parser parser(pattern);
+  std::optional<Node> root = parser.parse();
+  if (!root || max_count == 0 || max_length == 0) return out;
+  LiteralSets sets(fold, max_count, max_length);
+  // A leading (?i) folds the whole rule (the parser carries it into every later branch).
+  const Node& first = root->kids[0];
+  if (!first.kids.empty() && first.kids[0].kind == Node::Kind::kFlags &&
+      first.kids[0].text == "(?i)") {
+    sets.set_fold();
+  }
+  Literals l = sets.of(*root);
+  if (!l.starts || l.starts->empty() || l.nullable) return out;
+  // A literal that begins with another one adds nothing: where it lies, so does the shorter.
+  std::vector<std::string> literals;
+  for (const auto& s : *l.starts) {
+    bool covered = false;
+    for (const auto& t : *l.starts) {
+      if (t != s && s.compare(0, t.size(), t) == 0) covered = true;
+    }
+    if (!covered) literals.push_back(s);
+  }
+  out.literals = std::move(literals);
+  out.fold = sets.fold();
   return out;
 }
 

@@ -18,9 +18,11 @@
 // Capturing groups become non-capturing; alternatives get capturing groups nobody reads (RE2
 // 20220601 merges character classes across `|` wrongly, google/re2#467, but never merges groups).
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tidegate::substitution {
 
@@ -47,5 +49,20 @@ struct LiteralPrefix {
   std::string whole;
 };
 LiteralPrefix literal_prefix(std::string_view pattern, bool fold);
+
+// Literals one of which begins every match of `pattern`, for rules without one literal prefix:
+// the beginnings of an alternation's branches and of what optional parts leave (`(www\.)?
+// example\.com`: "www.example.com" and "example.com"; `(http|ftp)s?://`: "http://",
+// "https://", "ftp://", "ftps://"), leading assertions skipped. At most `max_count` literals
+// of at most `max_length` bytes (longer ones are cut: still prefixes); none when some match may
+// begin otherwise (a class, `.`, a fold inside the pattern, more than max_count), or when the
+// pattern can match the empty string. Folded as literal_prefix (`fold`: the rule's flag; a
+// leading (?i) sets it too).
+struct LiteralAlternatives {
+  std::vector<std::string> literals;
+  bool fold = false;
+};
+LiteralAlternatives literal_alternatives(std::string_view pattern, bool fold, size_t max_count,
+                                         size_t max_length);
 
 }  // namespace tidegate::substitution

@@ -177,22 +177,9 @@ std::optional<std::string> RuleSet::build(const substitution::CompiledRules& joi
 void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
   fixed_length_.assign(rules_.size(), 0);  // read only with a prefilter; sized either way
   std::vector<Prefix> prefixes;
-  std::vector<uint16_t> rule_prefix;
-  for (size_t r = 0; r < valid.size(); ++r) {
-    Prefix prefix;
-    if (linear_[r] != nullptr) prefix.sets = linear_[r]->prefix();
-    if (prefix.sets.empty()) {
-      const substitution::LiteralPrefix literal =
-          substitution::literal_prefix(valid[r].match, valid[r].flags == "i");
-      for (size_t i = 0; i < literal.bytes.size() && i < LinearRule::kMaxPrefix; ++i) {
-        const auto c = static_cast<unsigned char>(literal.bytes[i]);
-        ByteSet set;
-        set.add(c);
-        if (literal.fold) set.add(other_case(c));
-        prefix.sets.push_back(set);
-      }
-    }
-    if (prefix.sets.empty()) return;  // one rule without a prefix: the DFA scans everything
+  std::vector<RuleBits> prefix_rules;
+  // Adds `prefix` (its sets filled) for rule r, or gives rule r the same prefix already there.
+  auto add_prefix = [&](Prefix prefix, size_t r) {
     // The fingerprint: the window of up to three sets least likely in a page (the product of
     // their bytes' rough frequencies).
     prefix.length = prefix.sets.size();
@@ -232,15 +219,50 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     }
     size_t index = 0;
     while (index < prefixes.size() && prefixes[index].sets != prefix.sets) ++index;
-    if (index == prefixes.size()) prefixes.push_back(std::move(prefix));
-    rule_prefix.push_back(static_cast<uint16_t>(index));
+    if (index == prefixes.size()) {
+      prefixes.push_back(std::move(prefix));
+      prefix_rules.push_back(0);
+    }
+    prefix_rules[index] |= RuleBits{1} << r;
+  };
+  auto literal_sets = [](std::string_view bytes, bool fold) {
+    std::vector<ByteSet> sets;
+    for (size_t i = 0; i < bytes.size() && i < LinearRule::kMaxPrefix; ++i) {
+      const auto c = static_cast<unsigned char>(bytes[i]);
+      ByteSet set;
+      set.add(c);
+      if (fold) set.add(other_case(c));
+      sets.push_back(set);
+    }
+    return sets;
+  };
+  for (size_t r = 0; r < valid.size(); ++r) {
+    Prefix prefix;
+    if (linear_[r] != nullptr) prefix.sets = linear_[r]->prefix();
+    if (prefix.sets.empty()) {
+      const substitution::LiteralPrefix literal =
+          substitution::literal_prefix(valid[r].match, valid[r].flags == "i");
+      prefix.sets = literal_sets(literal.bytes, literal.fold);
+    }
+    if (!prefix.sets.empty()) {
+      add_prefix(std::move(prefix), r);
+      continue;
+    }
+    // No single prefix: the literals one of which begins each match (the branches of an
+    // alternation, what an optional part leaves), each a prefix of its own owned by the rule.
+    const substitution::LiteralAlternatives alternatives = substitution::literal_alternatives(
+        valid[r].match, valid[r].flags == "i", kMaxAlternatives, LinearRule::kMaxPrefix);
+    if (alternatives.literals.empty()) return;  // no prefix: the DFA scans everything
+    for (const std::string& literal : alternatives.literals) {
+      Prefix alternative;
+      alternative.sets = literal_sets(literal, alternatives.fold);
+      add_prefix(std::move(alternative), r);
+    }
   }
+  // A prefix set per bucket: at most 8 in each, and one bit each in a search's candidates.
+  if (prefixes.size() > kMaxPrefixes) return;
   prefixes_ = std::move(prefixes);
-  rule_prefix_ = std::move(rule_prefix);
-  prefix_rules_.assign(prefixes_.size(), 0);
-  for (size_t i = 0; i < rule_prefix_.size(); ++i) {
-    prefix_rules_[rule_prefix_[i]] |= RuleBits{1} << i;
-  }
+  prefix_rules_ = std::move(prefix_rules);
   for (size_t k = 0; k < prefixes_.size(); ++k) {
     const Prefix& l = prefixes_[k];
     const size_t bucket = k % kBuckets;
@@ -617,10 +639,14 @@ void RuleSet::rule_for(std::string_view text, Match* m) const {
   if (rules_.size() == 1) return;
   const size_t start = m->start, end = m->end;
   for (size_t i = 0; i < rules_.size(); ++i) {
-    // A rule whose prefix is not there cannot have matched: skip its RE2 call.
-    if (!rule_prefix_.empty()) {
-      const Prefix& l = prefixes_[rule_prefix_[i]];
-      if (l.length > end - start || !l.at(text, start)) continue;
+    // A rule none of whose prefixes is there cannot have matched: skip its RE2 call.
+    if (!prefixes_.empty()) {
+      bool there = false;
+      for (size_t k = 0; k < prefixes_.size() && !there; ++k) {
+        const Prefix& l = prefixes_[k];
+        there = (prefix_rules_[k] >> i & 1) != 0 && l.length <= end - start && l.at(text, start);
+      }
+      if (!there) continue;
     }
     if (const LinearRule* linear = linear_[i].get()) {
       // The joined pattern's match is the longest of all rules' at its start: a linear rule

@@ -221,8 +221,9 @@ class RuleSet {
   bool exact_prefixes_ = true;
   // Each rule's linear matcher (null: RE2 only), shared with the subsets of this set.
   std::vector<std::shared_ptr<const LinearRule>> linear_;
+  // Each rule has one prefix, or several literals when no single one begins all its matches
+  // (substitution::literal_alternatives: an alternation's branches); rules share equal ones.
   std::vector<Prefix> prefixes_;        // empty: no prefilter
-  std::vector<uint16_t> rule_prefix_;   // each rule's prefix in prefixes_
   std::vector<RuleBits> prefix_rules_;  // the rules (bit i: rule i of this set) of each prefix
   // Per rule: LinearRule::fixed_length() when it has a linear matcher and no group is needed for
   // its replacement (a match is then its prefix and its \b), else 0.
@@ -235,8 +236,12 @@ class RuleSet {
   // the fingerprint's bytes; otherwise a superset, which check_hit() resolves.
   static constexpr size_t kBuckets = 8;
   static constexpr size_t kFingerprint = 3;
-  // The prefixes in each bucket (at most 64 rules, so at most 8 prefixes each).
-  static_assert(kMaxSubstitutionRules <= 8 * kBuckets, "a bucket holds at most 8 prefixes");
+  // The prefixes in each bucket: at most kMaxPrefixes in all (past it: no prefilter), so at most
+  // 8 each.
+  static constexpr size_t kMaxPrefixes = 8 * kBuckets;
+  static_assert(kMaxPrefixes <= 64, "a search's prefixes are the bits of a uint64_t");
+  // The most literals one rule's alternatives may add.
+  static constexpr size_t kMaxAlternatives = 16;
   uint8_t bucket_prefixes_[kBuckets][8] = {};
   uint8_t bucket_size_[kBuckets] = {};
   uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte

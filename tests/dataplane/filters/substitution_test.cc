@@ -25,6 +25,7 @@ namespace tidegate::dataplane::filters {
 namespace {
 
 using Rules = std::vector<SubstitutionRule>;
+using substitution::literal_alternatives;
 using substitution::literal_prefix;
 using substitution::prefix_pattern;
 
@@ -925,6 +926,24 @@ TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
   EXPECT_GE(differential(77, 500, prefixed_rule, true), 200u);
 }
 
+// A random rule led by an alternation of literals (no single literal prefix), so that the
+// prefilter searches for each branch's literal.
+SubstitutionRule alternation_rule(std::mt19937& rng) {
+  static const std::vector<std::string> kLeads = {
+      "(?:ab|c)", "(a|bc)",      "(?:a|b)?c",    "(?:ab|ba)+", "(?:a|é)",
+      "(?:<a|a)", "\\b(?:ab|b)", "(?i)(?:ab|b)", "(?:a|)b",    "(?:a|b)(?:c|a)"};
+  SubstitutionRule r = random_rule(rng);
+  std::string lead = kLeads[rng() % kLeads.size()];
+  if (lead == "(?:a|é)" && r.flags == "i") lead = "(?:a|b)";  // folded literals are ASCII only
+  r.match = lead + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
+  if (validate_rule(r).has_value()) r.replace = "X";
+  return r;
+}
+
+TEST(SubstitutionPropertyTest, AlternativePrefixesEqualTheReference) {
+  at_every_scan_level([] { EXPECT_GE(differential(4711, 300, alternation_rule, true), 150u); });
+}
+
 // Rules that start with literals long enough that their fingerprint may lie past their start
 // (class=", whose rarest bytes are =" ), and bodies made of those literals.
 SubstitutionRule long_literal_rule(std::mt19937& rng) {
@@ -1475,6 +1494,77 @@ TEST(SubstitutionPrefixTest, LiteralPrefixes) {
   // (?i) inside a group folds that group only: the whole literal cannot say so.
   EXPECT_EQ(literal_prefix("(?:(?i)a)bc", false).whole, "");
   EXPECT_EQ(literal_prefix("((?i)a)bc", false).whole, "");
+}
+
+// The literals one of which begins every match, for rules without a single literal prefix.
+TEST(SubstitutionPrefixTest, LiteralAlternatives) {
+  using Set = std::vector<std::string>;
+  auto literals = [](std::string_view pattern, bool fold = false) {
+    Set out = literal_alternatives(pattern, fold, 16, 16).literals;
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const std::vector<std::pair<std::string, Set>> table = {
+      {R"((www\.)?example\.com)", {"example.com", "www.example.com"}},
+      {R"((?:http|ftp)s?://)", {"ftp://", "ftps://", "http://", "https://"}},
+      {"cat|dog", {"cat", "dog"}},
+      {R"(\bfoo\b|bar)", {"bar", "foo"}},
+      {"(a|b)+c", {"a", "b"}},  // a non-empty match of (a|b)+ begins with a or b
+      {"x*foo", {"foo", "x"}},  // x* may take nothing
+      {"(?:a|b){0}c", {"c"}},   // {0} matches only the empty string
+      {"ab(c|d)", {"abc", "abd"}},
+      {"(?:ab|a)c", {"abc", "ac"}},
+      {"(?:a|ab)", {"a"}},     // "ab" begins with "a": the shorter covers it
+      {"(|a)b", {"ab", "b"}},  // an empty branch
+      {"(aaaaaaaaaaaaaaaaaaaa|b)", {"aaaaaaaaaaaaaaaa", "b"}},  // cut at 16 bytes
+      // None: a class or `.` may begin a match, the pattern may match nothing, or a fold starts
+      // inside it.
+      {"(a|[bc])d", {}},
+      {".foo|bar", {}},
+      {"a?", {}},
+      {"(?:a|b)*", {}},
+      {"a(?i)b|c", {}},
+      {"(?i:a|b)c", {}},
+      {"[ab]c", {}},
+  };
+  for (const auto& [pattern, want] : table) EXPECT_EQ(literals(pattern), want) << pattern;
+  // Folded: ASCII only, and a literal stops before k and s (RE2 folds them to KELVIN SIGN and
+  // LONG S).
+  EXPECT_EQ(literals("(colou?r)", true), (Set{"color", "colour"}));
+  EXPECT_EQ(literals("(?:ask|bar)", true), (Set{"a", "bar"}));
+  EXPECT_EQ(literals("(?:é|a)b", true), Set{});
+  EXPECT_EQ(literals("(?:é|a)b", false), (Set{"ab", "éb"}));
+  EXPECT_TRUE(literal_alternatives("(?i)(a|b)", false, 16, 16).fold);
+  EXPECT_FALSE(literal_alternatives("(a|b)", false, 16, 16).fold);
+  EXPECT_EQ(literals("(?i)(a|b)c"), (Set{"ac", "bc"}));
+  // More than the cap: the product stops growing where it would pass it.
+  EXPECT_EQ(literals("(a|b)(c|d)(e|f)(g|h)(i|j)").size(), 16u);
+  EXPECT_EQ(literal_alternatives("a|b|c", false, 2, 16).literals, Set{});
+}
+
+TEST(SubstitutionPrefixTest, RulesWithAlternativesKeepThePrefilter) {
+  // Until the alternatives, one such rule turned the prefilter off for the whole set.
+  auto set = compile_ok({{R"((www\.)?example\.com)", "X", ""},
+                         {"(?:cat|dog)s?", "pet", "i"},
+                         {"[Cc]argo", "Freight", ""}});
+  ASSERT_NE(set, nullptr);
+  EXPECT_TRUE(set->prefiltered());
+  expect_all_splits({{R"((www\.)?example\.com)", "X", ""}, {"(?:cat|dog)s?", "pet", "i"}},
+                    "www.example.com example.com wwwexample.com CATS Dog bobcat",
+                    "X X wwwX pet pet bobpet");
+  // A rule whose matches may begin anywhere still turns it off.
+  auto any = compile_ok({{R"((www\.)?example\.com)", "X", ""}, {"(?:.x|y)", "Y", ""}});
+  ASSERT_NE(any, nullptr);
+  EXPECT_FALSE(any->prefiltered());
+  // So do more prefixes than the buckets hold (8 rules of 16 literals each).
+  Rules many;
+  for (char c = 'a'; c < 'i'; ++c) {
+    many.push_back({std::string("(a|b)(c|d)(e|f)(g|h)") + c, "X", ""});
+  }
+  auto full = compile_ok(many);
+  ASSERT_NE(full, nullptr);
+  EXPECT_FALSE(full->prefiltered());
+  EXPECT_EQ(run_pieces(full, {"adegb bcfhh"}), "X X");
 }
 
 TEST(SubstitutionSemanticsTest, CaseFoldingInsideAGroupEndsWithTheGroup) {
