@@ -636,8 +636,9 @@ class LiteralSets {
   }
 
   Literals concatenation(const std::vector<Node>& kids) {
-    // `heads`: what the kids so far matched, while they all matched known literals; `found`: the
-    // beginnings of matches whose first non-empty piece came from a kid that was not.
+    // `heads`: what the kids so far matched (cut at the length cap), while they all matched
+    // known literals; `found`: the beginnings of matches whose first non-empty piece came from a
+    // kid that did not.
     Set heads = {""}, found;
     std::optional<Set> exact = Set{""};
     // Every match begins with a head (then all must be non-empty) or with one of `found`.
@@ -658,7 +659,8 @@ class LiteralSets {
       if (exact) exact = l.exact ? product(*exact, *l.exact, false) : std::nullopt;
       if (!walking) continue;
       if (l.exact) {
-        if (std::optional<Set> longer = product(heads, *l.exact, false)) {
+        // Heads are only ever prefixes of what follows: cut at the length cap, they stay so.
+        if (std::optional<Set> longer = product(heads, *l.exact, true)) {
           heads = std::move(*longer);
           continue;
         }
@@ -737,12 +739,24 @@ LiteralAlternatives literal_alternatives(std::string_view pattern, bool fold, si
   }
   Literals l = sets.of(*root);
   if (!l.starts || l.starts->empty() || l.nullable) return out;
-  // A literal that begins with another one adds nothing: where it lies, so does the shorter.
+  // A literal that begins with another one adds nothing: where it lies, so does the shorter
+  // (folded: in either case).
+  auto begins_with = [&](const std::string& s, const std::string& t) {
+    if (t.size() > s.size()) return false;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const auto a = static_cast<unsigned char>(s[i]), b = static_cast<unsigned char>(t[i]);
+      if (a != b && !(sets.fold() && a < 0x80 && std::tolower(a) == std::tolower(b))) return false;
+    }
+    return true;
+  };
   std::vector<std::string> literals;
-  for (const auto& s : *l.starts) {
+  for (size_t i = 0; i < l.starts->size(); ++i) {
+    const std::string& s = (*l.starts)[i];
     bool covered = false;
-    for (const auto& t : *l.starts) {
-      if (t != s && s.compare(0, t.size(), t) == 0) covered = true;
+    for (size_t j = 0; j < l.starts->size() && !covered; ++j) {
+      const std::string& t = (*l.starts)[j];
+      // Of two equal under folding, the first stays.
+      covered = j != i && begins_with(s, t) && (t.size() < s.size() || j < i);
     }
     if (!covered) literals.push_back(s);
   }

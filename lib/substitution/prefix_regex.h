@@ -51,13 +51,17 @@ struct LiteralPrefix {
 LiteralPrefix literal_prefix(std::string_view pattern, bool fold);
 
 // Literals one of which begins every match of `pattern`, for rules without one literal prefix:
-// the beginnings of an alternation's branches and of what optional parts leave (`(www\.)?
-// example\.com`: "www.example.com" and "example.com"; `(http|ftp)s?://`: "http://",
-// "https://", "ftp://", "ftps://"), leading assertions skipped. At most `max_count` literals
-// of at most `max_length` bytes (longer ones are cut: still prefixes); none when some match may
-// begin otherwise (a class, `.`, a fold inside the pattern, more than max_count), or when the
-// pattern can match the empty string. Folded as literal_prefix (`fold`: the rule's flag; a
-// leading (?i) sets it too).
+// the beginnings of an alternation's branches and of what optional parts leave
+// (`(www\.)?example\.com`: "www.example.com" and "example.com"; `(http|ftp)s?://`: "http://",
+// "https://", "ftp://", "ftps://"), leading assertions skipped, literals joined through
+// concatenation, alternation, `?`, `{0}` and plain groups, a repeat of one or more giving its
+// first iteration. At most `max_count` literals of at most `max_length` bytes: longer ones are
+// cut, and a product that would pass the count stops growing (its literals stay shorter).
+// Folded as literal_prefix (`fold`: the rule's flag; a leading (?i) sets it too): ASCII only, and
+// a literal stops before k and s. None when some match may begin otherwise: a class, `.`, an
+// escape such as \n, a group with flags or a fold that starts or ends inside the pattern, a
+// folded branch beginning with k, s or a non-ASCII character, more than max_count literals at
+// one point; nor when the pattern can match the empty string.
 struct LiteralAlternatives {
   std::vector<std::string> literals;
   bool fold = false;

@@ -253,9 +253,20 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     const substitution::LiteralAlternatives alternatives = substitution::literal_alternatives(
         valid[r].match, valid[r].flags == "i", kMaxAlternatives, LinearRule::kMaxPrefix);
     if (alternatives.literals.empty()) return;  // no prefix: the DFA scans everything
+    // Each candidate of such a rule costs an RE2 call, dearer than the joined DFA's scan when
+    // candidates are common: literals of single common letters ((a|b)+c) leave the DFA to it.
+    double rate = 0;  // expected candidates per byte, by the bytes' rough frequencies
+    std::vector<std::vector<ByteSet>> literal_prefixes;
     for (const std::string& literal : alternatives.literals) {
+      literal_prefixes.push_back(literal_sets(literal, alternatives.fold));
+      double p = 1;
+      for (const ByteSet& set : literal_prefixes.back()) p *= set_weight(set) / 1000;
+      rate += p;
+    }
+    if (rate > kMaxAlternativesRate) return;
+    for (auto& sets : literal_prefixes) {
       Prefix alternative;
-      alternative.sets = literal_sets(literal, alternatives.fold);
+      alternative.sets = std::move(sets);
       add_prefix(std::move(alternative), r);
     }
   }
@@ -491,10 +502,10 @@ bool RuleSet::find_joined(std::string_view text, size_t from, Match* m) const {
   return true;
 }
 
-// Every match starts with its rule's prefix, so only candidates can start one. At a candidate,
-// each rule whose prefix is there runs anchored (longest match); the longest wins, the earlier
-// rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups come with it;
-// one RE2 call per rule otherwise. Either way the rule is known without the second pass the
+// Every match starts with one of its rule's prefixes, so only candidates can start one. At a
+// candidate, each rule with a prefix there runs anchored (longest match); the longest wins, the
+// earlier rule on a tie. A linear rule (linear_rule.h) needs no RE2 call, and its groups come with
+// it; one RE2 call per rule otherwise. Either way the rule is known without the second pass the
 // joined pattern would need.
 //
 // A failing candidate may walk far (x[a-z]*! at each x of a long run of them, to the byte that
@@ -527,7 +538,8 @@ template <typename Scan>
     for (; candidates != 0; candidates &= candidates - 1) {
       const auto i = static_cast<size_t>(__builtin_ctzll(candidates));
       bool known = false;
-      // The rule's own prefix is there: check_hit compared it.
+      // The rule's own prefix is there: check_hit compared it. (A rule with several prefixes,
+      // its alternatives, has none of its linear steps in a prefix: prefix_known skips nothing.)
       const size_t e = anchored(i, text, c, true, &spans[1 - best_spans], &known, &examined);
       if (e > best_end) {
         best_end = e;
@@ -639,15 +651,6 @@ void RuleSet::rule_for(std::string_view text, Match* m) const {
   if (rules_.size() == 1) return;
   const size_t start = m->start, end = m->end;
   for (size_t i = 0; i < rules_.size(); ++i) {
-    // A rule none of whose prefixes is there cannot have matched: skip its RE2 call.
-    if (!prefixes_.empty()) {
-      bool there = false;
-      for (size_t k = 0; k < prefixes_.size() && !there; ++k) {
-        const Prefix& l = prefixes_[k];
-        there = (prefix_rules_[k] >> i & 1) != 0 && l.length <= end - start && l.at(text, start);
-      }
-      if (!there) continue;
-    }
     if (const LinearRule* linear = linear_[i].get()) {
       // The joined pattern's match is the longest of all rules' at its start: a linear rule
       // produced it exactly when its own longest match there ends at the same byte.

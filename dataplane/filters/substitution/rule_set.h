@@ -190,14 +190,14 @@ class RuleSet {
   void check_hit(std::string_view text, size_t from, size_t pos, unsigned buckets, size_t* best,
                  uint64_t* at_best) const;
   // Rule i's longest match anchored at `at` (its end; `at` itself: none) and its groups when
-  // known. With `prefix_known`, rule i's prefix is known to be at `at`. *examined grows by the
+  // known. With `prefix_known`, a prefix of rule i is known to be at `at`. *examined grows by the
   // bytes the rule read (Match::examined).
   size_t anchored(size_t i, std::string_view text, size_t at, bool prefix_known, GroupSpans* spans,
                   bool* spans_known, size_t* examined) const;
 
-  // The byte sets every match of a rule begins with (its literal prefix, or its linear steps'),
-  // and its fingerprint: the `width` (1 to 3) sets at `offset` that the scan looks for, chosen
-  // rare in HTML and English text.
+  // Byte sets a match of a rule may begin with (its literal prefix, its linear steps', or one of
+  // its literal alternatives), and its fingerprint: the `width` (1 to 3) sets at `offset` that the
+  // scan looks for, chosen rare in HTML and English text.
   struct Prefix {
     std::vector<ByteSet> sets;
     size_t length = 0;  // sets.size(), kept where the hit test reads it
@@ -240,8 +240,11 @@ class RuleSet {
   // 8 each.
   static constexpr size_t kMaxPrefixes = 8 * kBuckets;
   static_assert(kMaxPrefixes <= 64, "a search's prefixes are the bits of a uint64_t");
-  // The most literals one rule's alternatives may add.
+  // The most literals one rule's alternatives may add, and how often, by byte_weight's rough
+  // frequencies, their candidates may come (per byte) for them to be used: at one in 200 bytes
+  // each candidate's RE2 call already costs about what the joined DFA's scan does.
   static constexpr size_t kMaxAlternatives = 16;
+  static constexpr double kMaxAlternativesRate = 1.0 / 200;
   uint8_t bucket_prefixes_[kBuckets][8] = {};
   uint8_t bucket_size_[kBuckets] = {};
   uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte

@@ -929,12 +929,14 @@ TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
 // A random rule led by an alternation of literals (no single literal prefix), so that the
 // prefilter searches for each branch's literal.
 SubstitutionRule alternation_rule(std::mt19937& rng) {
+  // Literals rare enough in text for the prefilter to take them (kMaxAlternativesRate): none is
+  // a single common letter.
   static const std::vector<std::string> kLeads = {
-      "(?:ab|c)", "(a|bc)",      "(?:a|b)?c",    "(?:ab|ba)+", "(?:a|é)",
-      "(?:<a|a)", "\\b(?:ab|b)", "(?i)(?:ab|b)", "(?:a|)b",    "(?:a|b)(?:c|a)"};
+      "(?:ab|cb)", "(ab|bc)",      "(?:a|b)?cb",    "(?:ab|ba)+", "(?:ab|é)",
+      "(?:<a|ab)", "\\b(?:ab|bb)", "(?i)(?:ab|bc)", "(?:a|)bc",   "(?:ab|b)(?:c|b)"};
   SubstitutionRule r = random_rule(rng);
   std::string lead = kLeads[rng() % kLeads.size()];
-  if (lead == "(?:a|é)" && r.flags == "i") lead = "(?:a|b)";  // folded literals are ASCII only
+  if (lead == "(?:ab|é)" && r.flags == "i") lead = "(?:ab|ba)";  // folded literals are ASCII only
   r.match = lead + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
   if (validate_rule(r).has_value()) r.replace = "X";
   return r;
@@ -1526,6 +1528,14 @@ TEST(SubstitutionPrefixTest, LiteralAlternatives) {
       {"a(?i)b|c", {}},
       {"(?i:a|b)c", {}},
       {"[ab]c", {}},
+      // A leading (?i) reaches every branch (the parser carries it); one inside a branch, a flag
+      // group or \n leaves a match's beginning unknown.
+      {"(?:(?i)a|b)c", {}},
+      {"(?s:ab)|c", {}},
+      {"\\n|a", {}},
+      {"\\Qa.b\\E|c", {"a.b", "c"}},
+      {"a{2,3}|b", {"a", "b"}},
+      {R"((?:www\.)?doc\.rust-lang\.org)", {"doc.rust-lang.or", "www.doc.rust-lan"}},
   };
   for (const auto& [pattern, want] : table) EXPECT_EQ(literals(pattern), want) << pattern;
   // Folded: ASCII only, and a literal stops before k and s (RE2 folds them to KELVIN SIGN and
@@ -1537,6 +1547,10 @@ TEST(SubstitutionPrefixTest, LiteralAlternatives) {
   EXPECT_TRUE(literal_alternatives("(?i)(a|b)", false, 16, 16).fold);
   EXPECT_FALSE(literal_alternatives("(a|b)", false, 16, 16).fold);
   EXPECT_EQ(literals("(?i)(a|b)c"), (Set{"ac", "bc"}));
+  EXPECT_EQ(literals("(?i)a|b"), (Set{"a", "b"}));
+  EXPECT_TRUE(literal_alternatives("(?i)a|b", false, 16, 16).fold);
+  EXPECT_EQ(literals("(?:ssl|tls)", true), Set{});  // s begins a branch
+  EXPECT_EQ(literals("(?:a|Ab)", true), Set{"a"});  // Ab begins with a, folded
   // More than the cap: the product stops growing where it would pass it.
   EXPECT_EQ(literals("(a|b)(c|d)(e|f)(g|h)(i|j)").size(), 16u);
   EXPECT_EQ(literal_alternatives("a|b|c", false, 2, 16).literals, Set{});
@@ -1565,6 +1579,71 @@ TEST(SubstitutionPrefixTest, RulesWithAlternativesKeepThePrefilter) {
   ASSERT_NE(full, nullptr);
   EXPECT_FALSE(full->prefiltered());
   EXPECT_EQ(run_pieces(full, {"adegb bcfhh"}), "X X");
+  // Exactly as many as the buckets hold (4 rules of 16), then one more.
+  many.resize(4);
+  auto at_cap = compile_ok(many);
+  ASSERT_NE(at_cap, nullptr);
+  EXPECT_TRUE(at_cap->prefiltered());
+  EXPECT_EQ(run_pieces(at_cap, {"adega bcfhd bdfhe"}), "X X bdfhe");
+  many.push_back({"zzz", "Z", ""});
+  auto past_cap = compile_ok(many);
+  ASSERT_NE(past_cap, nullptr);
+  EXPECT_FALSE(past_cap->prefiltered());
+  EXPECT_EQ(run_pieces(past_cap, {"adega zzz bcfhd"}), "X Z X");
+  // Literals that are common single letters would make a candidate of most bytes, each an RE2
+  // call: the joined DFA is cheaper then.
+  auto common = compile_ok({{"(a|b)+c", "X", ""}, {"<code>", "<c>", ""}});
+  ASSERT_NE(common, nullptr);
+  EXPECT_FALSE(common->prefiltered());
+  EXPECT_EQ(run_pieces(common, {"abac <code> ca"}), "X <c> ca");
+}
+
+// Every anchored match of a random pattern, at every position of random bodies, begins with one
+// of the literals literal_alternatives gives (compared folded when they are): what the prefilter
+// relies on, checked against RE2 directly rather than through the engine's output.
+TEST(SubstitutionPrefixTest, EveryMatchBeginsWithAnAlternative) {
+  std::mt19937 rng(2026);
+  size_t patterns = 0, matches = 0;
+  for (int round = 0; round < 3000; ++round) {
+    SubstitutionRule r = rng() % 2 ? random_rule(rng) : alternation_rule(rng);
+    if (validate_rule(r).has_value()) continue;
+    const bool fold = r.flags == "i";
+    const auto alternatives = literal_alternatives(r.match, fold, 16, 16);
+    if (alternatives.literals.empty()) continue;
+    ++patterns;
+    RE2::Options options;
+    options.set_longest_match(true);
+    options.set_case_sensitive(!fold);
+    options.set_log_errors(false);
+    const RE2 re(r.match, options);
+    ASSERT_TRUE(re.ok()) << r.match;
+    auto begins = [&](std::string_view text, size_t at, const std::string& literal) {
+      if (literal.size() > text.size() - at) return false;
+      for (size_t i = 0; i < literal.size(); ++i) {
+        const auto a = static_cast<unsigned char>(text[at + i]);
+        const auto b = static_cast<unsigned char>(literal[i]);
+        if (a != b && !(alternatives.fold && a < 0x80 && std::tolower(a) == std::tolower(b))) {
+          return false;
+        }
+      }
+      return true;
+    };
+    for (int b = 0; b < 3; ++b) {
+      const std::string body = random_body(rng, 40);
+      for (size_t at = 0; at < body.size(); ++at) {
+        re2::StringPiece m;
+        if (!re.Match(body, at, body.size(), RE2::ANCHOR_START, &m, 1) || m.empty()) continue;
+        ++matches;
+        bool found = false;
+        for (const auto& literal : alternatives.literals)
+          found = found || begins(body, at, literal);
+        ASSERT_TRUE(found) << r.match << " /" << r.flags << " matches \"" << std::string(m)
+                           << "\" at " << at << " of " << fuzz::escape(body);
+      }
+    }
+  }
+  EXPECT_GE(patterns, 500u);
+  EXPECT_GE(matches, 2000u);
 }
 
 TEST(SubstitutionSemanticsTest, CaseFoldingInsideAGroupEndsWithTheGroup) {
