@@ -236,42 +236,61 @@ void RuleSet::build_prefilter(const std::vector<SubstitutionRule>& valid) {
     }
     return sets;
   };
+  // Expected candidates per byte of a prefix, by its bytes' rough frequencies.
+  auto rate_of = [](const std::vector<ByteSet>& sets) {
+    double p = 1;
+    for (const ByteSet& set : sets) p *= set_weight(set) / 1000;
+    return p;
+  };
   for (size_t r = 0; r < valid.size(); ++r) {
     Prefix prefix;
-    if (linear_[r] != nullptr) prefix.sets = linear_[r]->prefix();
-    if (prefix.sets.empty()) {
+    const bool linear_prefix = linear_[r] != nullptr && !linear_[r]->prefix().empty();
+    if (linear_prefix) {
+      prefix.sets = linear_[r]->prefix();
+    } else {
       const substitution::LiteralPrefix literal =
           substitution::literal_prefix(valid[r].match, valid[r].flags == "i");
       prefix.sets = literal_sets(literal.bytes, literal.fold);
     }
-    if (!prefix.sets.empty()) {
-      add_prefix(std::move(prefix), r);
-      continue;
+    // No single prefix, or one so common that its candidates' RE2 calls would cost more than
+    // the joined DFA (a quote before an alternation: "(foo|bar)"): the literals one of which
+    // begins each match (the branches of an alternation, what an optional part leaves), each a
+    // prefix of its own owned by the rule, when they are rare enough ((a|b)+c gives single
+    // common letters: no).
+    if (!linear_prefix && (prefix.sets.empty() || rate_of(prefix.sets) > kMaxAlternativesRate)) {
+      const substitution::LiteralAlternatives alternatives = substitution::literal_alternatives(
+          valid[r].match, valid[r].flags == "i", kMaxAlternatives, LinearRule::kMaxPrefix);
+      double rate = 0;
+      std::vector<std::vector<ByteSet>> literal_prefixes;
+      for (const std::string& literal : alternatives.literals) {
+        literal_prefixes.push_back(literal_sets(literal, alternatives.fold));
+        rate += rate_of(literal_prefixes.back());
+      }
+      if (!literal_prefixes.empty() && rate <= kMaxAlternativesRate &&
+          (prefix.sets.empty() || rate < rate_of(prefix.sets))) {
+        for (auto& sets : literal_prefixes) {
+          Prefix alternative;
+          alternative.sets = std::move(sets);
+          add_prefix(std::move(alternative), r);
+        }
+        continue;
+      }
     }
-    // No single prefix: the literals one of which begins each match (the branches of an
-    // alternation, what an optional part leaves), each a prefix of its own owned by the rule.
-    const substitution::LiteralAlternatives alternatives = substitution::literal_alternatives(
-        valid[r].match, valid[r].flags == "i", kMaxAlternatives, LinearRule::kMaxPrefix);
-    if (alternatives.literals.empty()) return;  // no prefix: the DFA scans everything
-    // Each candidate of such a rule costs an RE2 call, dearer than the joined DFA's scan when
-    // candidates are common: literals of single common letters ((a|b)+c) leave the DFA to it.
-    double rate = 0;  // expected candidates per byte, by the bytes' rough frequencies
-    std::vector<std::vector<ByteSet>> literal_prefixes;
-    for (const std::string& literal : alternatives.literals) {
-      literal_prefixes.push_back(literal_sets(literal, alternatives.fold));
-      double p = 1;
-      for (const ByteSet& set : literal_prefixes.back()) p *= set_weight(set) / 1000;
-      rate += p;
-    }
-    if (rate > kMaxAlternativesRate) return;
-    for (auto& sets : literal_prefixes) {
-      Prefix alternative;
-      alternative.sets = std::move(sets);
-      add_prefix(std::move(alternative), r);
-    }
+    if (prefix.sets.empty()) return;  // no prefix: the DFA scans everything
+    add_prefix(std::move(prefix), r);
   }
   // A prefix set per bucket: at most 8 in each, and one bit each in a search's candidates.
   if (prefixes.size() > kMaxPrefixes) return;
+  // Fingerprints that most bytes have (a rule led by a common class: \w+@example\.com) make a
+  // candidate of most positions, each a prefix comparison and a rule's walk or RE2 call: slower
+  // than the joined DFA's scan, by ten times on the dense page. Leave such a set to the DFA.
+  double rate = 0;  // expected fingerprint hits per byte, by the bytes' rough frequencies
+  for (const Prefix& l : prefixes) {
+    double p = 1;
+    for (size_t k = 0; k < l.width; ++k) p *= set_weight(l.sets[l.offset + k]) / 1000;
+    rate += p;
+  }
+  if (rate > kMaxFingerprintRate) return;
   prefixes_ = std::move(prefixes);
   prefix_rules_ = std::move(prefix_rules);
   for (size_t k = 0; k < prefixes_.size(); ++k) {

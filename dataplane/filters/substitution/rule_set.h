@@ -100,6 +100,8 @@ class RuleSet {
   };
 
   bool prefiltered() const { return !prefixes_.empty(); }
+  // The prefixes the prefilter looks for (for tests).
+  size_t prefix_count() const { return prefixes_.size(); }
 
   // Matches replaced one after another, the stream's inner loop (SubstitutionStream::step), in
   // one function with the scan, so that a dense page pays no call and no scan set-up per match.
@@ -245,6 +247,9 @@ class RuleSet {
   // each candidate's RE2 call already costs about what the joined DFA's scan does.
   static constexpr size_t kMaxAlternatives = 16;
   static constexpr double kMaxAlternativesRate = 1.0 / 200;
+  // How often, summed over the set's prefixes, fingerprints may be expected (per byte) for the
+  // prefilter to be used: past one in four bytes the joined DFA is cheaper.
+  static constexpr double kMaxFingerprintRate = 0.25;
   uint8_t bucket_prefixes_[kBuckets][8] = {};
   uint8_t bucket_size_[kBuckets] = {};
   uint8_t byte_buckets_[kFingerprint][256] = {};  // the scalar test: buckets allowing a byte
