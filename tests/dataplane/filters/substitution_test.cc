@@ -910,16 +910,23 @@ TEST(SubstitutionPropertyTest, StreamingEqualsTheReference) {
   EXPECT_GE(differential(20240605, 500, random_rule, false), 200u);
 }
 
+// A random rule led by one of `leads`, a random rule after it two times in three. Folded, the
+// lead `non_ascii` becomes `ascii` (folded literals are ASCII only).
+SubstitutionRule led_rule(std::mt19937& rng, const std::vector<std::string>& leads,
+                          std::string_view non_ascii, std::string_view ascii) {
+  SubstitutionRule r = random_rule(rng);
+  std::string lead = leads[rng() % leads.size()];
+  if (lead == non_ascii && r.flags == "i") lead = ascii;
+  r.match = lead + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
+  if (validate_rule(r).has_value()) r.replace = "X";
+  return r;
+}
+
 // A random rule that starts with a literal, so that the literal prefilter is the one searching.
 SubstitutionRule prefixed_rule(std::mt19937& rng) {
   static const std::vector<std::string> kLiterals = {"a",   "ab",     "b",  "é",     "<a",   "A",
                                                      "\\.", "(?:ab)", "c+", "\\bab", "(?i)b"};
-  SubstitutionRule r = random_rule(rng);
-  std::string literal = kLiterals[rng() % kLiterals.size()];
-  if (literal == "é" && r.flags == "i") literal = "a";  // folded literals are ASCII only
-  r.match = literal + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
-  if (validate_rule(r).has_value()) r.replace = "X";
-  return r;
+  return led_rule(rng, kLiterals, "é", "a");
 }
 
 TEST(SubstitutionPropertyTest, PrefilteredStreamingEqualsTheReference) {
@@ -934,12 +941,7 @@ SubstitutionRule alternation_rule(std::mt19937& rng) {
   static const std::vector<std::string> kLeads = {
       "(?:ab|cb)", "(ab|bc)",      "(?:a|b)?cb",    "(?:ab|ba)+", "(?:ab|é)",
       "(?:<a|ab)", "\\b(?:ab|bb)", "(?i)(?:ab|bc)", "(?:a|)bc",   "(?:ab|b)(?:c|b)"};
-  SubstitutionRule r = random_rule(rng);
-  std::string lead = kLeads[rng() % kLeads.size()];
-  if (lead == "(?:ab|é)" && r.flags == "i") lead = "(?:ab|ba)";  // folded literals are ASCII only
-  r.match = lead + (rng() % 3 ? "(?:" + r.match + ")" : std::string());
-  if (validate_rule(r).has_value()) r.replace = "X";
-  return r;
+  return led_rule(rng, kLeads, "(?:ab|é)", "(?:ab|ba)");
 }
 
 TEST(SubstitutionPropertyTest, AlternativePrefixesEqualTheReference) {
